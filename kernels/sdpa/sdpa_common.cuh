@@ -1,0 +1,209 @@
+// sdpa_common.cuh: small device/host helpers shared by every sdpa stage.
+//
+// Kept deliberately generic and stable (other stage headers such as
+// sdpa_mma.cuh build on it): dtype traits, 16-byte vector packing, ceil_div,
+// the (dtype, head_dim) -> template dispatch, the exp2 softmax constant,
+// masking helpers and the cp.async wrappers. Every name is prefixed `sdpa_` /
+// `Sdpa` so it cannot collide with a stage's own helpers.
+#pragma once
+
+#include <cstdint>
+#include <type_traits>
+#include <cuda_runtime.h>
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+
+#include "sdpa_api.h"
+
+// ---------------------------------------------------------------------------
+// Softmax in base 2.
+// softmax(x)_j = exp(x_j - m) / sum exp(x_k - m), and exp(y) = 2^(y * log2(e))
+// because e^y = (2^log2(e))^y. exp2f maps to one MUFU.EX2 instruction, expf to
+// an extra multiply plus EX2, so kernels fold log2(e) into the score scale once:
+//   s2 = (q . k) * softmax_scale * kSdpaLog2e,   p = exp2f(s2 - m2)
+// where m2 is the running row max measured in the same base-2 units. Since
+// exp2(s2 - m2) == exp(s - m) exactly in real arithmetic, the result is the
+// ordinary softmax. log2(e) = 1 / ln(2) = 1.4426950408889634...
+constexpr float kSdpaLog2e = 1.4426950408889634f;
+
+// ---------------------------------------------------------------------------
+// Integer helpers.
+template <class I>
+__host__ __device__ constexpr I sdpa_ceil_div(I a, I b) { return (a + b - 1) / b; }
+
+// 16 bytes is the widest single global/shared access (LDG.128 / cp.async.cg).
+using SdpaVec16 = uint4;
+constexpr int kSdpaVecBytes = static_cast<int>(sizeof(SdpaVec16));
+static_assert(kSdpaVecBytes == 16, "uint4 must be 16 bytes");
+
+// ---------------------------------------------------------------------------
+// dtype traits. T is the storage type (__half or __nv_bfloat16); Pair is its
+// 2-wide type, used to unpack a 16-byte vector with 4 paired conversions.
+template <class T> struct SdpaTraits;
+
+template <> struct SdpaTraits<__half> {
+  using Pair = __half2;
+  static constexpr SdpaDtype kDtype = kSdpaFloat16;
+  static __device__ __forceinline__ float to_float(__half x) { return __half2float(x); }
+  static __device__ __forceinline__ __half from_float(float x) { return __float2half_rn(x); }
+  static __device__ __forceinline__ float2 pair_to_float2(Pair x) { return __half22float2(x); }
+  static __device__ __forceinline__ Pair float2_to_pair(float a, float b) { return __floats2half2_rn(a, b); }
+};
+
+template <> struct SdpaTraits<__nv_bfloat16> {
+  using Pair = __nv_bfloat162;
+  static constexpr SdpaDtype kDtype = kSdpaBFloat16;
+  static __device__ __forceinline__ float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
+  static __device__ __forceinline__ __nv_bfloat16 from_float(float x) { return __float2bfloat16_rn(x); }
+  static __device__ __forceinline__ float2 pair_to_float2(Pair x) { return __bfloat1622float2(x); }
+  static __device__ __forceinline__ Pair float2_to_pair(float a, float b) { return __floats2bfloat162_rn(a, b); }
+};
+
+// Elements of T per 16-byte vector (8 for both 2-byte types).
+template <class T>
+constexpr int kSdpaVecElems = kSdpaVecBytes / static_cast<int>(sizeof(T));
+
+// 16-byte vector <-> kSdpaVecElems floats.
+template <class T>
+__device__ __forceinline__ void sdpa_vec_to_float(const SdpaVec16& v, float* out) {
+  static_assert(sizeof(T) == 2, "only 2-byte storage types are packed");
+  const auto* pairs = reinterpret_cast<const typename SdpaTraits<T>::Pair*>(&v);
+#pragma unroll
+  for (int i = 0; i < kSdpaVecElems<T> / 2; ++i) {
+    float2 f = SdpaTraits<T>::pair_to_float2(pairs[i]);
+    out[2 * i] = f.x;
+    out[2 * i + 1] = f.y;
+  }
+}
+
+template <class T>
+__device__ __forceinline__ SdpaVec16 sdpa_float_to_vec(const float* in) {
+  static_assert(sizeof(T) == 2, "only 2-byte storage types are packed");
+  SdpaVec16 v;
+  auto* pairs = reinterpret_cast<typename SdpaTraits<T>::Pair*>(&v);
+#pragma unroll
+  for (int i = 0; i < kSdpaVecElems<T> / 2; ++i)
+    pairs[i] = SdpaTraits<T>::float2_to_pair(in[2 * i], in[2 * i + 1]);
+  return v;
+}
+
+// ---------------------------------------------------------------------------
+// Tensor addressing: pointer to element [b, h, 0, 0] of a [B, H, S, D] tensor.
+template <class T>
+__host__ __device__ __forceinline__ T* sdpa_head_ptr(T* base, const SdpaTensorStrides& s,
+                                                     int b, int h) {
+  return base + static_cast<int64_t>(b) * s.batch + static_cast<int64_t>(h) * s.head;
+}
+
+// ---------------------------------------------------------------------------
+// Masking. Query i may attend key j iff j is a real key (j < seq_len) and,
+// when causal, j <= i. Padded query rows (i >= seq_len) are computed but never
+// stored, so they need no special case beyond not being written.
+__device__ __forceinline__ bool sdpa_key_visible(int q_idx, int k_idx, int seq_len, bool causal) {
+  return k_idx < seq_len && (!causal || k_idx <= q_idx);
+}
+
+// One past the last key any query of the tile [q_begin, q_begin + block_m)
+// can see: causal tiles stop at their own diagonal, so later K/V tiles are
+// skipped entirely (about half the work for long causal sequences).
+__host__ __device__ __forceinline__ int sdpa_kv_end(int q_begin, int block_m, int seq_len,
+                                                    bool causal) {
+  const int diag_end = q_begin + block_m;
+  return (causal && diag_end < seq_len) ? diag_end : seq_len;
+}
+
+// Masked scores are -inf. If every score a row has seen so far is -inf the
+// running max is -inf too and exp2(-inf - -inf) would be NaN; subtracting 0
+// instead makes every p exactly 0 and the rescale factor exp2(-inf - 0) = 0.
+__device__ __forceinline__ float sdpa_softmax_base(float running_max) {
+  return running_max == -INFINITY ? 0.0f : running_max;
+}
+
+// ---------------------------------------------------------------------------
+// cp.async (sm_80+): 16-byte global -> shared copies that bypass registers.
+// src_bytes < 16 zero-fills the rest of the destination; src_bytes == 0 is how
+// out-of-range rows are padded with zeros without touching global memory (the
+// source address must still be a valid pointer, so callers pass a clamped one).
+__device__ __forceinline__ void sdpa_cp_async_16(void* smem_dst, const void* gmem_src,
+                                                 int src_bytes) {
+  const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem_dst));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(gmem_src),
+               "r"(src_bytes)
+               : "memory");
+}
+__device__ __forceinline__ void sdpa_cp_async_commit() {
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+// Wait until at most N committed groups are still in flight.
+template <int N>
+__device__ __forceinline__ void sdpa_cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+// ---------------------------------------------------------------------------
+// Host side: validation and (dtype, head_dim) -> template dispatch.
+
+// Tags carried into a generic lambda so a stage writes its launcher once:
+//   return sdpa_dispatch(*p, [&](auto tag, auto hd) {
+//     using T = typename decltype(tag)::type;
+//     constexpr int D = decltype(hd)::value;
+//     return launch<T, D>(*p, stream);
+//   });
+template <class T> struct SdpaTypeTag { using type = T; };
+template <int D> using SdpaHeadDim = std::integral_constant<int, D>;
+
+template <class Fn>
+inline cudaError_t sdpa_dispatch(const SdpaProblem& p, Fn&& fn) {
+  if (p.dtype == kSdpaFloat16) {
+    if (p.head_dim == 64) return fn(SdpaTypeTag<__half>{}, SdpaHeadDim<64>{});
+    if (p.head_dim == 128) return fn(SdpaTypeTag<__half>{}, SdpaHeadDim<128>{});
+  } else if (p.dtype == kSdpaBFloat16) {
+    if (p.head_dim == 64) return fn(SdpaTypeTag<__nv_bfloat16>{}, SdpaHeadDim<64>{});
+    if (p.head_dim == 128) return fn(SdpaTypeTag<__nv_bfloat16>{}, SdpaHeadDim<128>{});
+  }
+  return cudaErrorInvalidValue;
+}
+
+// Grid convention of every stage: x = query tiles, y = heads, z = batch.
+// gridDim.y and gridDim.z are limited to 65535.
+constexpr int kSdpaMaxGridYZ = 65535;
+
+// Common shape checks. Returns cudaSuccess when the problem is launchable;
+// callers treat an empty problem (any extent 0) as a no-op before calling it.
+inline cudaError_t sdpa_check_problem(const SdpaProblem& p) {
+  if (p.q == nullptr || p.k == nullptr || p.v == nullptr || p.out == nullptr)
+    return cudaErrorInvalidValue;
+  if (p.batch < 0 || p.heads < 0 || p.seq_len < 0) return cudaErrorInvalidValue;
+  if (p.heads > kSdpaMaxGridYZ || p.batch > kSdpaMaxGridYZ) return cudaErrorInvalidValue;
+  if (p.head_dim != 64 && p.head_dim != 128) return cudaErrorInvalidValue;
+  return cudaSuccess;
+}
+
+inline bool sdpa_problem_is_empty(const SdpaProblem& p) {
+  return p.batch == 0 || p.heads == 0 || p.seq_len == 0;
+}
+
+// 16-byte vector access of a row needs a 16-byte aligned base pointer and
+// strides that are whole vectors (multiples of 8 two-byte elements).
+inline bool sdpa_vec16_ok(const void* ptr, const SdpaTensorStrides& s, int elem_bytes) {
+  const int64_t vec = kSdpaVecBytes / elem_bytes;
+  return (reinterpret_cast<uintptr_t>(ptr) % kSdpaVecBytes) == 0 && s.batch % vec == 0 &&
+         s.head % vec == 0 && s.seq % vec == 0;
+}
+inline bool sdpa_problem_vec16_ok(const SdpaProblem& p) {
+  constexpr int kElemBytes = 2;  // fp16 and bf16
+  return sdpa_vec16_ok(p.q, p.q_strides, kElemBytes) &&
+         sdpa_vec16_ok(p.k, p.k_strides, kElemBytes) &&
+         sdpa_vec16_ok(p.v, p.v_strides, kElemBytes) &&
+         sdpa_vec16_ok(p.out, p.out_strides, kElemBytes);
+}
+
+// Opt a kernel in to more than 48 KB of dynamic shared memory (required by the
+// runtime for any launch above the static 48 KB default).
+template <class Kernel>
+inline cudaError_t sdpa_set_smem(Kernel kernel, size_t smem_bytes) {
+  constexpr size_t kDefaultSmemLimit = 48 * 1024;
+  if (smem_bytes <= kDefaultSmemLimit) return cudaSuccess;
+  return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                              static_cast<int>(smem_bytes));
+}

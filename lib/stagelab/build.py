@@ -1,0 +1,225 @@
+"""Build a stage: nvcc compiles its torch-free .cu, cpp_extension links the binding.
+
+Two steps, both cached under build/<stage>/<key>/ where the key hashes the
+stage source, the family's shared headers, the binding, the compile options,
+the architectures and the tool versions, so an unchanged stage never recompiles:
+
+1. nvcc -c <stage>.cu --resource-usage -> an object file and the ptxas report.
+   This needs only nvcc, so it runs (and is gated) on machines with no GPU.
+2. torch.utils.cpp_extension.load (ninja) compiles binding.cpp and links it with
+   that object and libcudart into an importable module named <stage>_<key>.
+   The binding needs no CUDA-enabled torch, so this step runs everywhere too.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+
+from .errors import BuildError
+from .paths import build_dir
+from .registry import Registry, Stage
+from .resources import KernelResources, parse_ptxas
+
+BASE_NVCC_FLAGS = ("-O3", "-std=c++17", "-Xcompiler", "-fPIC", "--resource-usage")
+NVCC_TIMEOUT_S = 900
+
+
+def cuda_home() -> Path:
+    """$CUDA_HOME or $CUDA_PATH, else the toolkit that the nvcc on PATH belongs to."""
+    for var in ("CUDA_HOME", "CUDA_PATH"):
+        if os.environ.get(var):
+            return Path(os.environ[var])
+    nvcc = shutil.which("nvcc")
+    candidates = [Path(nvcc).resolve().parent.parent] if nvcc else []
+    candidates.append(Path("/usr/local/cuda"))
+    for candidate in candidates:
+        if (candidate / "include" / "cuda_runtime.h").is_file():
+            return candidate
+    raise BuildError("cannot find the CUDA toolkit", "set CUDA_HOME to the folder holding bin/nvcc and include/")
+
+
+def nvcc_binary() -> Path:
+    nvcc = cuda_home() / "bin" / "nvcc"
+    if not nvcc.is_file():
+        raise BuildError("nvcc not found", f"looked for {nvcc}; set CUDA_HOME")
+    return nvcc
+
+
+def nvcc_version() -> str:
+    out = subprocess.run([str(nvcc_binary()), "--version"], capture_output=True, text=True, check=False)
+    return out.stdout.strip().splitlines()[-1] if out.stdout.strip() else "unknown"
+
+
+def gencode_flags(archs: tuple[str, ...]) -> list[str]:
+    """sm_90a -> -gencode=arch=compute_90a,code=sm_90a (the form that keeps wgmma legal)."""
+    return [f"-gencode=arch=compute_{a[3:]},code={a}" for a in archs]
+
+
+def nvcc_command(stage: Stage, registry: Registry, output: Path) -> list[str]:
+    defines = [f"-D{k}={v}" for k, v in sorted(stage.defines.items())]
+    return [str(nvcc_binary()), *BASE_NVCC_FLAGS, *gencode_flags(stage.arch), *stage.nvcc_flags, *defines,
+            f"-I{registry.directory}", "-c", str(stage.source), "-o", str(output)]
+
+
+def _torch_version() -> str:
+    import torch
+
+    return torch.__version__
+
+
+def source_hash(stage: Stage, registry: Registry) -> str:
+    """The source alone: the stage file, the shared headers and the binding."""
+    digest = hashlib.sha256()
+    for path in [stage.source, *registry.header_files(), registry.binding]:
+        digest.update(path.name.encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def build_key(stage: Stage, registry: Registry) -> str:
+    """Everything that changes the built module: source, options, archs, tool versions."""
+    digest = hashlib.sha256()
+    digest.update(source_hash(stage, registry).encode())
+    digest.update(json.dumps({
+        "defines": sorted(stage.defines.items()),
+        "nvcc_flags": list(stage.nvcc_flags),
+        "arch": list(stage.arch),
+        "nvcc": nvcc_version(),
+        "torch": _torch_version(),
+        "python": platform.python_version(),
+    }).encode())
+    return digest.hexdigest()[:16]
+
+
+@dataclass
+class BuildResult:
+    stage_id: str
+    key: str
+    source_hash: str
+    directory: Path
+    ptxas_log: str
+    resources: list[KernelResources]
+    cached: bool
+    seconds: float
+    nvcc_command: list[str] = field(default_factory=list)
+    module: ModuleType | None = None
+
+    @property
+    def module_name(self) -> str:
+        return f"{self.stage_id}_{self.key}"
+
+
+def _compile_object(stage: Stage, registry: Registry, workdir: Path) -> tuple[Path, str, list[str]]:
+    obj = workdir / f"{stage.id}.o"
+    cmd = nvcc_command(stage, registry, obj)
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=NVCC_TIMEOUT_S, check=False)
+    except subprocess.TimeoutExpired as exc:
+        raise BuildError(f"nvcc timed out after {NVCC_TIMEOUT_S}s compiling {stage.source.name}",
+                         str(exc.stdout or "")) from exc
+    log = f"$ {' '.join(cmd)}\n{proc.stdout}{proc.stderr}"
+    if proc.returncode != 0:
+        raise BuildError(f"nvcc failed on {stage.source.name} (exit {proc.returncode})", log)
+    return obj, log, cmd
+
+
+def _link_extension(name: str, stage: Stage, registry: Registry, obj: Path, workdir: Path) -> Path:
+    import torch.utils.cpp_extension as cpp_extension
+
+    lib64 = cuda_home() / "lib64"
+    try:
+        cpp_extension.load(
+            name=name,
+            sources=[str(registry.binding)],
+            extra_include_paths=[str(registry.directory), str(cuda_home() / "include")],
+            extra_cflags=["-O2"],
+            extra_ldflags=[str(obj), f"-L{lib64}", "-lcudart", f"-Wl,-rpath,{lib64}"],
+            # The binding itself needs only cudart, so torch's CUDA libraries stay out of
+            # the link and the same build works against CPU-only torch.
+            with_cuda=False,
+            build_directory=str(workdir),
+            verbose=False,
+        )
+    except Exception as exc:  # cpp_extension raises RuntimeError carrying the ninja log
+        raise BuildError(f"linking the torch binding for {stage.id} failed", str(exc)) from exc
+    built = workdir / f"{name}.so"
+    if not built.is_file():
+        raise BuildError(f"cpp_extension finished but {built.name} is missing", "\n".join(os.listdir(workdir)))
+    return built
+
+
+def import_module_file(name: str, path: Path) -> ModuleType:
+    import torch  # noqa: F401  (loads libc10/libtorch that the module links against)
+
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    sys.modules[name] = module
+    return module
+
+
+def build_stage(stage: Stage, registry: Registry, *, load: bool = True) -> BuildResult:
+    """Compile (or reuse) a stage; raises BuildError carrying the compiler log."""
+    if "#include <torch" in stage.source.read_text():
+        raise BuildError(f"{stage.source.name} includes torch headers", "stage sources must stay torch-free")
+    started = time.perf_counter()
+    key = build_key(stage, registry)
+    name = f"{stage.id}_{key}"
+    final = build_dir() / stage.id / key
+    meta_path = final / "build.json"
+    cached = meta_path.is_file()
+    if cached:
+        meta = json.loads(meta_path.read_text())
+    else:
+        final.parent.mkdir(parents=True, exist_ok=True)
+        workdir = Path(tempfile.mkdtemp(prefix=f".{key}.", dir=final.parent))
+        try:
+            obj, log, cmd = _compile_object(stage, registry, workdir)
+            (workdir / "ptxas.log").write_text(log)
+            _link_extension(name, stage, registry, obj, workdir)
+            meta = {"stage": stage.id, "key": key, "source_hash": source_hash(stage, registry),
+                    "nvcc_command": cmd, "module": f"{name}.so"}
+            (workdir / "build.json").write_text(json.dumps(meta, indent=2))
+            try:
+                workdir.rename(final)
+            except OSError:  # another process finished the same build first: keep theirs
+                shutil.rmtree(workdir, ignore_errors=True)
+        except BaseException:
+            shutil.rmtree(workdir, ignore_errors=True)
+            raise
+    log = (final / "ptxas.log").read_text()
+    result = BuildResult(
+        stage_id=stage.id, key=key, source_hash=meta["source_hash"], directory=final, ptxas_log=log,
+        resources=parse_ptxas(log), cached=cached, seconds=time.perf_counter() - started,
+        nvcc_command=meta["nvcc_command"],
+    )
+    if load:
+        result.module = import_module_file(name, final / meta["module"])
+        attach_dynamic_shared_memory(result)
+    return result
+
+
+def attach_dynamic_shared_memory(result: BuildResult) -> None:
+    """Fill each kernel's launch-time shared memory from the stage's own report of it."""
+    query = getattr(result.module, "dynamic_shared_memory_bytes", None)
+    if query is None:
+        return
+    for record in result.resources:
+        head_dim = next((d for d in (128, 64) if f", {d}" in record.kernel or f"<{d}" in record.kernel), None)
+        dtype = 1 if "bfloat16" in record.kernel else 0
+        if head_dim is not None:
+            record.dynamic_shared_memory_bytes = int(query(head_dim, dtype))

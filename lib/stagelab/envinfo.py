@@ -1,0 +1,76 @@
+"""What machine a number came from: GPU, clocks, driver, CUDA, torch, git state."""
+
+from __future__ import annotations
+
+import platform
+import subprocess
+
+from .paths import repo_root
+
+
+def _run(cmd: list[str]) -> str | None:
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=20, check=True)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() or None
+
+
+def git_state() -> dict[str, str]:
+    root = str(repo_root())
+    commit = _run(["git", "-C", root, "rev-parse", "HEAD"]) or "unknown"
+    status = _run(["git", "-C", root, "status", "--porcelain", "--untracked-files=no"])
+    return {"git_commit": commit, "git_dirty": "true" if status else "false"}
+
+
+def gpu_info() -> dict[str, str]:
+    """Empty when no CUDA device is visible; SM clock only when nvidia-smi can read it."""
+    import torch
+
+    if not torch.cuda.is_available():
+        return {}
+    props = torch.cuda.get_device_properties(0)
+    info = {
+        "gpu": props.name,
+        "gpu_sm_count": str(props.multi_processor_count),
+        "gpu_l2_bytes": str(props.L2_cache_size),
+        "gpu_memory_bytes": str(props.total_memory),
+        "gpu_capability": f"{props.major}.{props.minor}",
+    }
+    smi = _run(["nvidia-smi", "--query-gpu=driver_version,clocks.sm,clocks.max.sm,clocks.mem",
+                "--format=csv,noheader,nounits", "-i", "0"])
+    if smi:
+        parts = [p.strip() for p in smi.splitlines()[0].split(",")]
+        if len(parts) == 4:
+            info.update(driver=parts[0], sm_clock_mhz=parts[1], sm_clock_max_mhz=parts[2], mem_clock_mhz=parts[3])
+    return info
+
+
+def software_versions() -> dict[str, str]:
+    import torch
+
+    from .build import nvcc_version
+
+    versions = {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "torch_cuda": str(torch.version.cuda),
+        "cudnn": str(torch.backends.cudnn.version()) if torch.backends.cudnn.is_available() else "none",
+    }
+    try:
+        versions["nvcc"] = nvcc_version()
+    except Exception:  # no toolkit: the build step reports that on its own
+        versions["nvcc"] = "none"
+    try:
+        import mlflow
+
+        versions["mlflow"] = mlflow.__version__
+    except ImportError:
+        pass
+    return versions
+
+
+def gpu_label(info: dict[str, str]) -> str:
+    """A file-name-safe GPU name for results pages: 'NVIDIA H100 80GB HBM3' -> 'nvidia-h100-80gb-hbm3'."""
+    name = info.get("gpu", "no-gpu")
+    return "-".join(name.lower().replace("_", " ").split())

@@ -1,0 +1,39 @@
+"""Where the project's folders are, found from the package or the environment."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def repo_root() -> Path:
+    """The project checkout: $STAGELAB_ROOT, else the folder holding kernels/ above this file or cwd."""
+    env = os.environ.get("STAGELAB_ROOT")
+    if env:
+        return Path(env).resolve()
+    for start in (Path(__file__).resolve(), Path.cwd().resolve()):
+        for candidate in (start, *start.parents):
+            if (candidate / "kernels").is_dir() and (candidate / "pyproject.toml").is_file():
+                return candidate
+    raise FileNotFoundError(
+        "cannot find the stagelab checkout (a folder with kernels/ and pyproject.toml); "
+        "set STAGELAB_ROOT"
+    )
+
+
+def kernels_dir(family: str = "sdpa") -> Path:
+    return repo_root() / "kernels" / family
+
+
+def build_dir() -> Path:
+    """Compiled stages, keyed by content hash; $STAGELAB_BUILD_DIR overrides."""
+    return Path(os.environ.get("STAGELAB_BUILD_DIR", repo_root() / "build")).resolve()
+
+
+def mlruns_dir() -> Path:
+    return repo_root() / "mlruns"
+
+
+def runs_dir() -> Path:
+    """Executed notebooks of batch runs, one sub-folder per batch."""
+    return repo_root() / "runs"

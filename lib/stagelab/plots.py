@@ -1,0 +1,49 @@
+"""Plots people would rather look at than tables."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+
+def latency_plot(timing: pd.DataFrame, path: Path | None = None, *, mode: str | None = None, title: str = ""):
+    """Bars of p50 latency per shape, one hue per contender (stage, parent, SDPA backends)."""
+    import matplotlib
+
+    if path is not None:
+        matplotlib.use("Agg", force=False)
+    import matplotlib.pyplot as plt
+    import seaborn as sns
+
+    data = timing if mode is None else timing[timing["mode"] == mode]
+    fig, ax = plt.subplots(figsize=(max(6, 1.2 * data["shape"].nunique() + 3), 4.5))
+    sns.barplot(data=data, x="shape", y="p50_us", hue="contender", ax=ax)
+    ax.set_yscale("log")
+    ax.set_ylabel("p50 latency (us, log scale)")
+    ax.set_xlabel("shape  batch x heads x seq_len x head_dim")
+    ax.set_title(title or f"latency per shape ({mode or 'all modes'})")
+    ax.tick_params(axis="x", rotation=30)
+    fig.tight_layout()
+    if path is not None:
+        fig.savefig(path, dpi=120)
+    return fig
+
+
+def error_plot(checks: pd.DataFrame, path: Path | None = None, title: str = ""):
+    """Error over budget per check: below 1.0 passes."""
+    import matplotlib.pyplot as plt
+    import seaborn as sns
+
+    fig, ax = plt.subplots(figsize=(max(6, 0.6 * len(checks) / 2 + 3), 4))
+    data = checks.assign(label=checks["shape"] + " " + checks["dtype"])
+    sns.stripplot(data=data, x="label", y="err_budget_ratio", hue="dtype", ax=ax, size=7)
+    ax.axhline(1.0, color="red", linestyle="--", linewidth=1)
+    ax.set_ylabel("max|out-ref| / budget (pass < 1)")
+    ax.set_xlabel("")
+    ax.set_title(title or "error against the FlashAttention-3 budget")
+    ax.tick_params(axis="x", rotation=45)
+    fig.tight_layout()
+    if path is not None:
+        fig.savefig(path, dpi=120)
+    return fig

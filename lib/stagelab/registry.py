@@ -1,0 +1,201 @@
+"""The stage registry (kernels/<family>/stages.yaml): load, validate, look up.
+
+A stage is one .cu file (stem = stage id) plus what the lab needs to judge it:
+its parent, compile options, target architectures, the hypothesis it tests,
+the minimum gain over its parent that counts as a pass, and resource gates.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .errors import ConfigError
+from .paths import kernels_dir
+
+_TOP_KEYS = {"family", "binding", "defaults", "stages"}
+_STAGE_KEYS = {"id", "title", "parent", "compile_options", "arch", "hypothesis", "min_gain", "gates"}
+_DEFAULT_KEYS = {"compile_options", "arch", "min_gain", "gates"}
+_COMPILE_KEYS = {"defines", "nvcc_flags"}
+_GATE_KEYS = {"max_registers", "max_shared_memory_bytes", "spills_allowed"}
+_ARCH_RE = re.compile(r"^sm_\d{2,3}a?$")
+_ID_RE = re.compile(r"^[A-Za-z0-9_]+$")
+
+
+@dataclass(frozen=True)
+class ResourceGates:
+    """Limits a stage's ptxas report must meet; None means unchecked."""
+
+    max_registers: int | None = None
+    max_shared_memory_bytes: int | None = None
+    spills_allowed: bool = False
+
+
+@dataclass(frozen=True)
+class Stage:
+    id: str
+    title: str
+    parent: str | None
+    source: Path
+    defines: dict[str, str] = field(default_factory=dict)
+    nvcc_flags: tuple[str, ...] = ()
+    arch: tuple[str, ...] = ("sm_90a",)
+    hypothesis: str = ""
+    min_gain: float = 0.0
+    gates: ResourceGates = ResourceGates()
+
+    def with_defines(self, overrides: dict[str, Any] | None) -> "Stage":
+        """A copy with knob overrides (e.g. a notebook sweeping KV_TILE)."""
+        if not overrides:
+            return self
+        merged = dict(self.defines)
+        merged.update({str(k): str(v) for k, v in overrides.items()})
+        return Stage(**{**self.__dict__, "defines": merged})
+
+
+@dataclass(frozen=True)
+class Registry:
+    family: str
+    directory: Path
+    binding: Path
+    stages: dict[str, Stage]
+
+    def get(self, stage_id: str) -> Stage:
+        if stage_id not in self.stages:
+            known = ", ".join(self.stages) or "none"
+            raise ConfigError(f"unknown stage {stage_id!r} in {self.directory / 'stages.yaml'}; known: {known}")
+        return self.stages[stage_id]
+
+    def lineage(self, stage_id: str) -> list[str]:
+        """The stage and its ancestors, nearest first."""
+        chain, current = [], stage_id
+        while current is not None:
+            if current in chain:
+                raise ConfigError(f"stage {stage_id}: its parents form a cycle through {current}")
+            chain.append(current)
+            current = self.get(current).parent
+        return chain
+
+    def header_files(self) -> list[Path]:
+        """Shared headers: every stage's build hash covers all of them."""
+        return sorted(p for p in self.directory.iterdir() if p.suffix in {".h", ".cuh", ".hpp"})
+
+
+def _check_keys(where: str, mapping: Any, allowed: set[str]) -> dict:
+    if not isinstance(mapping, dict):
+        raise ConfigError(f"{where}: expected a mapping, got {type(mapping).__name__}")
+    unknown = sorted(set(mapping) - allowed)
+    if unknown:
+        raise ConfigError(f"{where}: unknown key(s) {unknown}; allowed: {sorted(allowed)}")
+    return mapping
+
+
+def _gates(where: str, raw: dict, base: ResourceGates) -> ResourceGates:
+    raw = _check_keys(f"{where}.gates", raw, _GATE_KEYS)
+    values = dict(base.__dict__)
+    for key in ("max_registers", "max_shared_memory_bytes"):
+        if key in raw:
+            value = raw[key]
+            if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value <= 0):
+                raise ConfigError(f"{where}.gates.{key}: expected a positive integer or null, got {value!r}")
+            values[key] = value
+    if "spills_allowed" in raw:
+        if not isinstance(raw["spills_allowed"], bool):
+            raise ConfigError(f"{where}.gates.spills_allowed: expected true or false")
+        values["spills_allowed"] = raw["spills_allowed"]
+    return ResourceGates(**values)
+
+
+def _arch(where: str, raw: Any) -> tuple[str, ...]:
+    if isinstance(raw, str):
+        raw = [raw]
+    if not isinstance(raw, list) or not raw:
+        raise ConfigError(f"{where}.arch: expected a non-empty list like [sm_90a]")
+    for arch in raw:
+        if not isinstance(arch, str) or not _ARCH_RE.match(arch):
+            raise ConfigError(f"{where}.arch: {arch!r} is not an architecture like sm_90a")
+    return tuple(raw)
+
+
+def _compile_options(where: str, raw: dict) -> tuple[dict[str, str], tuple[str, ...]]:
+    raw = _check_keys(f"{where}.compile_options", raw, _COMPILE_KEYS)
+    defines = raw.get("defines") or {}
+    if not isinstance(defines, dict):
+        raise ConfigError(f"{where}.compile_options.defines: expected a mapping NAME: value")
+    flags = raw.get("nvcc_flags") or []
+    if not isinstance(flags, list) or not all(isinstance(f, str) for f in flags):
+        raise ConfigError(f"{where}.compile_options.nvcc_flags: expected a list of strings")
+    return {str(k): str(v) for k, v in defines.items()}, tuple(flags)
+
+
+def _min_gain(where: str, raw: Any) -> float:
+    if isinstance(raw, bool) or not isinstance(raw, (int, float)) or raw < 0:
+        raise ConfigError(f"{where}.min_gain: expected a number >= 0 (0.05 means 5% faster than the parent)")
+    return float(raw)
+
+
+def load_registry(path: Path | str | None = None) -> Registry:
+    """Read and validate a stages.yaml; every error names the file and the key."""
+    path = Path(path) if path else kernels_dir() / "stages.yaml"
+    if not path.is_file():
+        raise ConfigError(f"stage registry not found: {path}")
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML: {exc}") from exc
+    raw = _check_keys(str(path), raw, _TOP_KEYS)
+    directory = path.parent
+    family = raw.get("family") or directory.name
+    binding = directory / raw.get("binding", "binding.cpp")
+    if not binding.is_file():
+        raise ConfigError(f"{path}: binding file {binding.name} does not exist in {directory}")
+
+    defaults = _check_keys(f"{path}: defaults", raw.get("defaults") or {}, _DEFAULT_KEYS)
+    default_defines, default_flags = _compile_options(f"{path}: defaults", defaults.get("compile_options") or {})
+    default_arch = _arch(f"{path}: defaults", defaults.get("arch", ["sm_90a"]))
+    default_gain = _min_gain(f"{path}: defaults", defaults.get("min_gain", 0.0))
+    default_gates = _gates(f"{path}: defaults", defaults.get("gates") or {}, ResourceGates())
+
+    entries = raw.get("stages")
+    if not isinstance(entries, list) or not entries:
+        raise ConfigError(f"{path}: 'stages' must be a non-empty list")
+    stages: dict[str, Stage] = {}
+    for index, entry in enumerate(entries):
+        where = f"{path}: stages[{index}]"
+        entry = _check_keys(where, entry, _STAGE_KEYS)
+        stage_id = entry.get("id")
+        if not isinstance(stage_id, str) or not _ID_RE.match(stage_id):
+            raise ConfigError(f"{where}: 'id' must be a name of letters, digits and underscores")
+        where = f"{path}: stage {stage_id}"
+        if stage_id in stages:
+            raise ConfigError(f"{where}: duplicate stage id")
+        source = directory / f"{stage_id}.cu"
+        if not source.is_file():
+            raise ConfigError(f"{where}: source file {source.name} does not exist in {directory}")
+        defines, flags = _compile_options(where, entry.get("compile_options") or {})
+        stages[stage_id] = Stage(
+            id=stage_id,
+            title=str(entry.get("title") or stage_id),
+            parent=entry.get("parent"),
+            source=source,
+            defines={**default_defines, **defines},
+            nvcc_flags=default_flags + flags,
+            arch=_arch(where, entry["arch"]) if "arch" in entry else default_arch,
+            hypothesis=str(entry.get("hypothesis") or "").strip(),
+            min_gain=_min_gain(where, entry["min_gain"]) if "min_gain" in entry else default_gain,
+            gates=_gates(where, entry.get("gates") or {}, default_gates),
+        )
+    for stage in stages.values():
+        if stage.parent is not None and stage.parent not in stages:
+            raise ConfigError(f"{path}: stage {stage.id}: parent {stage.parent!r} is not a stage in this registry")
+    registry = Registry(family=family, directory=directory, binding=binding, stages=stages)
+    for stage in stages.values():
+        try:
+            registry.lineage(stage.id)
+        except ConfigError as exc:
+            raise ConfigError(f"{path}: {exc}") from exc
+    return registry

@@ -1,0 +1,152 @@
+"""The ptxas resource report: parse it per kernel and architecture, and gate it.
+
+nvcc prints it with --resource-usage (the same lines as -Xptxas -v):
+
+    ptxas info    : Compiling entry function '_Z9my_kernelPf' for 'sm_90a'
+    ptxas info    : Function properties for _Z9my_kernelPf
+        0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+    ptxas info    : Used 40 registers, used 1 barriers, 8192 bytes smem, 400 bytes cmem[0]
+
+Only nvcc is needed, no GPU. Static shared memory comes from this report; a
+stage that sizes shared memory at launch reports that part itself
+(`sdpa_dynamic_shared_memory_bytes`), and the gate judges the sum.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from dataclasses import asdict, dataclass
+
+from .registry import ResourceGates
+
+_ENTRY_RE = re.compile(r"Compiling entry function '(?P<name>[^']+)' for '(?P<arch>sm_\w+)'")
+_PROPS_RE = re.compile(r"Function properties for (?P<name>\S+)")
+_FRAME_RE = re.compile(
+    r"(?P<stack>\d+) bytes stack frame, (?P<spill_st>\d+) bytes spill stores, (?P<spill_ld>\d+) bytes spill loads"
+)
+_USED_RE = re.compile(r"Used (?P<regs>\d+) registers")
+_BARRIERS_RE = re.compile(r"used (?P<barriers>\d+) barriers")
+_SMEM_RE = re.compile(r"(?P<smem>\d+) bytes smem")
+_CMEM_RE = re.compile(r"(?P<cmem>\d+) bytes cmem\[0\]")
+
+
+@dataclass
+class KernelResources:
+    kernel: str            # demangled where a demangler is available
+    mangled: str
+    arch: str
+    registers: int = 0
+    shared_memory_bytes: int = 0      # static, from ptxas
+    dynamic_shared_memory_bytes: int = 0
+    stack_frame_bytes: int = 0
+    spill_store_bytes: int = 0
+    spill_load_bytes: int = 0
+    barriers: int = 0
+    constant_memory_bytes: int = 0
+
+    @property
+    def total_shared_memory_bytes(self) -> int:
+        return self.shared_memory_bytes + self.dynamic_shared_memory_bytes
+
+    @property
+    def spills(self) -> int:
+        return self.spill_store_bytes + self.spill_load_bytes
+
+    @property
+    def tag(self) -> str:
+        """Short, metric-name-safe: the kernel's name and template arguments, then the arch."""
+        name = self.kernel
+        name = re.sub(r"^void\s+", "", name).replace("(anonymous namespace)::", "")
+        name = re.sub(r"\(.*\)$", "", name)          # drop the parameter list
+        name = name.replace("__nv_bfloat16", "bf16").replace("__half", "fp16")
+        name = re.sub(r"[^A-Za-z0-9_]+", ".", name).strip(".")
+        return f"{name}.{self.arch}"
+
+    def as_row(self) -> dict:
+        row = asdict(self)
+        row.pop("mangled")
+        row["total_shared_memory_bytes"] = self.total_shared_memory_bytes
+        return row
+
+
+def demangle(names: list[str]) -> dict[str, str]:
+    """Mangled -> readable, through cu++filt or c++filt when either is installed."""
+    tool = shutil.which("cu++filt") or shutil.which("c++filt")
+    if not tool or not names:
+        return {n: n for n in names}
+    try:
+        out = subprocess.run([tool], input="\n".join(names), capture_output=True, text=True, timeout=30, check=True)
+        readable = out.stdout.splitlines()
+    except (OSError, subprocess.SubprocessError):
+        return {n: n for n in names}
+    if len(readable) != len(names):
+        return {n: n for n in names}
+    return dict(zip(names, readable))
+
+
+def parse_ptxas(log: str) -> list[KernelResources]:
+    """One record per (entry function, architecture) that the log compiled."""
+    records: list[KernelResources] = []
+    by_name: dict[str, KernelResources] = {}
+    current: KernelResources | None = None
+    for line in log.splitlines():
+        if m := _ENTRY_RE.search(line):
+            current = KernelResources(kernel=m["name"], mangled=m["name"], arch=m["arch"])
+            records.append(current)
+            by_name[m["name"]] = current
+            continue
+        if m := _PROPS_RE.search(line):
+            # properties refer to the most recent entry of that name (also device functions: ignored)
+            current = by_name.get(m["name"])
+            continue
+        if current is None:
+            continue
+        if m := _FRAME_RE.search(line):
+            current.stack_frame_bytes = int(m["stack"])
+            current.spill_store_bytes = int(m["spill_st"])
+            current.spill_load_bytes = int(m["spill_ld"])
+        if m := _USED_RE.search(line):
+            current.registers = int(m["regs"])
+            if b := _BARRIERS_RE.search(line):
+                current.barriers = int(b["barriers"])
+            if s := _SMEM_RE.search(line):
+                current.shared_memory_bytes = int(s["smem"])
+            if c := _CMEM_RE.search(line):
+                current.constant_memory_bytes = int(c["cmem"])
+    names = demangle([r.mangled for r in records])
+    for record in records:
+        record.kernel = names.get(record.mangled, record.mangled)
+    return records
+
+
+@dataclass(frozen=True)
+class GateResult:
+    gate: str
+    kernel: str
+    limit: float
+    actual: float
+    passed: bool
+
+
+def evaluate_gates(resources: list[KernelResources], gates: ResourceGates) -> list[GateResult]:
+    """Each gate against each kernel instance; an empty report fails (nothing was compiled)."""
+    if not resources:
+        return [GateResult("kernels_compiled", "-", 1, 0, False)]
+    results: list[GateResult] = []
+    for r in resources:
+        if gates.max_registers is not None:
+            results.append(GateResult("max_registers", r.tag, gates.max_registers, r.registers,
+                                      r.registers <= gates.max_registers))
+        if gates.max_shared_memory_bytes is not None:
+            results.append(GateResult("max_shared_memory_bytes", r.tag, gates.max_shared_memory_bytes,
+                                      r.total_shared_memory_bytes,
+                                      r.total_shared_memory_bytes <= gates.max_shared_memory_bytes))
+        if not gates.spills_allowed:
+            results.append(GateResult("no_spills", r.tag, 0, r.spills, r.spills == 0))
+    return results
+
+
+def gates_passed(results: list[GateResult]) -> bool:
+    return all(g.passed for g in results)

@@ -1,0 +1,121 @@
+"""MLflow: the store, the experiment, and one run per (stage, parameter file).
+
+Default store: sqlite:///<repo>/mlruns/mlflow.db with artifacts under
+<repo>/mlruns/artifacts; MLFLOW_TRACKING_URI in the environment wins (a team's
+tracking server backed by PostgreSQL, say). The database and the experiment
+are created once, under a file lock, before any run starts: concurrent first
+use of a fresh SQLite store can corrupt it, and a concurrent set_experiment
+can drop a run into the Default experiment.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import math
+import os
+import re
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+from .paths import mlruns_dir
+
+DEFAULT_EXPERIMENT = "stagelab-sdpa"
+_METRIC_UNSAFE = re.compile(r"[^A-Za-z0-9_\-./ ]")
+
+
+def tracking_uri() -> str:
+    return os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{mlruns_dir() / 'mlflow.db'}"
+
+
+def uses_default_store() -> bool:
+    return not os.environ.get("MLFLOW_TRACKING_URI")
+
+
+def artifact_location() -> str | None:
+    """Artifacts beside the default SQLite store; a server decides its own."""
+    return (mlruns_dir() / "artifacts").as_uri() if uses_default_store() else None
+
+
+@contextmanager
+def _store_lock():
+    mlruns_dir().mkdir(parents=True, exist_ok=True)
+    with open(mlruns_dir() / ".init.lock", "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def client():
+    from mlflow.tracking import MlflowClient
+
+    return MlflowClient(tracking_uri=tracking_uri())
+
+
+def init_store(experiment: str = DEFAULT_EXPERIMENT) -> str:
+    """Create the database (schema migrations run on first use) and the experiment; returns its id."""
+    import mlflow
+
+    mlflow.set_tracking_uri(tracking_uri())
+    with _store_lock():
+        c = client()
+        found = c.get_experiment_by_name(experiment)
+        if found is not None:
+            return found.experiment_id
+        return c.create_experiment(experiment, artifact_location=artifact_location())
+
+
+def run_name(stage_id: str, params_name: str) -> str:
+    return f"{stage_id}@{params_name}"
+
+
+def metric_key(*parts: str) -> str:
+    """MLflow allows letters, digits, _ - . / and spaces; anything else becomes '.'."""
+    return _METRIC_UNSAFE.sub(".", "/".join(parts))
+
+
+def create_run(experiment_id: str, stage_id: str, params_name: str, tags: dict[str, str] | None = None) -> str:
+    """A run in RUNNING state that a notebook (or the batch runner) fills in; returns its id."""
+    run = client().create_run(experiment_id, run_name=run_name(stage_id, params_name),
+                              tags={"stage": stage_id, "params_file": params_name, **(tags or {})})
+    return run.info.run_id
+
+
+def log_metrics(run_id: str, metrics: dict[str, float]) -> None:
+    from mlflow.entities import Metric
+
+    now = int(time.time() * 1000)
+    batch = [Metric(metric_key(k), float(v), now, 0) for k, v in metrics.items()
+             if v is not None and math.isfinite(float(v))]
+    c = client()
+    for start in range(0, len(batch), 900):  # MLflow caps one batch at 1000 metrics
+        c.log_batch(run_id, metrics=batch[start:start + 900])
+
+
+def log_params(run_id: str, params: dict[str, object]) -> None:
+    from mlflow.entities import Param
+
+    c = client()
+    items = [Param(k, str(v)[:6000]) for k, v in params.items()]
+    for start in range(0, len(items), 90):
+        c.log_batch(run_id, params=items[start:start + 90])
+
+
+def set_tags(run_id: str, tags: dict[str, object]) -> None:
+    from mlflow.entities import RunTag
+
+    client().log_batch(run_id, tags=[RunTag(k, str(v)[:5000]) for k, v in tags.items()])
+
+
+def log_artifact(run_id: str, path: Path | str, artifact_path: str | None = None) -> None:
+    client().log_artifact(run_id, str(path), artifact_path)
+
+
+def end_run(run_id: str, status: str = "FINISHED") -> None:
+    client().set_terminated(run_id, status=status)
+
+
+def get_tag(run_id: str, key: str) -> str | None:
+    return client().get_run(run_id).data.tags.get(key)
