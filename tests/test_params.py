@@ -1,0 +1,66 @@
+from pathlib import Path
+
+import pytest
+
+from stagelab.errors import ConfigError
+from stagelab.params import Shape, load_params
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def write(tmp_path, text):
+    path = tmp_path / "p.yaml"
+    path.write_text(text)
+    return path
+
+
+@pytest.mark.parametrize("name", ["smoke", "acceptance", "mission", "long"])
+def test_shipped_parameter_files_load(name):
+    params = load_params(ROOT / "params" / f"{name}.yaml")
+    assert params.shapes and len(params.seeds) >= 2
+    assert params.mission in params.timed_shapes()
+
+
+def test_acceptance_has_the_issue_shapes():
+    shapes = set(load_params(ROOT / "params" / "acceptance.yaml").shapes)
+    expected = {Shape(1, 8, 512, 64, False), Shape(1, 8, 512, 64, True), Shape(2, 8, 2048, 64, False),
+                Shape(2, 8, 2048, 64, True), Shape(2, 8, 2048, 128, False), Shape(1, 2, 1, 64, False),
+                Shape(1, 3, 77, 128, True), Shape(2, 4, 1000, 64, False)}
+    assert shapes == expected
+
+
+def test_causal_list_expands():
+    params = load_params(write(Path(__import__("tempfile").mkdtemp()),
+                               "shapes:\n  - {shape: [1, 2, 3, 64], causal: [false, true]}\n"))
+    assert [s.causal for s in params.shapes] == [False, True]
+
+
+@pytest.mark.parametrize("text, message", [
+    ("shapes: [{shape: [1, 2, 3, 64]}]\nbogus: 1\n", "unknown key(s) ['bogus']"),
+    ("shapes: [{shape: [1, 0, 3, 64]}]\n", "shape.heads: expected a positive integer"),
+    ("shapes: [{shape: [1, 2, -3, 64]}]\n", "shape.seq_len: expected a positive integer"),
+    ("shapes: [{shape: [1, 2, 3, 96]}]\n", "head_dim: 96 is not supported"),
+    ("shapes: [{shape: [1, 2, 3, 64]}]\ndtypes: [float32]\n", "'float32' is not supported"),
+    ("shapes: [{shape: [1, 2, 3]}]\n", "expected [batch, heads, seq_len, head_dim]"),
+    ("shapes: [{shape: [1, 2, 3, 64], causal: maybe}]\n", "causal: expected true, false"),
+    ("shapes: [{shape: [1, 2, 3, 64], extra: 1}]\n", "unknown key(s) ['extra']"),
+    ("shapes: [{shape: [1, 2, 3, 64]}]\nseeds: [0]\n", "two or more"),
+    ("shapes: [{shape: [1, 2, 3, 64]}]\ntiming: {repetitions: 10}\n", "at least 100"),
+    ("shapes: [{shape: [1, 2, 3, 64]}]\ntiming: {modes: [warm]}\n", "'warm' is not supported"),
+    ("shapes: []\n", "non-empty list"),
+    ("shapes: [{shape: [1, 2, 3, 64]\n", "not valid YAML"),
+])
+def test_bad_files_name_the_problem(tmp_path, text, message):
+    with pytest.raises(ConfigError) as err:
+        load_params(write(tmp_path, text))
+    assert message in str(err.value)
+    assert str(tmp_path / "p.yaml") in str(err.value)
+
+
+def test_missing_file(tmp_path):
+    with pytest.raises(ConfigError, match="not found"):
+        load_params(tmp_path / "nope.yaml")
+
+
+def test_flops_halved_for_causal():
+    assert Shape(2, 8, 512, 64, True).flops() * 2 == Shape(2, 8, 512, 64, False).flops() == 4 * 2 * 8 * 512 * 512 * 64

@@ -1,0 +1,74 @@
+import shutil
+from pathlib import Path
+
+import pytest
+
+from stagelab.errors import ConfigError
+from stagelab.registry import load_registry
+
+ROOT = Path(__file__).resolve().parents[1]
+HEAD = "family: sdpa\nbinding: binding.cpp\n"
+
+
+@pytest.fixture
+def family(tmp_path):
+    (tmp_path / "binding.cpp").write_text("// binding")
+    for stem in ("a", "b"):
+        (tmp_path / f"{stem}.cu").write_text("// stage")
+    return tmp_path
+
+
+def load(family, text):
+    (family / "stages.yaml").write_text(HEAD + text)
+    return load_registry(family / "stages.yaml")
+
+
+def test_shipped_registry_is_valid():
+    registry = load_registry(ROOT / "kernels" / "sdpa" / "stages.yaml")
+    assert "s0_baseline" in registry.stages
+    for stage in registry.stages.values():
+        assert stage.source.stem == stage.id and stage.hypothesis
+        assert stage.parent is None or stage.parent in registry.stages
+
+
+def test_defaults_and_overrides(family):
+    registry = load(family, "defaults: {min_gain: 0.1, gates: {max_registers: 128}}\n"
+                            "stages:\n  - {id: a, hypothesis: h}\n"
+                            "  - {id: b, parent: a, min_gain: 0.0, gates: {spills_allowed: true},"
+                            " compile_options: {defines: {KV_TILE: 32}}}\n")
+    a, b = registry.get("a"), registry.get("b")
+    assert a.min_gain == 0.1 and a.gates.max_registers == 128 and not a.gates.spills_allowed
+    assert b.min_gain == 0.0 and b.gates.max_registers == 128 and b.gates.spills_allowed
+    assert b.defines == {"KV_TILE": "32"} and registry.lineage("b") == ["b", "a"]
+    assert b.with_defines({"KV_TILE": 64}).defines == {"KV_TILE": "64"}
+
+
+@pytest.mark.parametrize("text, message", [
+    ("stages:\n  - {id: a, colour: red}\n", "unknown key(s) ['colour']"),
+    ("stages:\n  - {id: a, parent: zzz}\n", "parent 'zzz' is not a stage"),
+    ("stages:\n  - {id: c}\n", "source file c.cu does not exist"),
+    ("stages:\n  - {id: a}\n  - {id: a}\n", "duplicate stage id"),
+    ("stages:\n  - {id: a, parent: b}\n  - {id: b, parent: a}\n", "cycle"),
+    ("stages:\n  - {id: a, arch: [hopper]}\n", "is not an architecture"),
+    ("stages:\n  - {id: a, min_gain: -1}\n", "min_gain"),
+    ("stages:\n  - {id: a, gates: {max_registers: 0}}\n", "max_registers"),
+    ("stages:\n  - {id: a, gates: {max_regs: 10}}\n", "unknown key(s) ['max_regs']"),
+    ("stages: []\n", "non-empty list"),
+    ("extra: 1\nstages:\n  - {id: a}\n", "unknown key(s) ['extra']"),
+])
+def test_bad_registry_names_the_problem(family, text, message):
+    with pytest.raises(ConfigError, match=None) as err:
+        load(family, text)
+    assert message in str(err.value)
+
+
+def test_missing_binding(family):
+    (family / "binding.cpp").unlink()
+    with pytest.raises(ConfigError, match="binding file binding.cpp does not exist"):
+        load(family, "stages:\n  - {id: a}\n")
+
+
+def test_unknown_stage_lookup(family):
+    registry = load(family, "stages:\n  - {id: a}\n")
+    with pytest.raises(ConfigError, match="unknown stage 'zz'.*known: a"):
+        registry.get("zz")

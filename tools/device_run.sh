@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# One call on a lent GPU machine (no network): install the wheelhouse, run the
+# stage batch(es), the GPU tests and the report, and leave everything under $OUT.
+#   usage: tools/device_run.sh "<stagelab run args>;<stagelab run args>..." [pytest-args]
+# Needs `make wheelhouse` beforehand and the folder carried along (carry: ["wheelhouse"]).
+set -uo pipefail
+OUT="${OUT:-/tmp/out}"; mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1 STAGELAB_ROOT="$PWD"
+python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site wheelhouse/*.whl 2>&1 | tail -2
+export PYTHONPATH="$PWD/lib:/tmp/site" PATH="/tmp/site/bin:$PATH"
+python3 -m ipykernel install --user --name python3 > /dev/null
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv | tee "$OUT/gpu.txt"
+IFS=';' read -ra BATCHES <<< "${1:-}"
+for batch in "${BATCHES[@]}"; do
+  [ -n "$batch" ] || continue
+  echo "=== stagelab run $batch"
+  start=$(date +%s)
+  python3 -m stagelab run $batch 2>&1 | grep -v '^\s*$' | tee -a "$OUT/batch.log"
+  echo "=== elapsed $(( $(date +%s) - start ))s for: $batch" | tee -a "$OUT/batch.log"
+done
+if [ -n "${2:-}" ]; then
+  echo "=== pytest $2"
+  python3 -m pytest -q -p no:cacheprovider $2 2>&1 | tail -25 | tee "$OUT/pytest.log"
+fi
+python3 -m stagelab report --params acceptance long mission 2>&1 | tail -3
+cp docs/results/*.md docs/results/*.png "$OUT/" 2>/dev/null
+tar czf "$OUT/mlruns.tgz" mlruns runs 2>/dev/null
+ls -la "$OUT"
