@@ -1,0 +1,50 @@
+"""ptxas parsing, on real `nvcc --resource-usage` output of the stage kernels for sm_90a."""
+
+import re
+import subprocess
+
+import pytest
+
+from stagelab.build import nvcc_command
+from stagelab.registry import load_registry
+from stagelab.resources import parse_ptxas
+
+REGISTRY = load_registry()
+
+SAMPLE = """\
+ptxas info    : 0 bytes gmem
+ptxas info    : Compiling entry function '_Z6kernelILi64EEvPf' for 'sm_90a'
+ptxas info    : Function properties for _Z6kernelILi64EEvPf
+    16 bytes stack frame, 8 bytes spill stores, 12 bytes spill loads
+ptxas info    : Used 168 registers, used 1 barriers, 4096 bytes smem, 400 bytes cmem[0]
+ptxas info    : Compiling entry function '_Z6kernelILi64EEvPf' for 'sm_80'
+ptxas info    : Function properties for _Z6kernelILi64EEvPf
+    0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+ptxas info    : Used 40 registers, 384 bytes cmem[0]
+"""
+
+
+def test_parse_sample_per_kernel_and_arch():
+    hopper, ampere = parse_ptxas(SAMPLE)
+    assert (hopper.arch, hopper.registers, hopper.barriers, hopper.shared_memory_bytes) == ("sm_90a", 168, 1, 4096)
+    assert (hopper.stack_frame_bytes, hopper.spill_store_bytes, hopper.spill_load_bytes) == (16, 8, 12)
+    assert hopper.constant_memory_bytes == 400 and hopper.spills == 20
+    assert (ampere.arch, ampere.registers, ampere.barriers, ampere.spills) == ("sm_80", 40, 0, 0)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("stage_id", list(REGISTRY.stages))
+def test_parse_real_nvcc_output(stage_id, tmp_path, nvcc_available):
+    stage = REGISTRY.get(stage_id)
+    proc = subprocess.run(nvcc_command(stage, REGISTRY, tmp_path / "k.o"), capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    log = proc.stdout + proc.stderr
+    records = parse_ptxas(log)
+    # one record per entry function ptxas compiled, each with the numbers of its own report lines
+    assert len(records) == len(re.findall(r"Compiling entry function", log)) >= 4  # 2 dtypes x 2 head dims
+    assert {r.arch for r in records} == set(stage.arch)
+    used = [int(n) for n in re.findall(r"Used (\d+) registers", log)]
+    assert sorted(r.registers for r in records) == sorted(used)
+    assert all(r.registers > 0 for r in records)
+    tags = {r.tag for r in records}
+    assert any("fp16" in t and ".64." in t for t in tags) and any("bf16" in t and ".128." in t for t in tags)
