@@ -7,7 +7,7 @@ import pytest
 
 from stagelab.build import nvcc_command
 from stagelab.registry import load_registry
-from stagelab.resources import parse_ptxas
+from stagelab.resources import parse_mangled, parse_ptxas
 
 REGISTRY = load_registry()
 
@@ -48,3 +48,14 @@ def test_parse_real_nvcc_output(stage_id, tmp_path, nvcc_available):
     assert all(r.registers > 0 for r in records)
     tags = {r.tag for r in records}
     assert any("fp16" in t and ".64." in t for t in tags) and any("bf16" in t and ".128." in t for t in tags)
+
+
+@pytest.mark.parametrize("mangled, name, args", [
+    ("_ZN12_GLOBAL__N_114sdpa_s0_kernelI6__halfLi64EEEv11SdpaProblem", "sdpa_s0_kernel", ["fp16", "64"]),
+    ("_ZN56_GLOBAL__N__a3ee8dc7_23_s3b_register_softmax_cu_83a6713c15sdpa_s3b_kernelI13__nv_bfloat16Li128ELb1EEEv11SdpaProblem",
+     "sdpa_s3b_kernel", ["bf16", "128", "1"]),
+    ("_Z6kernelPf", "kernel", []),
+    ("plain_c_name", "plain_c_name", []),
+])
+def test_parse_mangled(mangled, name, args):
+    assert parse_mangled(mangled) == (name, args)

@@ -214,12 +214,19 @@ def build_stage(stage: Stage, registry: Registry, *, load: bool = True) -> Build
 
 
 def attach_dynamic_shared_memory(result: BuildResult) -> None:
-    """Fill each kernel's launch-time shared memory from the stage's own report of it."""
+    """Fill each kernel's launch-time shared memory from the stage's own report of it.
+
+    Kernels are templated on <dtype, head_dim, ...>: the first template argument
+    names the dtype, the first 64 or 128 the head dimension.
+    """
     query = getattr(result.module, "dynamic_shared_memory_bytes", None)
     if query is None:
         return
     for record in result.resources:
-        head_dim = next((d for d in (128, 64) if f", {d}" in record.kernel or f"<{d}" in record.kernel), None)
-        dtype = 1 if "bfloat16" in record.kernel else 0
-        if head_dim is not None:
+        args = record.template_args
+        head_dim = next((int(a) for a in args if a in ("64", "128")), None)
+        if head_dim is None or not args:
+            continue
+        dtype = {"fp16": 0, "bf16": 1}.get(args[0])
+        if dtype is not None:
             record.dynamic_shared_memory_bytes = int(query(head_dim, dtype))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import platform
 import subprocess
 
@@ -17,8 +18,13 @@ def _run(cmd: list[str]) -> str | None:
 
 
 def git_state() -> dict[str, str]:
+    """From git; on a copy of the tree without .git (a lent GPU machine), from
+    $STAGELAB_GIT_COMMIT and $STAGELAB_GIT_DIRTY set by whoever made the copy."""
     root = str(repo_root())
-    commit = _run(["git", "-C", root, "rev-parse", "HEAD"]) or "unknown"
+    commit = _run(["git", "-C", root, "rev-parse", "HEAD"])
+    if commit is None:
+        return {"git_commit": os.environ.get("STAGELAB_GIT_COMMIT", "unknown"),
+                "git_dirty": os.environ.get("STAGELAB_GIT_DIRTY", "unknown")}
     status = _run(["git", "-C", root, "status", "--porcelain", "--untracked-files=no"])
     return {"git_commit": commit, "git_dirty": "true" if status else "false"}
 
@@ -37,12 +43,20 @@ def gpu_info() -> dict[str, str]:
         "gpu_memory_bytes": str(props.total_memory),
         "gpu_capability": f"{props.major}.{props.minor}",
     }
+    info.update(read_clocks())
+    return info
+
+
+def read_clocks(prefix: str = "") -> dict[str, str]:
+    """Driver and clocks from nvidia-smi, when it answers."""
+    info: dict[str, str] = {}
     smi = _run(["nvidia-smi", "--query-gpu=driver_version,clocks.sm,clocks.max.sm,clocks.mem",
                 "--format=csv,noheader,nounits", "-i", "0"])
     if smi:
         parts = [p.strip() for p in smi.splitlines()[0].split(",")]
         if len(parts) == 4:
-            info.update(driver=parts[0], sm_clock_mhz=parts[1], sm_clock_max_mhz=parts[2], mem_clock_mhz=parts[3])
+            info.update({"driver": parts[0], f"{prefix}sm_clock_mhz": parts[1],
+                         "sm_clock_max_mhz": parts[2], f"{prefix}mem_clock_mhz": parts[3]})
     return info
 
 

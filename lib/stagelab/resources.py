@@ -55,20 +55,67 @@ class KernelResources:
         return self.spill_store_bytes + self.spill_load_bytes
 
     @property
+    def template_args(self) -> list[str]:
+        return parse_mangled(self.mangled)[1]
+
+    @property
     def tag(self) -> str:
-        """Short, metric-name-safe: the kernel's name and template arguments, then the arch."""
-        name = self.kernel
-        name = re.sub(r"^void\s+", "", name).replace("(anonymous namespace)::", "")
-        name = re.sub(r"\(.*\)$", "", name)          # drop the parameter list
-        name = name.replace("__nv_bfloat16", "bf16").replace("__half", "fp16")
-        name = re.sub(r"[^A-Za-z0-9_]+", ".", name).strip(".")
-        return f"{name}.{self.arch}"
+        """Short, metric-name-safe and the same on every machine (read from the mangled name):
+        sdpa_s0_kernel.fp16.64.sm_90a."""
+        name, args = parse_mangled(self.mangled)
+        return ".".join([name, *args, self.arch])
 
     def as_row(self) -> dict:
         row = asdict(self)
         row.pop("mangled")
         row["total_shared_memory_bytes"] = self.total_shared_memory_bytes
         return row
+
+
+_DTYPE_NAMES = {"__half": "fp16", "__nv_bfloat16": "bf16", "f": "fp32", "d": "fp64"}
+
+
+def parse_mangled(mangled: str) -> tuple[str, list[str]]:
+    """The function name and its template arguments from an Itanium-mangled name.
+
+    Enough of the grammar for kernels templated on types and integer or bool
+    constants (`_ZN..14sdpa_s0_kernelI6__halfLi64EEEv11SdpaProblem` gives
+    ('sdpa_s0_kernel', ['fp16', '64'])); anything else comes back whole, no args.
+    Demanglers differ between machines (c++filt, cu++filt), this does not.
+    """
+    if not mangled.startswith("_Z"):
+        return mangled, []
+    pos = 3 if mangled.startswith("_ZN") else 2
+
+    def read_ident(at: int) -> tuple[str, int]:
+        m = re.match(r"\d+", mangled[at:])
+        if not m:
+            return "", at
+        length, start = int(m.group()), at + len(m.group())
+        return mangled[start:start + length], start + length
+
+    name = ""
+    while pos < len(mangled) and mangled[pos].isdigit():
+        ident, pos = read_ident(pos)
+        if not ident.startswith("_GLOBAL__N"):  # anonymous namespaces
+            name = ident
+    args: list[str] = []
+    if pos < len(mangled) and mangled[pos] == "I":
+        pos += 1
+        while pos < len(mangled) and mangled[pos] != "E":
+            if mangled[pos].isdigit():
+                ident, pos = read_ident(pos)
+                args.append(_DTYPE_NAMES.get(ident, ident))
+            elif mangled[pos] == "L":
+                m = re.match(r"L([a-z])(n?\d+)E", mangled[pos:])
+                if not m:
+                    break
+                args.append(m.group(2).replace("n", "-"))
+                pos += len(m.group())
+            else:
+                args.append(_DTYPE_NAMES.get(mangled[pos], mangled[pos]))
+                pos += 1
+    return name or mangled, args
 
 
 def demangle(names: list[str]) -> dict[str, str]:

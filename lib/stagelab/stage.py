@@ -20,7 +20,7 @@ import torch
 from . import tracking
 from .build import BuildResult, build_stage
 from .checks import TORCH_DTYPES, CheckResult, check_all, make_inputs
-from .envinfo import git_state, gpu_info, software_versions
+from .envinfo import git_state, gpu_info, read_clocks, software_versions
 from .errors import BuildError
 from .outcome import Evidence, Outcome, decide, geometric_mean
 from .params import RunParams, Shape, load_params
@@ -230,10 +230,12 @@ class StageRun:
             torch.cuda.empty_cache()
         frame = pd.DataFrame([t.as_row() for t in self.timing_results])
         self._table("timing", frame)
+        clocks_under_load = read_clocks("after_timing_")
         if unavailable:
             (self.artifacts / "sdpa_unavailable.json").write_text(json.dumps(unavailable, indent=2))
         if self.run_id:
             tracking.log_metrics(self.run_id, self._timing_metrics(frame))
+            tracking.set_tags(self.run_id, clocks_under_load)
         return frame
 
     def speedups(self, frame: pd.DataFrame | None = None) -> pd.DataFrame:
