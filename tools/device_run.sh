@@ -10,17 +10,18 @@ python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site w
 export PYTHONPATH="$PWD/lib:/tmp/site" PATH="/tmp/site/bin:$PATH"
 python3 -m ipykernel install --user --name python3 > /dev/null
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv | tee "$OUT/gpu.txt"
+echo "=== prebuild"; timeout 300 python3 -m stagelab build --jobs 8 2>&1 | tail -8
 IFS=';' read -ra BATCHES <<< "${1:-}"
 for batch in "${BATCHES[@]}"; do
   [ -n "$batch" ] || continue
   echo "=== stagelab run $batch"
   start=$(date +%s)
-  python3 -m stagelab run $batch 2>&1 | grep -v '^\s*$' | tee -a "$OUT/batch.log"
+  timeout "${BATCH_TIMEOUT:-480}" python3 -m stagelab run $batch 2>&1 | grep -v '^\s*$' | tee -a "$OUT/batch.log"
   echo "=== elapsed $(( $(date +%s) - start ))s for: $batch" | tee -a "$OUT/batch.log"
 done
 if [ -n "${2:-}" ]; then
   echo "=== pytest $2"
-  python3 -m pytest -q -p no:cacheprovider $2 2>&1 | tail -25 | tee "$OUT/pytest.log"
+  timeout "${PYTEST_TIMEOUT:-240}" python3 -m pytest -q -p no:cacheprovider $2 2>&1 | tail -25 | tee "$OUT/pytest.log"
 fi
 python3 -m stagelab report --params acceptance long mission 2>&1 | tail -3
 cp docs/results/*.md docs/results/*.png "$OUT/" 2>/dev/null

@@ -48,6 +48,35 @@ def _cmd_resources(args) -> int:
     return 0
 
 
+def _build_one(stage_id: str) -> str:
+    from .build import build_stage
+    from .registry import load_registry
+
+    registry = load_registry()
+    result = build_stage(registry.get(stage_id), registry, load=False)
+    return f"{stage_id}: {'cached' if result.cached else 'built'} in {result.seconds:.1f}s (key {result.key})"
+
+
+def _cmd_build(args) -> int:
+    """Build stages in parallel processes so later notebook runs find them cached."""
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
+    from .errors import BuildError
+    from .registry import load_registry
+
+    stage_ids = args.stages or list(load_registry().stages)
+    failed = 0
+    with ProcessPoolExecutor(max_workers=args.jobs) as pool:
+        futures = {pool.submit(_build_one, s): s for s in stage_ids}
+        for future in as_completed(futures):
+            try:
+                print(future.result(), flush=True)
+            except BuildError as exc:
+                failed += 1
+                print(f"{futures[future]}: build failed\n{exc}", flush=True)
+    return 1 if failed else 0
+
+
 def _cmd_report(args) -> int:
     from .report import write_report
 
@@ -77,6 +106,11 @@ def build_parser() -> argparse.ArgumentParser:
     res = sub.add_parser("resources", help="build stages (no GPU needed) and print their ptxas resource report")
     res.add_argument("stages", nargs="*")
     res.set_defaults(func=_cmd_resources)
+
+    bld = sub.add_parser("build", help="compile stages (in parallel) into the build cache; no GPU needed")
+    bld.add_argument("stages", nargs="*")
+    bld.add_argument("--jobs", type=int, default=4)
+    bld.set_defaults(func=_cmd_build)
 
     rep = sub.add_parser("report", help="write docs/results/<gpu>.md (+ plot) from the MLflow store")
     rep.add_argument("--params", nargs="+", default=["acceptance", "long"],
