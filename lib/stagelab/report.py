@@ -69,7 +69,7 @@ def ladder_table(runs: pd.DataFrame, params_name: str, mission_tag: str) -> pd.D
     frame = pd.DataFrame(rows)
     if not frame.empty:
         frame["order"] = frame["stage"].map({s: i for i, s in enumerate(order)})
-        frame = frame.sort_values("order").drop(columns="order")
+        frame = frame.sort_values("order").drop(columns="order").dropna(axis=1, how="all")
     return frame
 
 
@@ -84,22 +84,47 @@ def per_shape_table(runs: pd.DataFrame, params_name: str) -> pd.DataFrame:
                 for backend in ("parent", *BACKENDS):
                     row[f"vs {backend}"] = _metric(r, f"speedup_vs_{backend}/{shape}")
                 rows.append(row)
-    return pd.DataFrame(rows)
+    frame = pd.DataFrame(rows)
+    if frame.empty:
+        return frame
+    order = {s: i for i, s in enumerate(load_registry().stages)}
+    frame = frame.assign(_stage=frame["stage"].map(order), _causal=frame["shape"].str.endswith("_causal"),
+                         _size=frame["shape"].str.replace("_causal", "").map(
+                             lambda t: tuple(int(x) for x in t.split("x"))))
+    frame = frame.sort_values(["_stage", "_size", "_causal"]).drop(columns=["_stage", "_causal", "_size"])
+    return frame.dropna(axis=1, how="all")
 
 
-def _plot(shapes: pd.DataFrame, path: Path, title: str) -> None:
+def _with_sdpa_rows(shapes: pd.DataFrame) -> pd.DataFrame:
+    """Add each SDPA backend's TFLOP/s per shape: stage TFLOP/s / speedup over it, the median
+    over the stage runs that timed it (each run times the backends beside its stage)."""
+    rows = []
+    for backend in ("flash", "cudnn", "efficient"):
+        column = f"vs {backend}"
+        if column not in shapes:
+            continue
+        derived = shapes.assign(backend_tflops=shapes["TFLOP/s"] / shapes[column]).dropna(subset=["backend_tflops"])
+        for shape, group in derived.groupby("shape", sort=False):
+            rows.append({"stage": f"sdpa_{backend}", "shape": shape, "TFLOP/s": group["backend_tflops"].median()})
+    return pd.concat([shapes[["stage", "shape", "TFLOP/s"]], pd.DataFrame(rows)], ignore_index=True)
+
+
+def _plot(frames: dict[str, pd.DataFrame], path: Path, gpu: str) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     import seaborn as sns
 
-    fig, ax = plt.subplots(figsize=(max(7, 1.4 * shapes["shape"].nunique() + 3), 4.5))
-    sns.barplot(data=shapes, x="shape", y="TFLOP/s", hue="stage", ax=ax)
-    ax.set_title(title)
-    ax.tick_params(axis="x", rotation=30)
+    fig, axes = plt.subplots(len(frames), 1, figsize=(16, 4.8 * len(frames)), squeeze=False)
+    for ax, (name, shapes) in zip(axes[:, 0], frames.items()):
+        data = _with_sdpa_rows(shapes)
+        sns.barplot(data=data, x="shape", y="TFLOP/s", hue="stage", ax=ax, palette="tab10")
+        ax.set_title(f"{name}: TFLOP/s per shape on {gpu} (SDPA backends timed in the same runs)")
+        ax.tick_params(axis="x", rotation=20)
+        ax.legend(fontsize=8, ncol=3)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    fig.savefig(path, dpi=110)
     plt.close(fig)
 
 
@@ -127,7 +152,7 @@ def write_report(params_names: list[str], *, out_dir: str | Path | None = None,
         "(>1: the stage is faster). Timing mode: the parameter file's first (cold = L2 flushed).",
         "",
     ]
-    plot_frames = []
+    plot_frames: dict[str, pd.DataFrame] = {}
     for name in params_names:
         subset = runs[runs["tags.params_file"] == name]
         if subset.empty:
@@ -141,10 +166,10 @@ def write_report(params_names: list[str], *, out_dir: str | Path | None = None,
         shapes = per_shape_table(runs, name)
         if not shapes.empty:
             lines += ["Per shape (stage p50 and ratios):", "", shapes.to_markdown(index=False, floatfmt=".3g"), ""]
-            plot_frames.append(shapes.assign(params=name))
+            plot_frames[name] = shapes
     if plot_frames:
         plot_path = out / f"{label}.png"
-        _plot(pd.concat(plot_frames), plot_path, f"TFLOP/s per shape on {gpu}")
+        _plot(plot_frames, plot_path, gpu)
         lines += [f"![TFLOP/s per shape]({plot_path.name})", ""]
     page = out / f"{label}.md"
     page.write_text("\n".join(lines))
