@@ -62,3 +62,14 @@ def test_bad_params_file_is_a_clear_error(tmp_store, tmp_path):
     proc = stagelab("run", "--params", str(params), env_store=tmp_store)
     assert proc.returncode == 2
     assert "head_dim: 80 is not supported" in proc.stderr
+
+
+def test_hung_notebook_times_out_and_is_recorded(tmp_store):
+    """A notebook past its time-out is killed (kernel process too) and recorded as `error`."""
+    proc = stagelab("run", "--stages", "s0_baseline", "--params", "params/smoke.yaml", "--timeout", "2",
+                    env_store=tmp_store)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    runs = mlflow.search_runs(experiment_names=["stagelab-sdpa"])
+    run = runs.iloc[0]
+    assert run["tags.outcome"] == "error" and run["status"] == "FAILED"
+    assert "timed out after 2s" in run["tags.outcome_reason"]

@@ -2,7 +2,10 @@
 # One call on a lent GPU machine (no network): install the wheelhouse, run the
 # stage batch(es), the GPU tests and the report, and leave everything under $OUT.
 #   usage: tools/device_run.sh "<stagelab run args>;<stagelab run args>..." [pytest-args]
-# Needs `make wheelhouse` beforehand and the folder carried along (carry: ["wheelhouse"]).
+# Needs `make wheelhouse` beforehand and the folder carried along (carry: ["wheelhouse"]);
+# to keep adding to one store across calls, also carry "mlruns" and "runs".
+# The copy has no .git: export STAGELAB_GIT_COMMIT=<the commit sent> and STAGELAB_GIT_DIRTY
+# in the command, or the records say "unknown".
 set -uo pipefail
 OUT="${OUT:-/tmp/out}"; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 STAGELAB_ROOT="$PWD"
