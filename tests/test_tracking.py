@@ -1,5 +1,7 @@
 """MLflow logging into a real temporary SQLite store, read back with mlflow.search_runs."""
 
+from pathlib import Path
+
 import mlflow
 
 from stagelab import tracking
@@ -28,6 +30,8 @@ def test_log_and_read_back(tmp_store, tmp_path):
     assert row["status"] == "FINISHED"
     artifacts = [a.path for a in tracking.client().list_artifacts(run_id, "results")]
     assert artifacts == ["results/table.csv"]
+    store_dir = tmp_store.removeprefix("sqlite:///").rsplit("/", 1)[0]
+    assert (Path(store_dir) / "artifacts" / run_id / "artifacts" / "results" / "table.csv").is_file()
 
 
 def test_default_store_is_sqlite_under_mlruns(monkeypatch):

@@ -171,6 +171,11 @@ def write_report(params_names: list[str], *, out_dir: str | Path | None = None,
         plot_path = out / f"{label}.png"
         _plot(plot_frames, plot_path, gpu)
         lines += [f"![TFLOP/s per shape]({plot_path.name})", ""]
+    # The runs behind the page, flat, so the numbers stay traceable without the store itself.
+    keep = ["run_id", "start_time", "status"] + sorted(c for c in runs.columns if c.startswith(("tags.", "metrics.", "params."))
+                                                     and not c.startswith("tags.mlflow.note"))
+    runs[keep].dropna(axis=1, how="all").to_csv(out / f"{label}.runs.csv", index=False)
+    lines += [f"The {len(runs)} runs behind this page, with every metric and tag: [{label}.runs.csv]({label}.runs.csv).", ""]
     page = out / f"{label}.md"
     page.write_text("\n".join(lines))
     return page

@@ -28,13 +28,14 @@ def tracking_uri() -> str:
     return os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{mlruns_dir() / 'mlflow.db'}"
 
 
-def uses_default_store() -> bool:
-    return not os.environ.get("MLFLOW_TRACKING_URI")
-
-
 def artifact_location() -> str | None:
-    """Artifacts beside the default SQLite store; a server decides its own."""
-    return (mlruns_dir() / "artifacts").as_uri() if uses_default_store() else None
+    """Artifacts in an `artifacts/` folder beside a SQLite store (the default one included);
+    a tracking server decides its own. Without this MLflow puts them under ./mlruns of
+    whatever folder the first run happened to start in."""
+    uri = tracking_uri()
+    if uri.startswith("sqlite:///"):
+        return (Path(uri.removeprefix("sqlite:///")).parent / "artifacts").as_uri()
+    return None
 
 
 @contextmanager
