@@ -31,13 +31,10 @@ from .sdpa import StageKernel, default_scale
 from .timing import L2Flusher, TimingStats, sdpa_contender, time_contenders
 
 
-def _progress(iterable, desc: str):
-    try:
-        from tqdm.auto import tqdm
+def _progress(iterable=None, *, desc: str, total: int | None = None):
+    from tqdm.auto import tqdm
 
-        return tqdm(iterable, desc=desc, leave=False)
-    except ImportError:
-        return iterable
+    return tqdm(iterable, desc=desc, total=total, leave=False)
 
 
 def resolve_params_path(params: str | Path) -> Path:
@@ -174,16 +171,10 @@ class StageRun:
             return pd.DataFrame()
         kernel = self.kernel
         p = self.params
-        total = len(p.shapes) * len(p.dtypes) * len(p.seeds)
-        bar = _progress(range(total), f"{self.stage.id} checks")
-        ticks = iter(bar)
-
-        def progress(_label: str) -> None:
-            next(ticks, None)
-
-        self.check_results = check_all(kernel.into, p.shapes, p.dtypes, p.seeds, self.device, progress)
-        if hasattr(bar, "close"):
-            bar.close()
+        bar = _progress(desc=f"{self.stage.id} checks", total=len(p.shapes) * len(p.dtypes) * len(p.seeds))
+        self.check_results = check_all(kernel.into, p.shapes, p.dtypes, p.seeds, self.device,
+                                       progress=lambda label: (bar.set_postfix_str(label), bar.update(1)))
+        bar.close()
         frame = pd.DataFrame([c.as_row() for c in self.check_results])
         self._table("correctness", frame)
         if self.run_id:
@@ -222,7 +213,7 @@ class StageRun:
         flush = L2Flusher(self.device)
         unavailable: dict[str, str] = {}
         self.timing_results = []
-        for shape in _progress(self.params.timed_shapes(), f"{self.stage.id} timing"):
+        for shape in _progress(self.params.timed_shapes(), desc=f"{self.stage.id} timing"):
             q, k, v = make_inputs(shape, TORCH_DTYPES[spec.dtype], self.params.seeds[0], self.device)
             contenders = self._contenders(shape, q, k, v, unavailable)
             self.timing_results += time_contenders(contenders, shape, spec, flush)
