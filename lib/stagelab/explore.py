@@ -8,7 +8,7 @@ import torch
 from .checks import TORCH_DTYPES, make_inputs
 from .params import Shape
 from .sdpa import StageKernel, default_scale
-from .timing import L2Flusher, summarize, time_cold, time_hot
+from .timing import L2Flusher, summarize, time_mode
 
 
 def time_kernel(kernel: StageKernel, shape: Shape, *, dtype: str = "float16", mode: str = "cold",
@@ -21,10 +21,8 @@ def time_kernel(kernel: StageKernel, shape: Shape, *, dtype: str = "float16", mo
     def fn() -> None:
         kernel.module.forward(q, k, v, out, scale, shape.causal, torch.cuda.current_stream().cuda_stream)
 
-    if mode == "cold":
-        samples = time_cold(fn, L2Flusher(q.device), warmup=warmup, repetitions=repetitions)
-    else:
-        samples = time_hot(fn, warmup=warmup, repetitions=repetitions)
+    flush = L2Flusher(q.device) if mode == "cold" else None
+    samples = time_mode(fn, mode, flush, warmup=warmup, repetitions=repetitions)
     return summarize(samples, contender=label or kernel.stage_id, shape=shape, mode=mode).as_row()
 
 

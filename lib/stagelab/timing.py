@@ -127,15 +127,22 @@ def sdpa_contender(backend: str, q, k, v, scale: float, causal: bool) -> Callabl
     return run
 
 
+def time_mode(fn: Callable[[], None], mode: str, flush: L2Flusher | None, *, warmup: int,
+              repetitions: int) -> list[float]:
+    """Samples in microseconds for one contender in one mode ('cold' needs a flusher, 'hot' none)."""
+    if mode == "cold":
+        if flush is None:
+            raise ValueError("cold timing needs an L2Flusher")
+        return time_cold(fn, flush, warmup=warmup, repetitions=repetitions)
+    return time_hot(fn, warmup=warmup, repetitions=repetitions)
+
+
 def time_contenders(contenders: dict[str, Callable[[], None]], shape: Shape, spec: TimingSpec,
                     flush: L2Flusher) -> list[TimingStats]:
     """Each contender in each mode, interleaved per mode so drift hits all of them alike."""
     stats = []
     for mode in spec.modes:
         for name, fn in contenders.items():
-            if mode == "cold":
-                samples = time_cold(fn, flush, warmup=spec.warmup, repetitions=spec.repetitions)
-            else:
-                samples = time_hot(fn, warmup=spec.warmup, repetitions=spec.repetitions)
+            samples = time_mode(fn, mode, flush, warmup=spec.warmup, repetitions=spec.repetitions)
             stats.append(summarize(samples, contender=name, shape=shape, mode=mode))
     return stats
