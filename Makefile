@@ -12,9 +12,15 @@ WHEEL_PYTHON ?= 3.12
 WHEEL_PLATFORMS ?= manylinux_2_28_x86_64 manylinux_2_17_x86_64 manylinux2014_x86_64 any
 WHEELHOUSE ?= wheelhouse
 
-.PHONY: setup run test test-gpu ui lab wheelhouse resources report clean
+.PHONY: setup run test test-fast test-gpu ui lab wheelhouse resources notebooks report clean FORCE
 
-$(VENV)/.installed: pyproject.toml
+# The torch spec in use, rewritten only when it changes, so a new TORCH_SPEC reinstalls torch.
+TORCH_STAMP := $(VENV)/.torch-spec
+$(TORCH_STAMP): FORCE
+	@mkdir -p $(VENV)
+	@echo '$(TORCH_SPEC)' | cmp -s - $@ || echo '$(TORCH_SPEC)' > $@
+
+$(VENV)/.installed: pyproject.toml $(TORCH_STAMP)
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q "$(TORCH_SPEC)"
@@ -23,11 +29,17 @@ $(VENV)/.installed: pyproject.toml
 
 setup: $(VENV)/.installed
 
+# STRICT=1: exit non-zero when a stage errs, fails to build or its gates, or is incorrect.
 run: setup
-	$(VENV)/bin/stagelab run --params $(PARAMS) $(if $(STAGES),--stages $(STAGES))
+	$(VENV)/bin/stagelab run --params $(PARAMS) $(if $(STAGES),--stages $(STAGES)) $(if $(STRICT),--strict)
 
+# The one test command (README, CI): everything, the slow build and notebook tests included.
 test: setup
 	$(PY) -m pytest -q
+
+# The edit loop: no kernel builds, no notebook executions (seconds, not minutes).
+test-fast: setup
+	$(PY) -m pytest -q -m "not slow"
 
 test-gpu: setup
 	$(PY) -m pytest -q -m gpu
@@ -35,12 +47,16 @@ test-gpu: setup
 resources: setup
 	$(VENV)/bin/stagelab resources $(STAGES)
 
+FAMILY ?= sdpa
 report: setup
-	$(VENV)/bin/stagelab report
+	$(VENV)/bin/stagelab report --family $(FAMILY)
 
+notebooks: setup
+	$(VENV)/bin/stagelab notebooks
+
+# The store stagelab writes to: MLFLOW_TRACKING_URI when set, else the default SQLite store.
 ui: setup
-	$(VENV)/bin/mlflow server --backend-store-uri sqlite:///$(CURDIR)/mlruns/mlflow.db \
-		--default-artifact-root $(CURDIR)/mlruns/artifacts --host 127.0.0.1 --port $(UI_PORT)
+	$(VENV)/bin/stagelab ui --port $(UI_PORT)
 
 lab: setup
 	$(PY) -m ipykernel install --sys-prefix --name stagelab --display-name "Python (stagelab)"
@@ -56,3 +72,4 @@ wheelhouse: setup
 
 clean:
 	rm -rf build runs .pytest_cache
+FORCE:

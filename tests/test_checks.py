@@ -5,8 +5,8 @@ import math
 import pytest
 import torch
 
-from stagelab.checks import attention, check_all, check_shape
-from stagelab.params import Shape
+from stagelab.checks import check_all, check_shape
+from stagelab.families.sdpa import FAMILY as SDPA, Shape, attention
 
 SHAPES = [Shape(1, 2, 77, 64, True), Shape(1, 2, 77, 64, False), Shape(2, 1, 33, 128, True)]
 
@@ -39,7 +39,7 @@ def scales_twice(q, k, v, out, scale, causal):
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 def test_correct_kernel_passes(dtype):
-    results = check_all(correct, SHAPES, [dtype], [0, 1], "cpu")
+    results = check_all(SDPA, correct, SHAPES, [dtype], [0, 1], "cpu")
     assert all(r.passed for r in results), [r.reason for r in results if not r.passed]
     assert all(r.err_budget_ratio < 1 for r in results)
 
@@ -53,7 +53,7 @@ def test_correct_kernel_passes(dtype):
 ])
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 def test_planted_bugs_fail(bug, shape, expect, dtype):
-    result = check_shape(bug, shape, dtype, seed=0, device="cpu")
+    result = check_shape(SDPA, bug, shape, dtype, seed=0, device="cpu")
     assert not result.passed
     assert expect in result.reason
 
@@ -67,7 +67,7 @@ def test_nondeterministic_kernel_is_flagged():
         if len(calls) == 2:
             out.view(-1)[0] += 1e-2
 
-    result = check_shape(flaky, SHAPES[1], "float16", 0, "cpu")
+    result = check_shape(SDPA, flaky, SHAPES[1], "float16", 0, "cpu")
     assert not result.passed and "differ" in result.reason
 
 
@@ -75,15 +75,13 @@ def test_crashing_kernel_is_a_failed_check_not_an_exception():
     def boom(q, k, v, out, scale, causal):
         raise RuntimeError("kernel launch failed: invalid argument")
 
-    [result] = check_all(boom, SHAPES[:1], ["float16"], [0], "cpu")
+    [result] = check_all(SDPA, boom, SHAPES[:1], ["float16"], [0], "cpu")
     assert not result.passed and "invalid argument" in result.reason
 
 
 def test_inputs_are_fresh_per_seed_and_shape():
-    from stagelab.checks import make_inputs
-
-    a = make_inputs(SHAPES[0], torch.float16, 0, "cpu")[0]
-    b = make_inputs(SHAPES[0], torch.float16, 1, "cpu")[0]
-    c = make_inputs(SHAPES[1], torch.float16, 0, "cpu")[0]
+    a = SDPA.make_inputs(SHAPES[0], torch.float16, 0, "cpu")[0]
+    b = SDPA.make_inputs(SHAPES[0], torch.float16, 1, "cpu")[0]
+    c = SDPA.make_inputs(SHAPES[1], torch.float16, 0, "cpu")[0]
     assert not torch.equal(a, b) and not torch.equal(a, c)
-    assert torch.equal(a, make_inputs(SHAPES[0], torch.float16, 0, "cpu")[0])
+    assert torch.equal(a, SDPA.make_inputs(SHAPES[0], torch.float16, 0, "cpu")[0])

@@ -1,44 +1,50 @@
-"""GPU tests: every registered stage on every acceptance shape, fp16 and bf16 (skipped without CUDA)."""
-
-from pathlib import Path
+"""GPU tests: every registered stage of every family on its acceptance problems and dtypes
+(skipped without CUDA)."""
 
 import pytest
 import torch
 
 from stagelab.build import build_stage
 from stagelab.checks import check_all
+from stagelab.errors import InputError
+from stagelab.family import load_family
 from stagelab.params import load_params
-from stagelab.registry import load_registry
-from stagelab.sdpa import StageKernel
+from stagelab.paths import repo_root
+from stagelab.registry import all_registries
 
 pytestmark = pytest.mark.gpu
-ROOT = Path(__file__).resolve().parents[1]
-REGISTRY = load_registry()
-ACCEPTANCE = load_params(ROOT / "params" / "acceptance.yaml")
+STAGES = [(registry, stage_id) for registry in all_registries().values() for stage_id in registry.stages]
 
 
-@pytest.fixture(scope="module", params=list(REGISTRY.stages))
-def stage_kernel(request):
-    result = build_stage(REGISTRY.get(request.param), REGISTRY)
-    return StageKernel(result.module, request.param)
+@pytest.fixture(scope="module", params=STAGES, ids=[s for _, s in STAGES])
+def built(request):
+    registry, stage_id = request.param
+    family = load_family(registry.family)
+    result = build_stage(registry.get(stage_id), registry)
+    return family, family.stage_kernel(result.module, stage_id)
 
 
-def test_stage_correct_on_acceptance(stage_kernel):
-    results = check_all(stage_kernel.into, ACCEPTANCE.shapes, ACCEPTANCE.dtypes, ACCEPTANCE.seeds, "cuda")
+def test_stage_correct_on_acceptance(built):
+    family, kernel = built
+    acceptance = load_params(repo_root() / family.acceptance_params)
+    results = check_all(family, kernel.into, acceptance.shapes, acceptance.dtypes, acceptance.seeds, "cuda")
     failed = [f"{r.shape} {r.dtype} seed {r.seed}: {r.reason}" for r in results if not r.passed]
     assert not failed, "\n".join(failed)
 
 
-def test_wrapper_matches_sdpa_and_default_scale(stage_kernel):
+def test_sdpa_wrapper_matches_torch_and_default_scale(built):
+    family, kernel = built
+    if family.name != "sdpa":
+        pytest.skip("sdpa wrapper")
     q, k, v = (torch.randn(1, 2, 129, 64, device="cuda", dtype=torch.float16) for _ in range(3))
     for causal in (False, True):
         expected = torch.nn.functional.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=causal)
-        assert torch.allclose(stage_kernel(q, k, v, causal=causal).float(), expected, atol=5e-3)
+        assert torch.allclose(kernel(q, k, v, causal=causal).float(), expected, atol=5e-3)
 
 
-def test_wrapper_rejects_cpu_tensors(stage_kernel):
-    from stagelab.errors import InputError
-
-    q = torch.randn(1, 1, 8, 64, dtype=torch.float16)
+def test_wrapper_rejects_cpu_tensors(built):
+    family, kernel = built
+    [problem] = family.parse_problem("test", family.default_mission)
+    inputs = family.make_inputs(problem, torch.float16, 0, "cpu")
     with pytest.raises(InputError, match="on cpu"):
-        stage_kernel(q, q, q)
+        kernel(*inputs)

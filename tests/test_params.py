@@ -3,7 +3,8 @@ from pathlib import Path
 import pytest
 
 from stagelab.errors import ConfigError
-from stagelab.params import Shape, load_params
+from stagelab.families.sdpa import Shape
+from stagelab.params import load_params
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -18,7 +19,26 @@ def write(tmp_path, text):
 def test_shipped_parameter_files_load(name):
     params = load_params(ROOT / "params" / f"{name}.yaml")
     assert params.shapes and len(params.seeds) >= 2
-    assert params.mission in params.timed_shapes()
+    assert params.family.name == "sdpa"
+
+
+def test_mission_is_timed_even_when_not_checked(tmp_path):
+    params = load_params(write(tmp_path, "shapes: [{shape: [1, 2, 3, 64]}]\n"
+                                         "mission: {shape: [2, 8, 512, 64], causal: true}\n"))
+    assert params.mission == Shape(2, 8, 512, 64, True) and params.mission not in params.shapes
+    assert params.timed_shapes() == [Shape(1, 2, 3, 64, False), Shape(2, 8, 512, 64, True)]
+    same = load_params(write(tmp_path, "shapes: [{shape: [1, 2, 3, 64]}]\nmission: {shape: [1, 2, 3, 64]}\n"))
+    assert same.timed_shapes() == [Shape(1, 2, 3, 64, False)]  # not timed twice
+
+
+def test_mission_defaults_to_the_familys(tmp_path):
+    params = load_params(write(tmp_path, "shapes: [{shape: [1, 2, 3, 64]}]\n"))
+    assert params.mission == Shape(2, 8, 512, 64, False)
+
+
+def test_unknown_family_is_named(tmp_path):
+    with pytest.raises(ConfigError, match="unknown kernel family 'gemm'"):
+        load_params(write(tmp_path, "family: gemm\nshapes: [{shape: [1, 2, 3, 64]}]\n"))
 
 
 def test_acceptance_has_the_issue_shapes():

@@ -2,21 +2,25 @@
 
 import csv
 
+from stagelab import metrics as m
 from stagelab import tracking
 from stagelab.report import write_report
+
+MISSION = "2x8x512x64"
 
 
 def log_run(experiment_id, stage, params, p50, outcome="pass"):
     run_id = tracking.create_run(experiment_id, stage, params)
     tracking.set_tags(run_id, {"outcome": outcome, "gpu": "Test GPU 1", "git_commit": "abc1234567"})
-    tracking.log_metrics(run_id, {"mission_p50_us": p50, "p50_us/2x8x512x64": p50, "tflops/2x8x512x64": 1e3 / p50,
-                                  "speedup_vs_flash/2x8x512x64": 20.0 / p50, "max_registers": 128})
+    tracking.log_metrics(run_id, {m.MISSION_P50_US.key(): p50, m.P50_US.key(MISSION): p50,
+                                  m.TFLOPS.key(MISSION): 1e3 / p50, m.speedup("flash").key(MISSION): 20.0 / p50,
+                                  m.speedup_geomean(m.PARENT).key(): 3.0, m.MAX_REGISTERS.key(): 128})
     tracking.end_run(run_id)
     return run_id
 
 
 def test_page_uses_newest_finished_gpu_runs(tmp_store, tmp_path):
-    experiment_id = tracking.init_store()
+    experiment_id = tracking.init_store("stagelab-sdpa")
     log_run(experiment_id, "s0_baseline", "acceptance", 200.0)
     newest = log_run(experiment_id, "s0_baseline", "acceptance", 190.0)
     log_run(experiment_id, "s1_cp_async", "acceptance", 60.0, outcome="running")  # unfinished: left out
@@ -25,6 +29,9 @@ def test_page_uses_newest_finished_gpu_runs(tmp_store, tmp_path):
     assert page.name == "test-gpu-1.md" and (tmp_path / "test-gpu-1.png").is_file()
     assert "| s0_baseline" in text and "s1_cp_async" not in text
     assert "190" in text and "200" not in text.split("## acceptance")[1]
+    ladder = text.split("## acceptance")[1].split("Per problem")[0]
+    # the schema's keys reach the page: the mission ratio over flash (20/190) and the parent geomean
+    assert "vs flash @mission" in ladder and "0.105" in ladder and "vs parent (geomean)" in ladder
     assert "_no finished runs on this GPU_" in text.split("## long")[1]
     with open(tmp_path / "test-gpu-1.runs.csv") as handle:
         rows = list(csv.DictReader(handle))

@@ -6,10 +6,10 @@ import subprocess
 import pytest
 
 from stagelab.build import nvcc_command
-from stagelab.registry import load_registry
+from stagelab.registry import family_registry
 from stagelab.resources import parse_mangled, parse_ptxas
 
-REGISTRY = load_registry()
+REGISTRY = family_registry("sdpa")
 
 SAMPLE = """\
 ptxas info    : 0 bytes gmem

@@ -2,7 +2,7 @@ import pytest
 import torch
 
 from stagelab.errors import InputError
-from stagelab.sdpa import validate_inputs
+from stagelab.families.sdpa.kernel import validate_inputs
 
 
 def t(*shape, dtype=torch.float16):

@@ -20,13 +20,22 @@ from pathlib import Path
 
 import pandas as pd
 
-from . import tracking
+from . import metrics, tracking
+from .errors import ConfigError
 from .params import load_params
 from .paths import repo_root, runs_dir
-from .registry import load_registry
+from .registry import family_registry
 
-SUMMARY_COLUMNS = ["stage", "outcome", "mission_p50_us", "speedup_vs_parent", "speedup_vs_best_sdpa",
-                   "max_registers", "max_shared_memory_bytes", "total_spill_bytes", "seconds", "run_id"]
+# Batch summary column -> the metric it shows (speedups: the geometric mean over the timed problems).
+SUMMARY_METRICS = {
+    "mission_p50_us": metrics.MISSION_P50_US,
+    "speedup_vs_parent": metrics.speedup_geomean(metrics.PARENT),
+    "speedup_vs_best": metrics.speedup_geomean(metrics.BEST_CONTENDER),
+    "max_registers": metrics.MAX_REGISTERS,
+    "max_shared_memory_bytes": metrics.MAX_SHARED_MEMORY,
+    "total_spill_bytes": metrics.TOTAL_SPILLS,
+}
+SUMMARY_COLUMNS = ["stage", "outcome", *SUMMARY_METRICS, "seconds", "run_id"]
 
 
 @dataclass
@@ -93,7 +102,7 @@ def run_stage_notebook(stage: str, params_path: Path, experiment_id: str, experi
         tracking.log_artifact(run_id, executed, "notebook")
     (folder / f"{stage}.stderr.log").write_text(stderr)
     tracking.log_artifact(run_id, folder / f"{stage}.stderr.log", "notebook")
-    tracking.log_metrics(run_id, {"notebook_seconds": seconds})
+    tracking.log_metrics(run_id, {metrics.NOTEBOOK_SECONDS.key(): seconds})
     outcome = tracking.get_tag(run_id, "outcome") or "running"
     error = ""
     if code is None:
@@ -109,36 +118,29 @@ def run_stage_notebook(stage: str, params_path: Path, experiment_id: str, experi
     return NotebookResult(stage, run_id, outcome, seconds, executed, error)
 
 
-def summary_row(result: NotebookResult, mission_tag: str) -> dict:
-    run = tracking.client().get_run(result.run_id)
-    m = run.data.metrics
-    return {
-        "stage": result.stage,
-        "outcome": result.outcome,
-        "mission_p50_us": m.get("mission_p50_us"),
-        "speedup_vs_parent": m.get("speedup_vs_parent_geomean"),
-        "speedup_vs_best_sdpa": m.get(tracking.metric_key("speedup_vs_best_sdpa", mission_tag)),
-        "max_registers": m.get("max_registers"),
-        "max_shared_memory_bytes": m.get("max_shared_memory_bytes"),
-        "total_spill_bytes": m.get("total_spill_bytes"),
-        "seconds": round(result.seconds, 1),
-        "run_id": result.run_id,
-    }
+def summary_row(result: NotebookResult) -> dict:
+    logged = tracking.client().get_run(result.run_id).data.metrics
+    return {"stage": result.stage, "outcome": result.outcome,
+            **{column: logged.get(metric.key()) for column, metric in SUMMARY_METRICS.items()},
+            "seconds": round(result.seconds, 1), "run_id": result.run_id}
 
 
 def run_batch(stages: list[str] | None = None, params: str | Path = "params/acceptance.yaml", *,
-              timeout_s: int | None = None, experiment: str = tracking.DEFAULT_EXPERIMENT,
+              timeout_s: int | None = None, experiment: str | None = None,
               kernel_name: str = "python3", progress: bool = True) -> pd.DataFrame:
     """Run the stages' notebooks in order; a failing notebook is recorded and the batch goes on."""
-    registry = load_registry()
     params_path = Path(params)
     if not params_path.is_absolute() and not params_path.exists():
         params_path = repo_root() / params_path
     run_params = load_params(params_path)  # fail before anything starts on a bad file
     params_path = params_path.resolve()
+    registry = family_registry(run_params.family.name)
     stages = list(stages or registry.stages)
     for stage in stages:
-        registry.get(stage)
+        if stage not in registry.stages:
+            raise ConfigError(f"stage {stage!r} is not in the {registry.family} family that {params_path.name} "
+                              f"describes; its stages: {', '.join(registry.stages)}")
+    experiment = experiment or run_params.family.experiment
     experiment_id = tracking.init_store(experiment)
     stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
     folder = runs_dir() / f"{stamp}-{params_path.stem}"
@@ -155,7 +157,7 @@ def run_batch(stages: list[str] | None = None, params: str | Path = "params/acce
         if bar is not None:
             bar.set_postfix_str(stage)
         result = run_stage_notebook(stage, params_path, experiment_id, experiment, folder, timeout, kernel_name)
-        rows.append(summary_row(result, run_params.mission.tag))
+        rows.append(summary_row(result))
         if bar is not None:
             bar.write(f"{stage}: {result.outcome} ({result.seconds:.0f}s){' - ' + result.error.splitlines()[0] if result.error else ''}")
             bar.update(1)

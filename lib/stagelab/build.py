@@ -208,25 +208,17 @@ def build_stage(stage: Stage, registry: Registry, *, load: bool = True) -> Build
         nvcc_command=meta["nvcc_command"],
     )
     if load:
+        from .family import load_family
+
         result.module = import_module_file(name, final / meta["module"])
-        attach_dynamic_shared_memory(result)
+        attach_dynamic_shared_memory(result, load_family(registry.family))
     return result
 
 
-def attach_dynamic_shared_memory(result: BuildResult) -> None:
-    """Fill each kernel's launch-time shared memory from the stage's own report of it.
-
-    Kernels are templated on <dtype, head_dim, ...>: the first template argument
-    names the dtype, the first 64 or 128 the head dimension.
-    """
-    query = getattr(result.module, "dynamic_shared_memory_bytes", None)
-    if query is None:
-        return
+def attach_dynamic_shared_memory(result: BuildResult, family) -> None:
+    """Fill each kernel's launch-time shared memory from the stage's own report of it
+    (the family knows how its kernel instances are named and how to ask)."""
     for record in result.resources:
-        args = record.template_args
-        head_dim = next((int(a) for a in args if a in ("64", "128")), None)
-        if head_dim is None or not args:
-            continue
-        dtype = {"fp16": 0, "bf16": 1}.get(args[0])
-        if dtype is not None:
-            record.dynamic_shared_memory_bytes = int(query(head_dim, dtype))
+        dynamic = family.dynamic_shared_memory(result.module, record.template_args)
+        if dynamic is not None:
+            record.dynamic_shared_memory_bytes = dynamic

@@ -1,4 +1,5 @@
-"""The `stagelab` command: run stage notebooks, list stages, show resources, write reports."""
+"""The `stagelab` command: run stage notebooks, list stages, build, show resources, write reports,
+regenerate notebooks, open the MLflow UI."""
 
 from __future__ import annotations
 
@@ -19,24 +20,37 @@ def _cmd_run(args) -> int:
 
 
 def _cmd_stages(args) -> int:
-    from .registry import load_registry
+    from .registry import all_registries
 
-    registry = load_registry()
-    for stage in registry.stages.values():
-        print(f"{stage.id:24s} parent={stage.parent or '-':18s} min_gain={stage.min_gain:.0%}  {stage.title}")
+    for family, registry in all_registries().items():
+        if args.family and family != args.family:
+            continue
+        print(f"# {family}")
+        for stage in registry.stages.values():
+            print(f"{stage.id:24s} parent={stage.parent or '-':22s} min_gain={stage.min_gain:.0%}  {stage.title}")
     return 0
+
+
+def _stage_ids(requested: list[str] | None) -> list[str]:
+    """The named stages (any family), or every stage of every family."""
+    from .registry import all_registries, find_stage
+
+    if requested:
+        for stage_id in requested:
+            find_stage(stage_id)  # a clear error for an unknown id before any work starts
+        return list(requested)
+    return [s for registry in all_registries().values() for s in registry.stages]
 
 
 def _cmd_resources(args) -> int:
     import pandas as pd
 
     from .build import build_stage
-    from .registry import load_registry
+    from .registry import find_stage
     from .resources import evaluate_gates
 
-    registry = load_registry()
-    for stage_id in args.stages or list(registry.stages):
-        stage = registry.get(stage_id)
+    for stage_id in _stage_ids(args.stages):
+        registry, stage = find_stage(stage_id)
         result = build_stage(stage, registry)
         print(f"## {stage_id} ({'cached' if result.cached else 'built'}, key {result.key})")
         columns = ["registers", "total_shared_memory_bytes", "stack_frame_bytes", "spill_store_bytes",
@@ -50,10 +64,10 @@ def _cmd_resources(args) -> int:
 
 def _build_one(stage_id: str) -> str:
     from .build import build_stage
-    from .registry import load_registry
+    from .registry import find_stage
 
-    registry = load_registry()
-    result = build_stage(registry.get(stage_id), registry, load=False)
+    registry, stage = find_stage(stage_id)
+    result = build_stage(stage, registry, load=False)
     return f"{stage_id}: {'cached' if result.cached else 'built'} in {result.seconds:.1f}s (key {result.key})"
 
 
@@ -62,9 +76,8 @@ def _cmd_build(args) -> int:
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
     from .errors import BuildError
-    from .registry import load_registry
 
-    stage_ids = args.stages or list(load_registry().stages)
+    stage_ids = _stage_ids(args.stages)
     failed = 0
     with ProcessPoolExecutor(max_workers=args.jobs) as pool:
         futures = {pool.submit(_build_one, s): s for s in stage_ids}
@@ -80,14 +93,48 @@ def _cmd_build(args) -> int:
 def _cmd_report(args) -> int:
     from .report import write_report
 
-    path = write_report(args.params, out_dir=args.out, experiment=args.experiment, gpu=args.gpu)
+    path = write_report(args.params, family=args.family, out_dir=args.out, experiment=args.experiment, gpu=args.gpu)
     print(f"wrote {path}")
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
-    from .tracking import DEFAULT_EXPERIMENT
+def _cmd_notebooks(args) -> int:
+    from .notebooks import write_notebooks
 
+    stale = write_notebooks(check=args.check)
+    if args.check:
+        if stale:
+            print("stale notebooks (run `stagelab notebooks`): " + ", ".join(stale))
+            return 1
+        print("every stage notebook matches its sources")
+        return 0
+    print("rewrote: " + (", ".join(stale) or "nothing (all up to date)"))
+    return 0
+
+
+def _cmd_ui(args) -> int:
+    """The MLflow UI on the store stagelab writes to: MLFLOW_TRACKING_URI when set, else the default SQLite store."""
+    import subprocess
+
+    from . import tracking
+
+    uri = tracking.tracking_uri()
+    if uri.startswith(("http://", "https://")):
+        print(f"MLFLOW_TRACKING_URI points at a tracking server: open {uri} in a browser")
+        return 0
+    command = [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", uri,
+               "--host", args.host, "--port", str(args.port)]
+    artifacts = tracking.artifact_location()
+    if artifacts:
+        command += ["--default-artifact-root", artifacts]
+    print(f"MLflow UI for {uri} at http://{args.host}:{args.port}", flush=True)
+    if args.dry_run:
+        print(" ".join(command))
+        return 0
+    return subprocess.call(command)
+
+
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="stagelab", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -95,12 +142,13 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--stages", nargs="*", help="stage ids (default: every stage in the registry, in order)")
     run.add_argument("--params", default="params/acceptance.yaml", help="parameter file")
     run.add_argument("--timeout", type=int, default=None, help="seconds per notebook (default: the file's timeout_s)")
-    run.add_argument("--experiment", default=DEFAULT_EXPERIMENT)
+    run.add_argument("--experiment", default=None, help="MLflow experiment (default: stagelab-<family>)")
     run.add_argument("--kernel", default="python3", help="Jupyter kernel name")
     run.add_argument("--strict", action="store_true", help="exit 1 when any stage errs, fails to build or is incorrect")
     run.set_defaults(func=_cmd_run)
 
-    stages = sub.add_parser("stages", help="list the stage registry")
+    stages = sub.add_parser("stages", help="list every family's stage registry")
+    stages.add_argument("--family", default=None)
     stages.set_defaults(func=_cmd_stages)
 
     res = sub.add_parser("resources", help="build stages (no GPU needed) and print their ptxas resource report")
@@ -112,13 +160,24 @@ def build_parser() -> argparse.ArgumentParser:
     bld.add_argument("--jobs", type=int, default=4)
     bld.set_defaults(func=_cmd_build)
 
-    rep = sub.add_parser("report", help="write docs/results/<gpu>.md (+ plot) from the MLflow store")
+    rep = sub.add_parser("report", help="write docs/results/<family>/<gpu>.md (+ plot) from the MLflow store")
     rep.add_argument("--params", nargs="+", default=["acceptance", "long"],
                      help="parameter-file names whose latest runs the page shows")
-    rep.add_argument("--out", default=None, help="folder (default docs/results)")
+    rep.add_argument("--out", default=None, help="folder (default docs/results/<family>)")
     rep.add_argument("--gpu", default=None, help="GPU name as tagged (default: the newest run's GPU)")
-    rep.add_argument("--experiment", default=DEFAULT_EXPERIMENT)
+    rep.add_argument("--family", default="sdpa", help="kernel family (default sdpa)")
+    rep.add_argument("--experiment", default=None, help="MLflow experiment (default: stagelab-<family>)")
     rep.set_defaults(func=_cmd_report)
+
+    nbs = sub.add_parser("notebooks", help="regenerate stage notebooks from stages.yaml and notebooks/explore/")
+    nbs.add_argument("--check", action="store_true", help="write nothing; exit 1 when a notebook is stale")
+    nbs.set_defaults(func=_cmd_notebooks)
+
+    ui = sub.add_parser("ui", help="the MLflow UI on stagelab's store (honours MLFLOW_TRACKING_URI)")
+    ui.add_argument("--host", default="127.0.0.1")
+    ui.add_argument("--port", type=int, default=5000)
+    ui.add_argument("--dry-run", action="store_true", help="print the server command instead of running it")
+    ui.set_defaults(func=_cmd_ui)
     return parser
 
 

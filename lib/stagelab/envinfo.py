@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import platform
 import subprocess
+from pathlib import Path
 
 from .paths import repo_root
 
@@ -18,14 +19,22 @@ def _run(cmd: list[str]) -> str | None:
 
 
 def git_state() -> dict[str, str]:
-    """From git; on a copy of the tree without .git (a lent GPU machine), from
-    $STAGELAB_GIT_COMMIT and $STAGELAB_GIT_DIRTY set by whoever made the copy."""
-    root = str(repo_root())
-    commit = _run(["git", "-C", root, "rev-parse", "HEAD"])
-    if commit is None:
-        return {"git_commit": os.environ.get("STAGELAB_GIT_COMMIT", "unknown"),
+    """The commit of the project's own tree.
+
+    $STAGELAB_GIT_COMMIT (and $STAGELAB_GIT_DIRTY) win when set: whoever copied the
+    tree to a machine without .git (a lent GPU) knows what was sent. Otherwise git,
+    but only when the repository's top level is the project root: a copy of the
+    project inside another checkout must not record that checkout's commit.
+    """
+    if os.environ.get("STAGELAB_GIT_COMMIT"):
+        return {"git_commit": os.environ["STAGELAB_GIT_COMMIT"],
                 "git_dirty": os.environ.get("STAGELAB_GIT_DIRTY", "unknown")}
-    status = _run(["git", "-C", root, "status", "--porcelain", "--untracked-files=no"])
+    root = repo_root()
+    toplevel = _run(["git", "-C", str(root), "rev-parse", "--show-toplevel"])
+    if toplevel is None or Path(toplevel).resolve() != root.resolve():
+        return {"git_commit": "unknown", "git_dirty": "unknown"}
+    commit = _run(["git", "-C", str(root), "rev-parse", "HEAD"]) or "unknown"
+    status = _run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"])
     return {"git_commit": commit, "git_dirty": "true" if status else "false"}
 
 

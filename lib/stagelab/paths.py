@@ -21,8 +21,13 @@ def repo_root() -> Path:
     )
 
 
-def kernels_dir(family: str = "sdpa") -> Path:
-    return repo_root() / "kernels" / family
+def kernels_root() -> Path:
+    return repo_root() / "kernels"
+
+
+def kernels_dir(family: str) -> Path:
+    """kernels/<family>: its stages, shared headers, binding and stages.yaml."""
+    return kernels_root() / family
 
 
 def build_dir() -> Path:

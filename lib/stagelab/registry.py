@@ -15,10 +15,10 @@ from typing import Any
 import yaml
 
 from .errors import ConfigError
-from .paths import kernels_dir
+from .paths import kernels_dir, kernels_root
 
 _TOP_KEYS = {"family", "binding", "defaults", "stages"}
-_STAGE_KEYS = {"id", "title", "parent", "compile_options", "arch", "hypothesis", "min_gain", "gates"}
+_STAGE_KEYS = {"id", "title", "parent", "changes", "compile_options", "arch", "hypothesis", "min_gain", "gates"}
 _DEFAULT_KEYS = {"compile_options", "arch", "min_gain", "gates"}
 _COMPILE_KEYS = {"defines", "nvcc_flags"}
 _GATE_KEYS = {"max_registers", "max_shared_memory_bytes", "spills_allowed"}
@@ -45,6 +45,7 @@ class Stage:
     nvcc_flags: tuple[str, ...] = ()
     arch: tuple[str, ...] = ("sm_90a",)
     hypothesis: str = ""
+    changes: str = ""
     min_gain: float = 0.0
     gates: ResourceGates = ResourceGates()
 
@@ -138,61 +139,104 @@ def _min_gain(where: str, raw: Any) -> float:
     return float(raw)
 
 
-def load_registry(path: Path | str | None = None) -> Registry:
-    """Read and validate a stages.yaml; every error names the file and the key."""
-    path = Path(path) if path else kernels_dir() / "stages.yaml"
+def family_registry(family: str) -> Registry:
+    """The registry of kernels/<family>/stages.yaml."""
+    return load_registry(kernels_dir(family) / "stages.yaml")
+
+
+def all_registries() -> dict[str, Registry]:
+    """Every family's registry under kernels/, by family name; stage ids are unique across them
+    (a stage id names its notebook and its MLflow runs)."""
+    registries: dict[str, Registry] = {}
+    owner: dict[str, str] = {}
+    for path in sorted(kernels_root().glob("*/stages.yaml")):
+        registry = load_registry(path)
+        for stage_id in registry.stages:
+            if stage_id in owner:
+                raise ConfigError(f"stage id {stage_id!r} is in both {owner[stage_id]} and {registry.family}")
+            owner[stage_id] = registry.family
+        registries[registry.family] = registry
+    return registries
+
+
+def find_stage(stage_id: str) -> tuple[Registry, Stage]:
+    """The registry that holds a stage, and the stage, whatever its family."""
+    registries = all_registries()
+    for registry in registries.values():
+        if stage_id in registry.stages:
+            return registry, registry.stages[stage_id]
+    known = ", ".join(s for r in registries.values() for s in r.stages) or "none"
+    raise ConfigError(f"unknown stage {stage_id!r}; known: {known}")
+
+
+def _read_yaml(path: Path) -> dict:
     if not path.is_file():
         raise ConfigError(f"stage registry not found: {path}")
     try:
         raw = yaml.safe_load(path.read_text())
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path}: not valid YAML: {exc}") from exc
-    raw = _check_keys(str(path), raw, _TOP_KEYS)
-    directory = path.parent
-    family = raw.get("family") or directory.name
-    binding = directory / raw.get("binding", "binding.cpp")
-    if not binding.is_file():
-        raise ConfigError(f"{path}: binding file {binding.name} does not exist in {directory}")
+    return _check_keys(str(path), raw, _TOP_KEYS)
 
+
+def _defaults(path: Path, raw: dict) -> Stage:
+    """The file's defaults, as a template Stage every entry starts from."""
     defaults = _check_keys(f"{path}: defaults", raw.get("defaults") or {}, _DEFAULT_KEYS)
-    default_defines, default_flags = _compile_options(f"{path}: defaults", defaults.get("compile_options") or {})
-    default_arch = _arch(f"{path}: defaults", defaults.get("arch", ["sm_90a"]))
-    default_gain = _min_gain(f"{path}: defaults", defaults.get("min_gain", 0.0))
-    default_gates = _gates(f"{path}: defaults", defaults.get("gates") or {}, ResourceGates())
+    defines, flags = _compile_options(f"{path}: defaults", defaults.get("compile_options") or {})
+    return Stage(id="", title="", parent=None, source=path, defines=defines, nvcc_flags=flags,
+                 arch=_arch(f"{path}: defaults", defaults.get("arch", ["sm_90a"])),
+                 min_gain=_min_gain(f"{path}: defaults", defaults.get("min_gain", 0.0)),
+                 gates=_gates(f"{path}: defaults", defaults.get("gates") or {}, ResourceGates()))
 
+
+def _stage(path: Path, index: int, entry: Any, base: Stage) -> Stage:
+    where = f"{path}: stages[{index}]"
+    entry = _check_keys(where, entry, _STAGE_KEYS)
+    stage_id = entry.get("id")
+    if not isinstance(stage_id, str) or not _ID_RE.match(stage_id):
+        raise ConfigError(f"{where}: 'id' must be a name of letters, digits and underscores")
+    where = f"{path}: stage {stage_id}"
+    source = path.parent / f"{stage_id}.cu"
+    if not source.is_file():
+        raise ConfigError(f"{where}: source file {source.name} does not exist in {path.parent}")
+    defines, flags = _compile_options(where, entry.get("compile_options") or {})
+    return Stage(
+        id=stage_id,
+        title=str(entry.get("title") or stage_id),
+        parent=entry.get("parent"),
+        source=source,
+        defines={**base.defines, **defines},
+        nvcc_flags=base.nvcc_flags + flags,
+        arch=_arch(where, entry["arch"]) if "arch" in entry else base.arch,
+        hypothesis=str(entry.get("hypothesis") or "").strip(),
+        changes=str(entry.get("changes") or "").strip(),
+        min_gain=_min_gain(where, entry["min_gain"]) if "min_gain" in entry else base.min_gain,
+        gates=_gates(where, entry.get("gates") or {}, base.gates),
+    )
+
+
+def load_registry(path: Path | str) -> Registry:
+    """Read and validate a stages.yaml; every error names the file and the key."""
+    path = Path(path)
+    raw = _read_yaml(path)
+    binding = path.parent / raw.get("binding", "binding.cpp")
+    if not binding.is_file():
+        raise ConfigError(f"{path}: binding file {binding.name} does not exist in {path.parent}")
     entries = raw.get("stages")
     if not isinstance(entries, list) or not entries:
         raise ConfigError(f"{path}: 'stages' must be a non-empty list")
+    base = _defaults(path, raw)
     stages: dict[str, Stage] = {}
     for index, entry in enumerate(entries):
-        where = f"{path}: stages[{index}]"
-        entry = _check_keys(where, entry, _STAGE_KEYS)
-        stage_id = entry.get("id")
-        if not isinstance(stage_id, str) or not _ID_RE.match(stage_id):
-            raise ConfigError(f"{where}: 'id' must be a name of letters, digits and underscores")
-        where = f"{path}: stage {stage_id}"
-        if stage_id in stages:
-            raise ConfigError(f"{where}: duplicate stage id")
-        source = directory / f"{stage_id}.cu"
-        if not source.is_file():
-            raise ConfigError(f"{where}: source file {source.name} does not exist in {directory}")
-        defines, flags = _compile_options(where, entry.get("compile_options") or {})
-        stages[stage_id] = Stage(
-            id=stage_id,
-            title=str(entry.get("title") or stage_id),
-            parent=entry.get("parent"),
-            source=source,
-            defines={**default_defines, **defines},
-            nvcc_flags=default_flags + flags,
-            arch=_arch(where, entry["arch"]) if "arch" in entry else default_arch,
-            hypothesis=str(entry.get("hypothesis") or "").strip(),
-            min_gain=_min_gain(where, entry["min_gain"]) if "min_gain" in entry else default_gain,
-            gates=_gates(where, entry.get("gates") or {}, default_gates),
-        )
+        stage = _stage(path, index, entry, base)
+        if stage.id in stages:
+            raise ConfigError(f"{path}: stage {stage.id}: duplicate stage id")
+        stages[stage.id] = stage
     for stage in stages.values():
         if stage.parent is not None and stage.parent not in stages:
             raise ConfigError(f"{path}: stage {stage.id}: parent {stage.parent!r} is not a stage in this registry")
-    registry = Registry(family=family, directory=directory, binding=binding, stages=stages)
+    registry = Registry(family=raw.get("family") or path.parent.name, directory=path.parent,
+                        binding=binding, stages=stages)
     for stage in stages.values():
         try:
             registry.lineage(stage.id)

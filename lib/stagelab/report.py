@@ -1,8 +1,10 @@
-"""Results pages regenerated from the MLflow store: docs/results/<gpu>.md and its plot.
+"""Results pages regenerated from the MLflow store: docs/results/<family>/<gpu>.md and its plot.
 
 Takes, for each stage, the newest finished run of each named parameter file on
 one GPU, and writes what the record says. Nothing is typed in: rerun
 `stagelab report` after a new `stagelab run` and the page follows the store.
+Every metric key comes from the schema (metrics.py); the contenders and the
+stage order come from the family.
 """
 
 from __future__ import annotations
@@ -12,12 +14,12 @@ from pathlib import Path
 
 import pandas as pd
 
+from . import metrics as m
 from . import tracking
 from .envinfo import gpu_label
+from .family import Family, load_family
 from .paths import repo_root
-from .registry import load_registry
-
-BACKENDS = ("flash", "efficient", "cudnn", "math")
+from .registry import family_registry
 
 
 def latest_runs(experiment: str, params_names: list[str], gpu: str | None) -> tuple[pd.DataFrame, str]:
@@ -47,69 +49,71 @@ def _metric(row: pd.Series, key: str):
     return None if value is None or pd.isna(value) else float(value)
 
 
-def ladder_table(runs: pd.DataFrame, params_name: str, mission_tag: str) -> pd.DataFrame:
-    order = list(load_registry().stages)
+def _stage_order(family: Family) -> dict[str, int]:
+    return {s: i for i, s in enumerate(family_registry(family.name).stages)}
+
+
+def ladder_table(runs: pd.DataFrame, params_name: str, mission_tag: str, family: Family) -> pd.DataFrame:
     rows = []
     for _, r in runs[runs["tags.params_file"] == params_name].iterrows():
         row = {
             "stage": r["tags.stage"],
             "outcome": r["tags.outcome"],
-            "mission p50 (us)": _metric(r, "mission_p50_us"),
-            "vs parent (geomean)": _metric(r, "speedup_vs_parent_geomean"),
+            "mission p50 (us)": _metric(r, m.MISSION_P50_US.key()),
+            "vs parent (geomean)": _metric(r, m.speedup_geomean(m.PARENT).key()),
         }
-        for backend in BACKENDS:
-            row[f"vs {backend} @mission"] = _metric(r, f"speedup_vs_{backend}/{mission_tag}")
+        for contender in family.contenders:
+            row[f"vs {contender} @mission"] = _metric(r, m.speedup(contender).key(mission_tag))
         row.update({
-            "max regs": _metric(r, "max_registers"),
-            "max smem (B)": _metric(r, "max_shared_memory_bytes"),
-            "spills (B)": _metric(r, "total_spill_bytes"),
-            "checks failed": _metric(r, "checks_failed"),
+            "max regs": _metric(r, m.MAX_REGISTERS.key()),
+            "max smem (B)": _metric(r, m.MAX_SHARED_MEMORY.key()),
+            "spills (B)": _metric(r, m.TOTAL_SPILLS.key()),
+            "checks failed": _metric(r, m.CHECKS_FAILED.key()),
         })
         rows.append(row)
     frame = pd.DataFrame(rows)
     if not frame.empty:
-        frame["order"] = frame["stage"].map({s: i for i, s in enumerate(order)})
+        frame["order"] = frame["stage"].map(_stage_order(family))
         frame = frame.sort_values("order").drop(columns="order").dropna(axis=1, how="all")
     return frame
 
 
-def per_shape_table(runs: pd.DataFrame, params_name: str) -> pd.DataFrame:
+def per_shape_table(runs: pd.DataFrame, params_name: str, family: Family) -> pd.DataFrame:
+    """One row per (stage, problem) in the primary timing mode: p50, throughput and every ratio."""
     rows = []
+    prefix = f"metrics.{m.TFLOPS.name}/"
     for _, r in runs[runs["tags.params_file"] == params_name].iterrows():
         for col in r.index:
-            if col.startswith("metrics.tflops/") and not pd.isna(r[col]):
-                shape = col.split("/", 1)[1]
-                row = {"stage": r["tags.stage"], "shape": shape, "p50 (us)": _metric(r, f"p50_us/{shape}"),
-                       "TFLOP/s": float(r[col])}
-                for backend in ("parent", *BACKENDS):
-                    row[f"vs {backend}"] = _metric(r, f"speedup_vs_{backend}/{shape}")
+            if col.startswith(prefix) and not pd.isna(r[col]):
+                shape = col.removeprefix(prefix)
+                row = {"stage": r["tags.stage"], "shape": shape, "p50 (us)": _metric(r, m.P50_US.key(shape)),
+                       "TFLOP/s": float(r[col]), "GB/s": _metric(r, m.GBPS.key(shape))}
+                for contender in (m.PARENT, *family.contenders):
+                    row[f"vs {contender}"] = _metric(r, m.speedup(contender).key(shape))
                 rows.append(row)
     frame = pd.DataFrame(rows)
     if frame.empty:
         return frame
-    order = {s: i for i, s in enumerate(load_registry().stages)}
-    frame = frame.assign(_stage=frame["stage"].map(order), _causal=frame["shape"].str.endswith("_causal"),
-                         _size=frame["shape"].str.replace("_causal", "").map(
-                             lambda t: tuple(int(x) for x in t.split("x"))))
-    frame = frame.sort_values(["_stage", "_size", "_causal"]).drop(columns=["_stage", "_causal", "_size"])
+    frame = frame.assign(_stage=frame["stage"].map(_stage_order(family)), _shape=frame["shape"])
+    frame = frame.sort_values(["_stage", "_shape"]).drop(columns=["_stage", "_shape"])
     return frame.dropna(axis=1, how="all")
 
 
-def _with_sdpa_rows(shapes: pd.DataFrame) -> pd.DataFrame:
-    """Add each SDPA backend's TFLOP/s per shape: stage TFLOP/s / speedup over it, the median
-    over the stage runs that timed it (each run times the backends beside its stage)."""
+def _with_contender_rows(shapes: pd.DataFrame, family: Family, value: str) -> pd.DataFrame:
+    """Add each library contender's throughput per problem: the stage's divided by its speedup
+    over the contender, the median over the stage runs that timed it beside themselves."""
     rows = []
-    for backend in ("flash", "cudnn", "efficient"):
-        column = f"vs {backend}"
+    for contender in family.contenders:
+        column = f"vs {contender}"
         if column not in shapes:
             continue
-        derived = shapes.assign(backend_tflops=shapes["TFLOP/s"] / shapes[column]).dropna(subset=["backend_tflops"])
+        derived = shapes.assign(derived=shapes[value] / shapes[column]).dropna(subset=["derived"])
         for shape, group in derived.groupby("shape", sort=False):
-            rows.append({"stage": f"sdpa_{backend}", "shape": shape, "TFLOP/s": group["backend_tflops"].median()})
-    return pd.concat([shapes[["stage", "shape", "TFLOP/s"]], pd.DataFrame(rows)], ignore_index=True)
+            rows.append({"stage": f"{family.name}_{contender}", "shape": shape, value: group["derived"].median()})
+    return pd.concat([shapes[["stage", "shape", value]], pd.DataFrame(rows)], ignore_index=True)
 
 
-def _plot(frames: dict[str, pd.DataFrame], path: Path, gpu: str) -> None:
+def _plot(frames: dict[str, pd.DataFrame], path: Path, gpu: str, family: Family) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -118,9 +122,10 @@ def _plot(frames: dict[str, pd.DataFrame], path: Path, gpu: str) -> None:
 
     fig, axes = plt.subplots(len(frames), 1, figsize=(16, 4.8 * len(frames)), squeeze=False)
     for ax, (name, shapes) in zip(axes[:, 0], frames.items()):
-        data = _with_sdpa_rows(shapes)
-        sns.barplot(data=data, x="shape", y="TFLOP/s", hue="stage", ax=ax, palette="tab10")
-        ax.set_title(f"{name}: TFLOP/s per shape on {gpu} (SDPA backends timed in the same runs)")
+        value = family.throughput_unit
+        data = _with_contender_rows(shapes, family, value)
+        sns.barplot(data=data, x="shape", y=value, hue="stage", ax=ax, palette="tab10")
+        ax.set_title(f"{family.name} / {name}: {value} per problem on {gpu} (contenders timed in the same runs)")
         ax.tick_params(axis="x", rotation=20)
         ax.legend(fontsize=8, ncol=3)
     fig.tight_layout()
@@ -128,19 +133,12 @@ def _plot(frames: dict[str, pd.DataFrame], path: Path, gpu: str) -> None:
     plt.close(fig)
 
 
-def write_report(params_names: list[str], *, out_dir: str | Path | None = None,
-                 experiment: str = tracking.DEFAULT_EXPERIMENT, gpu: str | None = None) -> Path:
-    from .params import load_params
-
-    runs, gpu = latest_runs(experiment, params_names, gpu)
-    label = gpu_label({"gpu": gpu})
-    out = Path(out_dir) if out_dir else repo_root() / "docs" / "results"
-    out.mkdir(parents=True, exist_ok=True)
+def _page_header(runs: pd.DataFrame, params_names: list[str], gpu: str, family: Family) -> list[str]:
     first = runs.iloc[0]
-    lines = [
-        f"# Results on {gpu}",
+    return [
+        f"# {family.name} results on {gpu}",
         "",
-        f"Generated by `stagelab report --params {' '.join(params_names)}` on "
+        f"Generated by `stagelab report --family {family.name} --params {' '.join(params_names)}` on "
         f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC from `{tracking.tracking_uri()}`; do not edit by hand.",
         "",
         f"GPU `{gpu}`, driver {first.get('tags.driver', '?')}, SM clock {first.get('tags.sm_clock_mhz', '?')} MHz "
@@ -149,28 +147,46 @@ def write_report(params_names: list[str], *, out_dir: str | Path | None = None,
         f"torch {first.get('tags.torch', '?')} (CUDA {first.get('tags.torch_cuda', '?')}), "
         f"cuDNN {first.get('tags.cudnn', '?')}, {first.get('tags.nvcc', '?')}.",
         "Speedups are ratios of p50 latencies measured side by side in one run "
-        "(>1: the stage is faster). Timing mode: the parameter file's first (cold = L2 flushed).",
+        "(>1: the stage is faster), in each parameter file's first timing mode.",
         "",
     ]
+
+
+def _params_section(runs: pd.DataFrame, name: str, family: Family) -> tuple[list[str], pd.DataFrame]:
+    from .params import load_params
+
+    subset = runs[runs["tags.params_file"] == name]
+    if subset.empty:
+        return [f"## {name}", "", "_no finished runs on this GPU_", ""], pd.DataFrame()
+    params_file = repo_root() / "params" / f"{name}.yaml"
+    mission = load_params(params_file).mission.tag if params_file.is_file() else ""
+    commits = sorted(set(subset["tags.git_commit"].fillna("?").str[:10]))
+    lines = [f"## {name}", "", f"Runs from commit(s) {', '.join(commits)}; mission problem `{mission}`.", "",
+             ladder_table(runs, name, mission, family).to_markdown(index=False, floatfmt=".3g"), ""]
+    shapes = per_shape_table(runs, name, family)
+    if not shapes.empty:
+        lines += ["Per problem (stage p50 and ratios):", "", shapes.to_markdown(index=False, floatfmt=".3g"), ""]
+    return lines, shapes
+
+
+def write_report(params_names: list[str], *, family: str = "sdpa", out_dir: str | Path | None = None,
+                 experiment: str | None = None, gpu: str | None = None) -> Path:
+    fam = load_family(family)
+    runs, gpu = latest_runs(experiment or fam.experiment, params_names, gpu)
+    label = gpu_label({"gpu": gpu})
+    out = Path(out_dir) if out_dir else repo_root() / "docs" / "results" / fam.name
+    out.mkdir(parents=True, exist_ok=True)
+    lines = _page_header(runs, params_names, gpu, fam)
     plot_frames: dict[str, pd.DataFrame] = {}
     for name in params_names:
-        subset = runs[runs["tags.params_file"] == name]
-        if subset.empty:
-            lines += [f"## {name}", "", "_no finished runs on this GPU_", ""]
-            continue
-        params_file = repo_root() / "params" / f"{name}.yaml"
-        mission = load_params(params_file).mission.tag if params_file.is_file() else ""
-        commits = sorted(set(subset["tags.git_commit"].fillna("?").str[:10]))
-        lines += [f"## {name}", "", f"Runs from commit(s) {', '.join(commits)}; mission shape `{mission}`.", "",
-                  ladder_table(runs, name, mission).to_markdown(index=False, floatfmt=".3g"), ""]
-        shapes = per_shape_table(runs, name)
+        section, shapes = _params_section(runs, name, fam)
+        lines += section
         if not shapes.empty:
-            lines += ["Per shape (stage p50 and ratios):", "", shapes.to_markdown(index=False, floatfmt=".3g"), ""]
             plot_frames[name] = shapes
     if plot_frames:
         plot_path = out / f"{label}.png"
-        _plot(plot_frames, plot_path, gpu)
-        lines += [f"![TFLOP/s per shape]({plot_path.name})", ""]
+        _plot(plot_frames, plot_path, gpu, fam)
+        lines += [f"![{fam.throughput_unit} per problem]({plot_path.name})", ""]
     # The runs behind the page, flat, so the numbers stay traceable without the store itself.
     keep = ["run_id", "start_time", "status"] + sorted(c for c in runs.columns if c.startswith(("tags.", "metrics.", "params."))
                                                      and not c.startswith("tags.mlflow.note"))

@@ -13,15 +13,12 @@ from __future__ import annotations
 import fcntl
 import math
 import os
-import re
 import time
 from contextlib import contextmanager
 from pathlib import Path
 
+from .metrics import safe_key
 from .paths import mlruns_dir
-
-DEFAULT_EXPERIMENT = "stagelab-sdpa"
-_METRIC_UNSAFE = re.compile(r"[^A-Za-z0-9_\-./ ]")
 
 
 def tracking_uri() -> str:
@@ -55,7 +52,7 @@ def client():
     return MlflowClient(tracking_uri=tracking_uri())
 
 
-def init_store(experiment: str = DEFAULT_EXPERIMENT) -> str:
+def init_store(experiment: str) -> str:
     """Create the database (schema migrations run on first use) and the experiment; returns its id."""
     import mlflow
 
@@ -72,11 +69,6 @@ def run_name(stage_id: str, params_name: str) -> str:
     return f"{stage_id}@{params_name}"
 
 
-def metric_key(*parts: str) -> str:
-    """MLflow allows letters, digits, _ - . / and spaces; anything else becomes '.'."""
-    return _METRIC_UNSAFE.sub(".", "/".join(parts))
-
-
 def create_run(experiment_id: str, stage_id: str, params_name: str, tags: dict[str, str] | None = None) -> str:
     """A run in RUNNING state that a notebook (or the batch runner) fills in; returns its id."""
     run = client().create_run(experiment_id, run_name=run_name(stage_id, params_name),
@@ -88,7 +80,7 @@ def log_metrics(run_id: str, metrics: dict[str, float]) -> None:
     from mlflow.entities import Metric
 
     now = int(time.time() * 1000)
-    batch = [Metric(metric_key(k), float(v), now, 0) for k, v in metrics.items()
+    batch = [Metric(safe_key(k), float(v), now, 0) for k, v in metrics.items()
              if v is not None and math.isfinite(float(v))]
     c = client()
     for start in range(0, len(batch), 900):  # MLflow caps one batch at 1000 metrics
@@ -112,6 +104,10 @@ def set_tags(run_id: str, tags: dict[str, object]) -> None:
 
 def log_artifact(run_id: str, path: Path | str, artifact_path: str | None = None) -> None:
     client().log_artifact(run_id, str(path), artifact_path)
+
+
+def log_artifacts(run_id: str, folder: Path | str, artifact_path: str | None = None) -> None:
+    client().log_artifacts(run_id, str(folder), artifact_path)
 
 
 def end_run(run_id: str, status: str = "FINISHED") -> None:

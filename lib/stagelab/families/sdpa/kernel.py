@@ -6,18 +6,17 @@ the problem; the C++ binding's checks are only a backstop.
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable
 from types import ModuleType
 
 import torch
 
-from .errors import InputError
-from .params import SUPPORTED_HEAD_DIMS
+from ...errors import InputError
+from .reference import default_scale
+from .shapes import SUPPORTED_HEAD_DIMS
 
-SUPPORTED_TORCH_DTYPES = (torch.float16, torch.bfloat16)
-# An sdpa "kernel" as the checker sees it: writes attention(q, k, v) into out.
-KernelFn = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, float, bool], None]
+SUPPORTED_TORCH_DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16}
+# The binding's dtype codes (SdpaDtype in kernels/sdpa/sdpa_api.h) by kernel template argument.
+KERNEL_DTYPE_CODES = {"fp16": 0, "bf16": 1}
 
 
 def validate_inputs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, require_cuda: bool = True) -> None:
@@ -26,8 +25,8 @@ def validate_inputs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, requir
             raise InputError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
         if t.dim() != 4:
             raise InputError(f"{name} must have 4 dims [batch, heads, seq_len, head_dim], got shape {tuple(t.shape)}")
-        if t.dtype not in SUPPORTED_TORCH_DTYPES:
-            raise InputError(f"{name} has dtype {t.dtype}; supported: float16, bfloat16")
+        if t.dtype not in SUPPORTED_TORCH_DTYPES.values():
+            raise InputError(f"{name} has dtype {t.dtype}; supported: {', '.join(SUPPORTED_TORCH_DTYPES)}")
         if require_cuda and t.device.type != "cuda":
             raise InputError(f"{name} is on {t.device}; the kernels run on a CUDA device")
         if not t.is_contiguous():
@@ -42,10 +41,6 @@ def validate_inputs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, requir
         raise InputError(f"head_dim {q.shape[-1]} is not supported; supported: {list(SUPPORTED_HEAD_DIMS)}")
     if min(q.shape) < 1:
         raise InputError(f"every dimension must be >= 1, got shape {tuple(q.shape)}")
-
-
-def default_scale(head_dim: int) -> float:
-    return 1.0 / math.sqrt(head_dim)
 
 
 class StageKernel:

@@ -1,0 +1,1 @@
+"""Kernel families: each module `<name>` exports `FAMILY`, the Family object for kernels/<name>/."""

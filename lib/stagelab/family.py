@@ -1,0 +1,132 @@
+"""What a kernel family brings to the lab, and how the lab finds it.
+
+The lab core (registry, params, build, resources, checks, timing, outcome,
+tracking, batch, report) knows nothing of attention or softmax. A family is a
+folder `kernels/<name>/` (stages, headers, binding, stages.yaml) plus one
+`Family` object in `stagelab.families.<name>` that says:
+
+- which problems it solves (`parse_problem`: a params-file entry -> problems),
+- its storage dtypes and the library contenders it can be timed against,
+- how to make inputs, an output buffer and a reference in any precision,
+- how a built stage module is called, and how much launch-time shared
+  memory a kernel instance asks for (ptxas reports only static memory).
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from types import ModuleType
+from typing import Any, Protocol
+
+import torch
+
+from .errors import ConfigError
+from .paths import kernels_root
+
+# A kernel as the checker and the timer see it: writes its result into `out`.
+KernelFn = Callable[..., None]
+
+
+class Problem(Protocol):
+    """One benchmark problem (a shape and its flags); hashable, ordered, named by `tag`."""
+
+    @property
+    def tag(self) -> str: ...
+
+    def flops(self) -> float: ...
+
+    def bytes_moved(self, element_bytes: int) -> float: ...
+
+
+class Family:
+    """Base class: a family overrides every method that raises NotImplementedError."""
+
+    name: str = ""
+    dtypes: dict[str, torch.dtype] = {}
+    contenders: tuple[str, ...] = ()
+    default_mission: dict[str, Any] = {}
+    # The throughput the results page plots: "TFLOP/s" for compute-bound work, "GB/s" for memory-bound.
+    throughput_unit: str = "TFLOP/s"
+    # The parameter file a stage notebook opens with, and a knob its parameters cell shows as an example.
+    acceptance_params: str = "params/acceptance.yaml"
+    knob_example: str = "{}"
+
+    @property
+    def experiment(self) -> str:
+        return f"stagelab-{self.name}"
+
+    def torch_dtype(self, name: str) -> torch.dtype:
+        if name not in self.dtypes:
+            raise ConfigError(f"dtype {name!r} is not supported by the {self.name} family; "
+                              f"supported: {list(self.dtypes)}")
+        return self.dtypes[name]
+
+    # -- problems ------------------------------------------------------------------
+    def parse_problem(self, where: str, entry: Any) -> list[Problem]:
+        raise NotImplementedError
+
+    # -- data and reference ----------------------------------------------------------
+    def make_inputs(self, problem: Problem, dtype: torch.dtype, seed: int,
+                    device: torch.device | str) -> tuple[torch.Tensor, ...]:
+        raise NotImplementedError
+
+    def new_output(self, problem: Problem, inputs: tuple[torch.Tensor, ...]) -> torch.Tensor:
+        return torch.empty_like(inputs[0])
+
+    def reference(self, problem: Problem, inputs: tuple[torch.Tensor, ...],
+                  compute_dtype: torch.dtype) -> torch.Tensor:
+        """The family's function with every operation in compute_dtype (float64: the truth)."""
+        raise NotImplementedError
+
+    def atol_magnitude(self, reference: torch.Tensor) -> float:
+        """The output magnitude at which the dtype's own rounding sets the absolute tolerance."""
+        raise NotImplementedError
+
+    # -- kernels -------------------------------------------------------------------
+    def call(self, kernel: KernelFn, problem: Problem, inputs: tuple[torch.Tensor, ...],
+             out: torch.Tensor) -> None:
+        """Run a KernelFn (a built stage, or a plain function standing in for one) into `out`."""
+        raise NotImplementedError
+
+    def stage_kernel(self, module: ModuleType, stage_id: str) -> Any:
+        """A built stage module wrapped for callers; its `.into` is a KernelFn."""
+        raise NotImplementedError
+
+    def module_launch(self, module: ModuleType, problem: Problem, inputs: tuple[torch.Tensor, ...],
+                      out: torch.Tensor) -> Callable[[], None]:
+        """A no-argument launch of a built module on the current stream (for timing and graphs)."""
+        raise NotImplementedError
+
+    def contender(self, name: str, problem: Problem, inputs: tuple[torch.Tensor, ...]) -> Callable[[], None]:
+        """A library implementation to time beside the stage; RuntimeError when unavailable here."""
+        raise NotImplementedError
+
+    def dynamic_shared_memory(self, module: ModuleType, template_args: list[str]) -> int | None:
+        """Launch-time shared memory of one kernel instance, named by its template arguments."""
+        return None
+
+
+def load_family(name: str) -> Family:
+    """The Family object of `stagelab.families.<name>`; a clear error when there is none."""
+    if not name.isidentifier():
+        raise ConfigError(f"family {name!r} is not a valid family name")
+    try:
+        module = importlib.import_module(f"stagelab.families.{name}")
+    except ModuleNotFoundError as exc:
+        if exc.name and exc.name.startswith("stagelab.families"):
+            known = ", ".join(known_families()) or "none"
+            raise ConfigError(f"unknown kernel family {name!r}; known: {known}") from exc
+        raise
+    return module.FAMILY
+
+
+def known_families() -> list[str]:
+    """Families with both a kernels/<name>/stages.yaml and a Python family module."""
+    import pkgutil
+
+    from . import families
+
+    modules = {m.name for m in pkgutil.iter_modules(families.__path__)}
+    root = kernels_root()
+    return sorted(n for n in modules if (root / n / "stages.yaml").is_file())

@@ -1,0 +1,96 @@
+"""The metric schema: every MLflow metric key stagelab writes or reads, named once, with its unit.
+
+Writers (the recorder, the batch runner), readers (the batch summary, the
+report, the comparison notebook) and the tests build keys only through this
+module, so a rename here moves every side at once.
+
+Key forms:
+  run-level            `mission_p50_us`
+  per problem          `p50_us/2x8x512x64`, and for a timing mode other than the
+                       parameter file's first, `p50_us_hot/2x8x512x64`
+  per problem, dtype   `max_abs_err/2x8x512x64/float16`
+  per kernel instance  `registers/sdpa_s0_kernel.fp16.64.sm_90a`
+  per contender        `speedup_vs_flash/2x8x512x64`, `speedup_vs_parent_geomean`
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9_\-./ ]")
+
+
+def safe_key(key: str) -> str:
+    """MLflow allows letters, digits, _ - . / and spaces; anything else becomes '.'."""
+    return _UNSAFE.sub(".", key)
+
+
+@dataclass(frozen=True)
+class Metric:
+    name: str
+    unit: str
+    help: str
+
+    def key(self, *parts: str) -> str:
+        return safe_key("/".join([self.name, *parts]))
+
+    def timed(self, shape: str, mode: str, primary_mode: str) -> str:
+        """A per-problem timing key; modes other than the primary one carry a suffix."""
+        suffix = "" if mode == primary_mode else f"_{mode}"
+        return safe_key(f"{self.name}{suffix}/{shape}")
+
+
+# -- build and notebook ------------------------------------------------------------
+BUILD_SECONDS = Metric("build_seconds", "s", "wall time of the build step (cached builds are fast)")
+NOTEBOOK_SECONDS = Metric("notebook_seconds", "s", "wall time of the whole stage notebook in a batch")
+
+# -- resources, per kernel instance and their worst case -----------------------------
+REGISTERS = Metric("registers", "registers/thread", "ptxas: registers per thread")
+SHARED_MEMORY = Metric("shared_memory_bytes", "bytes", "static + launch-time shared memory per block")
+STACK_FRAME = Metric("stack_frame_bytes", "bytes", "ptxas: stack frame per thread")
+SPILL_STORES = Metric("spill_stores_bytes", "bytes", "ptxas: spill stores per thread")
+SPILL_LOADS = Metric("spill_loads_bytes", "bytes", "ptxas: spill loads per thread")
+BARRIERS = Metric("barriers", "count", "ptxas: named barriers used")
+MAX_REGISTERS = Metric("max_registers", "registers/thread", "most registers of any kernel instance")
+MAX_SHARED_MEMORY = Metric("max_shared_memory_bytes", "bytes", "most shared memory of any kernel instance")
+TOTAL_SPILLS = Metric("total_spill_bytes", "bytes", "spill stores + loads over all kernel instances")
+MAX_STACK_FRAME = Metric("max_stack_frame_bytes", "bytes", "largest stack frame of any kernel instance")
+INSTRUCTION_COUNT = Metric("sass", "instructions", "count of one SASS opcode in one kernel instance")
+
+# -- correctness ----------------------------------------------------------------------
+CHECKS_TOTAL = Metric("checks_total", "count", "correctness checks run")
+CHECKS_FAILED = Metric("checks_failed", "count", "correctness checks failed")
+MAX_ABS_ERR = Metric("max_abs_err", "output units", "worst |out - ref| over seeds, per problem and dtype")
+ERR_BUDGET_RATIO = Metric("err_budget_ratio", "ratio", "worst error / budget per problem and dtype (< 1 passes)")
+MAX_ERR_BUDGET_RATIO = Metric("max_err_budget_ratio", "ratio", "worst error / budget of the run")
+
+# -- timing, per problem (mode-suffixed), of the stage ------------------------------------
+P50_US = Metric("p50_us", "us", "median latency")
+P90_US = Metric("p90_us", "us", "90th percentile latency")
+P99_US = Metric("p99_us", "us", "99th percentile latency")
+IQR_US = Metric("iqr_us", "us", "interquartile range of the latency")
+TFLOPS = Metric("tflops", "TFLOP/s", "the problem's FLOPs over the median latency")
+GBPS = Metric("gbps", "GB/s", "the problem's byte floor over the median latency")
+TIMED_STATS = (P50_US, P90_US, P99_US, IQR_US, TFLOPS, GBPS)
+MISSION_P50_US = Metric("mission_p50_us", "us", "stage median latency at the mission problem, primary mode")
+TIMING_FLOOR_US = Metric("timing_floor_us", "us", "median of an empty kernel by the same recipe, per mode")
+
+# -- exploration sweeps logged from stage notebooks ---------------------------------------
+SWEEP_P50_US = Metric("sweep_p50_us", "us", "median latency of one variant of a notebook sweep")
+
+
+def speedup(contender: str) -> Metric:
+    """Ratio of a contender's median to the stage's (> 1: the stage is faster)."""
+    return Metric(f"speedup_vs_{contender}", "ratio", f"p50 of {contender} / p50 of the stage")
+
+
+def speedup_geomean(contender: str) -> Metric:
+    return Metric(f"speedup_vs_{contender}_geomean", "ratio",
+                  f"geometric mean over the timed problems of the speedup over {contender}, primary mode")
+
+
+# Contender labels in speedup keys: `parent` for the parent stage, the library
+# contender's own name, and `best` for the fastest library contender per problem.
+PARENT = "parent"
+BEST_CONTENDER = "best"

@@ -1,0 +1,145 @@
+"""Stage notebooks, generated: one source of truth per stage.
+
+A stage notebook is three things put together:
+- its intro, from the registry (stages.yaml: title, parent, what changed, hypothesis),
+- the common flow, the same cells in every stage notebook so the record is comparable,
+- its own exploration, from `notebooks/explore/<stage>.py` (markdown, a line `# %%`, python).
+
+`stagelab notebooks` rewrites notebooks/<stage>.ipynb from those sources (without outputs);
+`stagelab notebooks --check` fails when a committed notebook differs from what they make.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .errors import ConfigError
+from .paths import repo_root
+from .registry import Registry, Stage, all_registries
+
+EXPLORE_SEPARATOR = "# %%\n"
+NOTEBOOK_METADATA = {
+    "kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"},
+    "language_info": {"name": "python"},
+}
+
+
+def notebooks_dir() -> Path:
+    return repo_root() / "notebooks"
+
+
+def intro_markdown(stage: Stage, params_file: str) -> str:
+    parent = f"`{stage.parent}`" if stage.parent else "none (the baseline)"
+    parts = [f"# {stage.id}: {stage.title.split(': ', 1)[-1]}", "", f"**Parent.** {parent}", ""]
+    if stage.changes:
+        parts += [f"**Changed{' vs ' + stage.parent if stage.parent else ''}.** {stage.changes}", ""]
+    parts += [f"**Hypothesis.** {stage.hypothesis}", "",
+              f"Generated from the registry (stages.yaml) and `notebooks/explore/{stage.id}.py`; "
+              "edit those and run `stagelab notebooks`. Run it interactively (edit the parameters cell) "
+              f"or in batch: `stagelab run --stages {stage.id} --params {params_file}`."]
+    return "\n".join(parts)
+
+
+def _parameters_source(stage: Stage, params_file: str, knob_example: str) -> str:
+    return (f'stage = "{stage.id}"\n'
+            f'params_file = "{params_file}"  # relative to the repo root, or absolute\n'
+            "mlflow_run_id = None  # set by `stagelab run`; None starts a fresh MLflow run\n"
+            "experiment = None  # None: the family's experiment (stagelab-<family>)\n"
+            f"knobs = {{}}  # compile-time overrides of the stage's defines, e.g. {knob_example}")
+
+
+def common_cells(stage: Stage, params_file: str, knob_example: str) -> tuple[list, list]:
+    from nbformat.v4 import new_code_cell, new_markdown_cell
+
+    head = [
+        new_markdown_cell(intro_markdown(stage, params_file)),
+        new_code_cell(_parameters_source(stage, params_file, knob_example), metadata={"tags": ["parameters"]}),
+        new_code_cell(
+            "from IPython.display import Markdown, display\n\n"
+            "from stagelab.plots import error_plot, latency_plot\n"
+            "from stagelab.stage import StageRun\n\n"
+            "run = StageRun(stage, params_file, defines=knobs, mlflow_run_id=mlflow_run_id, experiment=experiment)\n"
+            "display(Markdown(f\"**{run.stage.title}** (parent: `{run.stage.parent}`), \"\n"
+            "                 f\"params `{run.params.name}`, GPU available: {run.gpu_available}\"))"),
+        new_markdown_cell("## 1. Build\nnvcc compiles the torch-free `.cu`; cpp_extension links the family's "
+                          "binding. Cached by source hash, options and architecture."),
+        new_code_cell("build = run.build()\nprint(build.module.stage_config())\n"
+                      "print('cached' if build.cached else 'compiled', f'in {build.seconds:.1f}s, key {build.key}')"),
+        new_markdown_cell("## 2. Resources\nRegisters, shared memory, stack and spills per kernel instance, "
+                          "from ptxas; the registry's gates judged on them."),
+        new_code_cell("display(run.resources())\nrun.gates()"),
+        new_markdown_cell("## 3. Correctness\nFloat64 reference; budget `2*max|out_lowprec-ref| + atol`; "
+                          "outputs poisoned with NaN; fresh inputs per seed; two launches per input."),
+        new_code_cell(
+            "checks = run.check()\n"
+            "if not checks.empty:\n"
+            "    display(checks[['shape', 'dtype', 'seed', 'max_abs_err', 'budget', 'err_budget_ratio', 'passed', 'reason']])\n"
+            "    error_plot(checks, title=f'{stage}: error / budget');"),
+        new_markdown_cell("## 4. Timing\nStage, parent and every available library contender on the same inputs, "
+                          "in this process, in each timing mode of the parameter file (cold = L2 flushed, "
+                          "hot = CUDA-graph replay, throughput = many launches in one graph), beside the "
+                          "timing floor (an empty kernel by the same recipe)."),
+        new_code_cell(
+            "timing = run.time()\n"
+            "if not timing.empty:\n"
+            "    display(run.speedups())\n"
+            "    for mode in run.params.timing.modes:\n"
+            "        latency_plot(timing, mode=mode, title=f'{stage}: p50 latency ({mode})')"),
+    ]
+    tail = [
+        new_markdown_cell("## 6. Outcome\nDecided from the evidence above and logged to MLflow with every table, "
+                          "plot, the ptxas log, the kernel source and its diff against the parent."),
+        new_code_cell("outcome = run.finish()\n"
+                      "display(Markdown(f'**Outcome: `{outcome.outcome}`**: {outcome.reason}'))"),
+    ]
+    return head, tail
+
+
+def explore_cells(path: Path) -> list:
+    from nbformat.v4 import new_code_cell, new_markdown_cell
+
+    if not path.is_file():
+        raise ConfigError(f"no exploration source {path}: write markdown, a line '# %%', then python")
+    text = path.read_text()
+    if EXPLORE_SEPARATOR not in text:
+        raise ConfigError(f"{path}: no line '# %%' between the markdown and the python")
+    markdown, python = text.split(EXPLORE_SEPARATOR, 1)
+    return [new_markdown_cell("## 5. Exploration\n" + markdown.strip()), new_code_cell(python.strip())]
+
+
+def stage_notebook(registry: Registry, stage: Stage):
+    from nbformat.v4 import new_notebook
+
+    from .family import load_family
+
+    family = load_family(registry.family)
+    head, tail = common_cells(stage, family.acceptance_params, family.knob_example)
+    explore = explore_cells(notebooks_dir() / "explore" / f"{stage.id}.py")
+    cells = head + explore + tail
+    for number, cell in enumerate(cells):  # stable ids: a regenerated notebook diffs by content only
+        cell["id"] = f"{stage.id}-{number}"
+    return new_notebook(cells=cells, metadata=NOTEBOOK_METADATA)
+
+
+def _normalized(nb) -> str:
+    import nbformat
+
+    return nbformat.writes(nbformat.from_dict(nb))
+
+
+def write_notebooks(check: bool = False) -> list[str]:
+    """Regenerate every stage notebook; with check=True write nothing and return the stale ones."""
+    import nbformat
+
+    stale = []
+    for registry in all_registries().values():
+        for stage in registry.stages.values():
+            path = notebooks_dir() / f"{stage.id}.ipynb"
+            fresh = stage_notebook(registry, stage)
+            current = nbformat.read(path, as_version=4) if path.is_file() else None
+            if current is not None and _normalized(current) == _normalized(fresh):
+                continue
+            stale.append(stage.id)
+            if not check:
+                nbformat.write(fresh, path)
+    return stale

@@ -1,0 +1,117 @@
+"""The measuring steps of a stage run. Each takes the run's context and returns a typed result;
+none of them logs anything (the recorder does) or decides anything (the judge does)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from .build import build_stage
+from .checks import check_all
+from .envinfo import read_clocks
+from .errors import ConfigError
+from .family import Family
+from .params import RunParams, load_params
+from .paths import repo_root
+from .registry import Registry, Stage, find_stage
+from .resources import evaluate_gates
+from .results import PARENT_PREFIX, Built, CheckReport, ResourceReport, TimingReport
+from .timing import L2Flusher, time_contenders, time_floor
+
+
+def progress_bar(iterable=None, *, desc: str, total: int | None = None):
+    from tqdm.auto import tqdm
+
+    return tqdm(iterable, desc=desc, total=total, leave=False)
+
+
+def resolve_params_path(params: str | Path) -> Path:
+    path = Path(params)
+    if not path.is_absolute() and not path.exists():
+        path = repo_root() / path
+    return path
+
+
+@dataclass
+class StageContext:
+    """What a run is about: the stage, its parent, the parameters, the family, the device."""
+
+    registry: Registry
+    stage: Stage
+    parent: Stage | None
+    params: RunParams
+    gpu_available: bool
+
+    @property
+    def family(self) -> Family:
+        return self.params.family
+
+    @property
+    def device(self) -> torch.device:
+        return torch.device("cuda" if self.gpu_available else "cpu")
+
+    @classmethod
+    def load(cls, stage_id: str, params: str | Path, defines: dict | None = None) -> "StageContext":
+        """Reads the registry and the parameter file; no build, no store, no subprocess."""
+        registry, stage = find_stage(stage_id)
+        run_params = load_params(resolve_params_path(params))
+        if run_params.family.name != registry.family:
+            raise ConfigError(f"stage {stage_id} is in the {registry.family} family, but "
+                              f"{run_params.path} describes {run_params.family.name} problems")
+        parent = registry.get(stage.parent) if stage.parent else None
+        return cls(registry, stage.with_defines(defines), parent, run_params, torch.cuda.is_available())
+
+
+def build_step(ctx: StageContext) -> Built:
+    """The stage, and its parent when there is a GPU to time them side by side."""
+    built = Built(build_stage(ctx.stage, ctx.registry))
+    if ctx.parent is not None and ctx.gpu_available:
+        built.parent = build_stage(ctx.parent, ctx.registry)
+    return built
+
+
+def resource_step(ctx: StageContext, built: Built) -> ResourceReport:
+    return ResourceReport(built.stage.resources, evaluate_gates(built.stage.resources, ctx.stage.gates))
+
+
+def check_step(ctx: StageContext, built: Built) -> CheckReport:
+    p = ctx.params
+    kernel = ctx.family.stage_kernel(built.stage.module, ctx.stage.id)
+    bar = progress_bar(desc=f"{ctx.stage.id} checks", total=len(p.shapes) * len(p.dtypes) * len(p.seeds))
+    results = check_all(ctx.family, kernel.into, p.shapes, p.dtypes, p.seeds, ctx.device,
+                        progress=lambda label: (bar.set_postfix_str(label), bar.update(1)))
+    bar.close()
+    return CheckReport(results)
+
+
+def _contenders(ctx: StageContext, built: Built, shape, inputs, unavailable: dict[str, str]) -> dict:
+    family = ctx.family
+    contenders = {}
+    for label, result in ((ctx.stage.id, built.stage), (PARENT_PREFIX + (ctx.stage.parent or ""), built.parent)):
+        if result is not None and result.module is not None:
+            out = family.new_output(shape, inputs)
+            contenders[label] = family.module_launch(result.module, shape, inputs, out)
+    for name in ctx.params.timing.contenders:
+        try:
+            contenders[f"{family.name}_{name}"] = family.contender(name, shape, inputs)
+        except RuntimeError as exc:
+            unavailable[f"{name}/{shape.tag}"] = str(exc).splitlines()[0][:200]
+    return contenders
+
+
+def timing_step(ctx: StageContext, built: Built) -> TimingReport:
+    spec = ctx.params.timing
+    dtype = ctx.family.torch_dtype(spec.dtype)
+    flush = L2Flusher(ctx.device)
+    report = TimingReport([], ctx.stage.id, f"{ctx.family.name}_", spec.primary_mode,
+                          floor_us=time_floor(spec, flush))
+    for shape in progress_bar(ctx.params.timed_shapes(), desc=f"{ctx.stage.id} timing"):
+        inputs = ctx.family.make_inputs(shape, dtype, ctx.params.seeds[0], ctx.device)
+        contenders = _contenders(ctx, built, shape, inputs, report.unavailable)
+        report.stats += time_contenders(contenders, shape, spec, flush, element_bytes=dtype.itemsize)
+        del inputs, contenders
+        torch.cuda.empty_cache()
+    report.clocks = read_clocks("after_timing_")
+    return report
