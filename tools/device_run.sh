@@ -26,7 +26,9 @@ if [ -n "${2:-}" ]; then
   echo "=== pytest $2"
   timeout "${PYTEST_TIMEOUT:-240}" python3 -m pytest -q -p no:cacheprovider $2 2>&1 | tail -25 | tee "$OUT/pytest.log"
 fi
-python3 -m stagelab report --params acceptance long mission 2>&1 | tail -3
-cp docs/results/*.md docs/results/*.png "$OUT/" 2>/dev/null
+for report in ${REPORTS:-"sdpa:acceptance long mission" "softmax:softmax-acceptance"}; do
+  python3 -m stagelab report --family "${report%%:*}" --params ${report#*:} 2>&1 | tail -2
+done
+mkdir -p "$OUT/results" && cp -r docs/results/. "$OUT/results/" 2>/dev/null
 tar czf "$OUT/mlruns.tgz" mlruns runs 2>/dev/null
 ls -la "$OUT"

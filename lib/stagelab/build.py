@@ -23,6 +23,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -115,6 +116,15 @@ class BuildResult:
     seconds: float
     nvcc_command: list[str] = field(default_factory=list)
     module: ModuleType | None = None
+
+    def sass_opcodes(self) -> dict[tuple[str, str], "Counter"]:
+        """{(mangled kernel name, arch): opcode counts} from the object's SASS (cached beside it)."""
+        from .sass import object_sass, parse_sass
+
+        listing = self.directory / "sass.txt"
+        if not listing.is_file():
+            listing.write_text(object_sass(self.directory / f"{self.stage_id}.o"))
+        return parse_sass(listing.read_text())
 
     @property
     def module_name(self) -> str:

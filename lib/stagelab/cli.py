@@ -47,8 +47,9 @@ def _cmd_resources(args) -> int:
 
     from .build import build_stage
     from .registry import find_stage
-    from .resources import evaluate_gates
+    from .steps import resource_report
 
+    failed_any = False
     for stage_id in _stage_ids(args.stages):
         registry, stage = find_stage(stage_id)
         result = build_stage(stage, registry)
@@ -57,9 +58,13 @@ def _cmd_resources(args) -> int:
                    "spill_load_bytes", "barriers"]
         table = pd.DataFrame([{"kernel": r.tag, **{c: r.as_row()[c] for c in columns}} for r in result.resources])
         print(table.to_markdown(index=False))
-        failed = [g for g in evaluate_gates(result.resources, stage.gates) if not g.passed]
-        print("gates: " + ("all pass" if not failed else "; ".join(f"{g.gate} {g.kernel}: {g.actual} > {g.limit}" for g in failed)))
-    return 0
+        report = resource_report(stage, result)
+        print(pd.DataFrame(report.instructions).to_markdown(index=False))
+        failed = [g for g in report.gates if not g.passed]
+        failed_any = failed_any or bool(failed)
+        print("gates: " + ("all pass" if not failed else
+                           "; ".join(f"{g.gate} {g.kernel}: {g.actual} (limit {g.limit})" for g in failed)))
+    return 1 if failed_any else 0
 
 
 def _build_one(stage_id: str) -> str:

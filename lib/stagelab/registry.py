@@ -21,7 +21,8 @@ _TOP_KEYS = {"family", "binding", "defaults", "stages"}
 _STAGE_KEYS = {"id", "title", "parent", "changes", "compile_options", "arch", "hypothesis", "min_gain", "gates"}
 _DEFAULT_KEYS = {"compile_options", "arch", "min_gain", "gates"}
 _COMPILE_KEYS = {"defines", "nvcc_flags"}
-_GATE_KEYS = {"max_registers", "max_shared_memory_bytes", "spills_allowed"}
+_GATE_KEYS = {"max_registers", "max_shared_memory_bytes", "spills_allowed", "sass_require", "sass_forbid"}
+_OPCODE_RE = re.compile(r"^[A-Z][A-Z0-9_]*$")
 _ARCH_RE = re.compile(r"^sm_\d{2,3}a?$")
 _ID_RE = re.compile(r"^[A-Za-z0-9_]+$")
 
@@ -33,6 +34,9 @@ class ResourceGates:
     max_registers: int | None = None
     max_shared_memory_bytes: int | None = None
     spills_allowed: bool = False
+    # SASS opcodes every kernel instance must contain (e.g. HGMMA) and must not (e.g. LDL, STL).
+    sass_require: tuple[str, ...] = ()
+    sass_forbid: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -108,6 +112,12 @@ def _gates(where: str, raw: dict, base: ResourceGates) -> ResourceGates:
         if not isinstance(raw["spills_allowed"], bool):
             raise ConfigError(f"{where}.gates.spills_allowed: expected true or false")
         values["spills_allowed"] = raw["spills_allowed"]
+    for key in ("sass_require", "sass_forbid"):
+        if key in raw:
+            opcodes = raw[key] or []
+            if not isinstance(opcodes, list) or not all(isinstance(o, str) and _OPCODE_RE.match(o) for o in opcodes):
+                raise ConfigError(f"{where}.gates.{key}: expected a list of SASS opcodes like [HGMMA], got {opcodes!r}")
+            values[key] = tuple(opcodes)
     return ResourceGates(**values)
 
 

@@ -177,8 +177,18 @@ class GateResult:
     passed: bool
 
 
-def evaluate_gates(resources: list[KernelResources], gates: ResourceGates) -> list[GateResult]:
-    """Each gate against each kernel instance; an empty report fails (nothing was compiled)."""
+def sass_gates(tag: str, opcodes: dict[str, int], gates: ResourceGates) -> list[GateResult]:
+    required = [GateResult(f"sass_requires_{op}", tag, 1, opcodes.get(op, 0), opcodes.get(op, 0) >= 1)
+                for op in gates.sass_require]
+    forbidden = [GateResult(f"sass_forbids_{op}", tag, 0, opcodes.get(op, 0), opcodes.get(op, 0) == 0)
+                 for op in gates.sass_forbid]
+    return required + forbidden
+
+
+def evaluate_gates(resources: list[KernelResources], gates: ResourceGates,
+                   opcodes: dict[str, dict[str, int]] | None = None) -> list[GateResult]:
+    """Each gate against each kernel instance; an empty report fails (nothing was compiled).
+    `opcodes` ({kernel tag: SASS opcode counts}) is needed when the gates name SASS opcodes."""
     if not resources:
         return [GateResult("kernels_compiled", "-", 1, 0, False)]
     results: list[GateResult] = []
@@ -192,6 +202,8 @@ def evaluate_gates(resources: list[KernelResources], gates: ResourceGates) -> li
                                       r.total_shared_memory_bytes <= gates.max_shared_memory_bytes))
         if not gates.spills_allowed:
             results.append(GateResult("no_spills", r.tag, 0, r.spills, r.spills == 0))
+        if gates.sass_require or gates.sass_forbid:
+            results += sass_gates(r.tag, (opcodes or {}).get(r.tag, {}), gates)
     return results
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import torch
 
-from .build import build_stage
+from .build import BuildResult, build_stage
 from .checks import check_all
 from .envinfo import read_clocks
 from .errors import ConfigError
@@ -17,6 +17,7 @@ from .params import RunParams, load_params
 from .paths import repo_root
 from .registry import Registry, Stage, find_stage
 from .resources import evaluate_gates
+from .sass import WATCHED_OPCODES
 from .results import PARENT_PREFIX, Built, CheckReport, ResourceReport, TimingReport
 from .timing import L2Flusher, time_contenders, time_floor
 
@@ -72,8 +73,19 @@ def build_step(ctx: StageContext) -> Built:
     return built
 
 
+def resource_report(stage: Stage, result: BuildResult) -> ResourceReport:
+    """ptxas numbers and SASS opcode counts per kernel instance, judged on the registry's gates."""
+    gates = stage.gates
+    counted = result.sass_opcodes()
+    watched = dict.fromkeys((*WATCHED_OPCODES, *gates.sass_require, *gates.sass_forbid))
+    opcodes = {r.tag: {op: counted.get((r.mangled, r.arch), {}).get(op, 0) for op in watched}
+               for r in result.resources}
+    instructions = [{"kernel": tag, **counts} for tag, counts in opcodes.items()]
+    return ResourceReport(result.resources, evaluate_gates(result.resources, gates, opcodes), instructions)
+
+
 def resource_step(ctx: StageContext, built: Built) -> ResourceReport:
-    return ResourceReport(built.stage.resources, evaluate_gates(built.stage.resources, ctx.stage.gates))
+    return resource_report(ctx.stage, built.stage)
 
 
 def check_step(ctx: StageContext, built: Built) -> CheckReport:
