@@ -28,6 +28,19 @@ from .paths import kernels_root
 KernelFn = Callable[..., None]
 
 
+class BuiltKernel:
+    """A built stage module as callers see it; each family adds `into` (a KernelFn) and `__call__`."""
+
+    def __init__(self, module: ModuleType, stage_id: str):
+        self.module = module
+        self.stage_id = stage_id
+
+    @property
+    def config(self) -> str:
+        """The stage's compile-time configuration, as its own `stage_config()` names it."""
+        return self.module.stage_config()
+
+
 class Problem(Protocol):
     """One benchmark problem (a shape and its flags); hashable, ordered, named by `tag`."""
 

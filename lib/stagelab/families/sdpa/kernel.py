@@ -6,18 +6,16 @@ the problem; the C++ binding's checks are only a backstop.
 
 from __future__ import annotations
 
-from types import ModuleType
-
 import torch
 
 from ...errors import InputError
+from ...family import BuiltKernel
 from .reference import default_scale
 from .shapes import SUPPORTED_HEAD_DIMS
 
 SUPPORTED_TORCH_DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16}
 # The binding's dtype codes (SdpaDtype in kernels/sdpa/sdpa_api.h) by kernel template argument.
 KERNEL_DTYPE_CODES = {"fp16": 0, "bf16": 1}
-
 
 def validate_inputs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, require_cuda: bool = True) -> None:
     for name, t in (("q", q), ("k", k), ("v", v)):
@@ -42,17 +40,8 @@ def validate_inputs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, requir
     if min(q.shape) < 1:
         raise InputError(f"every dimension must be >= 1, got shape {tuple(q.shape)}")
 
-
-class StageKernel:
+class StageKernel(BuiltKernel):
     """A built stage module wrapped for callers: `kernel(q, k, v, causal=...)`."""
-
-    def __init__(self, module: ModuleType, stage_id: str):
-        self.module = module
-        self.stage_id = stage_id
-
-    @property
-    def config(self) -> str:
-        return self.module.stage_config()
 
     def into(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor,
              scale: float, causal: bool) -> None:

@@ -14,7 +14,7 @@ from typing import Any
 import torch
 
 from ...errors import ConfigError, InputError
-from ...family import Family, KernelFn
+from ...family import BuiltKernel, Family, KernelFn
 
 SUPPORTED_TORCH_DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16}
 # SoftmaxDtype in kernels/softmax/softmax_api.h, by kernel template argument.
@@ -79,16 +79,8 @@ def validate_input(x: Any, *, require_cuda: bool = True) -> None:
         raise InputError(f"x is on {x.device}; the kernels run on a CUDA device")
 
 
-class SoftmaxKernel:
+class SoftmaxKernel(BuiltKernel):
     """A built softmax stage: `kernel(x)` returns softmax(x, -1); `.into(x, out)` fills `out`."""
-
-    def __init__(self, module: ModuleType, stage_id: str):
-        self.module = module
-        self.stage_id = stage_id
-
-    @property
-    def config(self) -> str:
-        return self.module.stage_config()
 
     def into(self, x: torch.Tensor, out: torch.Tensor) -> None:
         validate_input(x)
