@@ -1,6 +1,6 @@
 """The sdpa family: scaled-dot-product attention forward, [batch, heads, seq_len, head_dim].
 
-Contenders are PyTorch's SDPA backends; the reference is attention in float64;
+Contenders are PyTorch's SDPA backends and, where installed, FlashAttention-4; the reference is attention in float64;
 the absolute tolerance follows FlashAttention-3's tests (rounding at magnitude 0.3).
 """
 
@@ -12,7 +12,8 @@ from typing import Any
 import torch
 
 from ...family import Family, KernelFn
-from .contenders import SDPA_BACKENDS, sdpa_contender
+from .contenders import FA4, SDPA_BACKENDS
+from .contenders import contender as library_contender
 from .kernel import KERNEL_DTYPE_CODES, SUPPORTED_TORCH_DTYPES, StageKernel
 from .reference import attention, default_scale
 from .shapes import SUPPORTED_HEAD_DIMS, Shape, parse_shapes
@@ -25,7 +26,7 @@ FA3_ATOL_MAGNITUDE = 0.3
 class SdpaFamily(Family):
     name = "sdpa"
     dtypes = SUPPORTED_TORCH_DTYPES
-    contenders = tuple(SDPA_BACKENDS)
+    contenders = (*SDPA_BACKENDS, FA4)
     default_mission = {"shape": [2, 8, 512, 64], "causal": False}
     knob_example = '{"BLOCK_N": 32}'
 
@@ -62,7 +63,7 @@ class SdpaFamily(Family):
 
     def contender(self, name: str, problem: Shape, inputs):
         q, k, v = inputs
-        return sdpa_contender(name, q, k, v, default_scale(problem.head_dim), problem.causal)
+        return library_contender(name, q, k, v, default_scale(problem.head_dim), problem.causal)
 
     def dynamic_shared_memory(self, module: ModuleType, template_args: list[str]) -> int | None:
         """Kernels are templated <dtype, head_dim, ...>: the first argument names the dtype,

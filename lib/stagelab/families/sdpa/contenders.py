@@ -32,3 +32,34 @@ def sdpa_contender(backend: str, q, k, v, scale: float, causal: bool) -> Callabl
     run()  # fails fast, before timing, if the backend is unavailable here
     torch.cuda.synchronize()
     return run
+
+
+# FlashAttention-4 (CuTe DSL; an sm90 forward path): optional, installed with `stagelab[fa4]`.
+FA4 = "fa4"
+
+
+def fa4_contender(q, k, v, scale: float, causal: bool) -> Callable[[], None]:
+    """FlashAttention-4's forward on the same inputs; RuntimeError (recorded as unavailable,
+    never an error) where the package is not installed or cannot run here."""
+    try:
+        from flash_attn.cute import flash_attn_func
+    except ImportError as exc:
+        raise RuntimeError(f"flash-attn-4 is not installed (pip install 'stagelab[fa4]'): {exc}") from exc
+    # FA4 takes [batch, seq_len, heads, head_dim]; the copies are made once, outside the timing.
+    q4, k4, v4 = (t.transpose(1, 2).contiguous() for t in (q, k, v))
+
+    def run() -> None:
+        flash_attn_func(q4, k4, v4, softmax_scale=scale, causal=causal)
+
+    try:
+        run()  # compiles on first use (CuTe DSL JIT) and fails fast where it cannot run
+        torch.cuda.synchronize()
+    except Exception as exc:
+        raise RuntimeError(f"flash-attn-4 cannot run this problem: {type(exc).__name__}: {exc}") from exc
+    return run
+
+
+def contender(name: str, q, k, v, scale: float, causal: bool) -> Callable[[], None]:
+    if name == FA4:
+        return fa4_contender(q, k, v, scale, causal)
+    return sdpa_contender(name, q, k, v, scale, causal)
