@@ -117,6 +117,13 @@ def _cmd_notebooks(args) -> int:
     return 0
 
 
+def _families():
+    from .family import load_family
+    from .registry import all_registries
+
+    return [load_family(name) for name in all_registries()]
+
+
 def _cmd_ui(args) -> int:
     """The MLflow UI on the store stagelab writes to: MLFLOW_TRACKING_URI when set, else the default SQLite store."""
     import subprocess
@@ -124,7 +131,13 @@ def _cmd_ui(args) -> int:
     from . import tracking
 
     uri = tracking.tracking_uri()
-    if uri.startswith(("http://", "https://")):
+    remote = uri.startswith(("http://", "https://"))
+    base = uri if remote else f"http://{args.host}:{args.port}"
+    for family in _families():
+        found = tracking.client().get_experiment_by_name(family.experiment)
+        if found is not None:
+            print(f"{family.name}: {tracking.runs_url(base, found.experiment_id)}")
+    if remote:
         print(f"MLFLOW_TRACKING_URI points at a tracking server: open {uri} in a browser")
         return 0
     command = [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", uri,

@@ -21,6 +21,10 @@ from .metrics import safe_key
 from .paths import mlruns_dir
 
 
+EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
+EXPERIMENT_KIND = "custom_model_development"
+
+
 def tracking_uri() -> str:
     return os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{mlruns_dir() / 'mlflow.db'}"
 
@@ -60,9 +64,16 @@ def init_store(experiment: str) -> str:
     with _store_lock():
         c = client()
         found = c.get_experiment_by_name(experiment)
-        if found is not None:
-            return found.experiment_id
-        return c.create_experiment(experiment, artifact_location=artifact_location())
+        experiment_id = found.experiment_id if found is not None else \
+            c.create_experiment(experiment, artifact_location=artifact_location())
+        # MLflow 3 opens an untagged experiment on its GenAI overview; these are training-style runs.
+        c.set_experiment_tag(experiment_id, EXPERIMENT_KIND_TAG, EXPERIMENT_KIND)
+        return experiment_id
+
+
+def runs_url(base_url: str, experiment_id: str) -> str:
+    """The experiment's runs table in the MLflow UI (the machine-learning view, not GenAI traces)."""
+    return f"{base_url.rstrip('/')}/#/experiments/{experiment_id}/runs?workflowType=machine_learning"
 
 
 def run_name(stage_id: str, params_name: str) -> str:
