@@ -94,5 +94,5 @@ def test_written_keys_are_the_keys_the_report_reads(tmp_store, tmp_path):
     ladder = text.split("## acceptance")[1]
     header, _, row = [line for line in ladder.splitlines() if line.startswith("|")][:3]
     cells = dict(zip([c.strip() for c in header.split("|")], [c.strip() for c in row.split("|")]))
-    assert cells["mission p50 (us)"] == "10" and cells["vs parent (geomean)"] == "1.2"
+    assert cells["mission p50 (µs)"] == "10" and cells["vs parent (geomean)"] == "1.2"
     assert cells["vs flash @mission"] == "2" and cells["vs cudnn @mission"] == "3"

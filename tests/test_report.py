@@ -33,6 +33,9 @@ def test_page_uses_newest_finished_gpu_runs(tmp_store, tmp_path):
     # the schema's keys reach the page: the mission ratio over flash (20/190) and the parent geomean
     assert "vs flash @mission" in ladder and "0.105" in ladder and "vs parent (geomean)" in ladder
     assert "_no finished runs on this GPU_" in text.split("## long")[1]
+    # for people: no machine paths, no nan (s0 has no parent: a dash), readable units
+    assert "nan" not in text and "sqlite" not in text and "/tmp" not in text
+    assert "(µs)" in text
     with open(tmp_path / "test-gpu-1.runs.csv") as handle:
         rows = list(csv.DictReader(handle))
     assert [r["run_id"] for r in rows] == [newest]
