@@ -73,3 +73,20 @@ def test_hung_notebook_times_out_and_is_recorded(tmp_store):
     run = runs.iloc[0]
     assert run["tags.outcome"] == "error" and run["status"] == "FAILED"
     assert "timed out after 2s" in run["tags.outcome_reason"]
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-GPU record")
+def test_second_family_runs_through_the_same_core(tmp_store):
+    """The softmax family end to end without a GPU: build, resources, SASS gates, no_gpu, its own experiment."""
+    proc = stagelab("run", "--params", "params/softmax-smoke.yaml", "--strict", env_store=tmp_store)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    runs = mlflow.search_runs(experiment_names=["stagelab-softmax"])
+    assert sorted(runs["tags.stage"]) == ["sm0_block_three_pass", "sm1_warp_online"]
+    assert set(runs["tags.outcome"]) == {"no_gpu"} and set(runs["tags.family"]) == {"softmax"}
+    assert (runs["metrics.sass/LDL/softmax_sm1_kernel.fp16.sm_90a"] == 0).any()
+    assert (runs["metrics.registers/softmax_sm0_kernel.bf16.sm_90a"] > 0).any()
+    client = mlflow.tracking.MlflowClient()
+    child = runs[runs["tags.stage"] == "sm1_warp_online"].iloc[0]
+    source = {a.path for a in client.list_artifacts(child["run_id"], "source")}
+    assert "source/sm0_block_three_pass_to_sm1_warp_online.diff" in source, source
+    assert mlflow.search_runs(experiment_names=["stagelab-sdpa"]).empty

@@ -4,6 +4,7 @@ UTMALDG for TMA) and keeps off local memory (LDL/STL)."""
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -36,20 +37,35 @@ def parse_sass(text: str) -> dict[tuple[str, str], Counter]:
     return counts
 
 
+def _pip_cuda_bin() -> list[Path]:
+    """bin/ folders of NVIDIA's pip packages (nvidia-cuda-cuobjdump, -nvdisasm: the dev extra)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("nvidia")
+    roots = list(spec.submodule_search_locations) if spec and spec.submodule_search_locations else []
+    return [b for root in roots for b in sorted(Path(root).glob("cu*/bin"))]
+
+
 def cuobjdump() -> Path:
+    """cuobjdump next to nvcc, on PATH, or from the pip package; it needs nvdisasm beside it."""
     from .build import cuda_home
 
-    found = cuda_home() / "bin" / "cuobjdump"
-    if found.is_file():
-        return found
-    on_path = shutil.which("cuobjdump")
-    if on_path is None:
-        raise BuildError("cuobjdump not found next to nvcc or on PATH", "")
-    return Path(on_path)
+    candidates = [cuda_home() / "bin" / "cuobjdump"]
+    if on_path := shutil.which("cuobjdump"):
+        candidates.append(Path(on_path))
+    candidates += [b / "cuobjdump" for b in _pip_cuda_bin()]
+    for candidate in candidates:
+        if candidate.is_file() and os.access(candidate, os.X_OK):
+            return candidate
+    raise BuildError("cuobjdump not found next to nvcc, on PATH or from pip "
+                     "(pip install nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm)", "")
 
 
 def object_sass(obj: Path) -> str:
-    proc = subprocess.run([str(cuobjdump()), "-sass", str(obj)], capture_output=True, text=True, check=False)
+    tool = cuobjdump()
+    # cuobjdump runs nvdisasm, which sits beside it in every layout above
+    env = {**os.environ, "PATH": f"{tool.parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    proc = subprocess.run([str(tool), "-sass", str(obj)], capture_output=True, text=True, check=False, env=env)
     if proc.returncode != 0:
         raise BuildError(f"cuobjdump -sass failed on {obj.name}", proc.stderr)
     return proc.stdout
