@@ -132,6 +132,8 @@ def _cmd_ui(args) -> int:
 
     uri = tracking.tracking_uri()
     remote = uri.startswith(("http://", "https://"))
+    if not remote:
+        tracking.relocate_local_store()  # a store copied from another machine opens with its artifacts
     base = uri if remote else f"http://{args.host}:{args.port}"
     for family in _families():
         found = tracking.client().get_experiment_by_name(family.experiment)
@@ -150,6 +152,19 @@ def _cmd_ui(args) -> int:
         print(" ".join(command))
         return 0
     return subprocess.call(command)
+
+
+def _cmd_import(args) -> int:
+    from pathlib import Path
+
+    from . import tracking
+    from .portable import import_store
+
+    source = Path(args.store)
+    db = source / "mlflow.db" if source.is_dir() else source
+    copied = import_store(db)
+    print(f"imported {copied} new run(s) from {db} into {tracking.tracking_uri()}")
+    return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -190,6 +205,11 @@ def build_parser() -> argparse.ArgumentParser:
     nbs = sub.add_parser("notebooks", help="regenerate stage notebooks from stages.yaml and notebooks/explore/")
     nbs.add_argument("--check", action="store_true", help="write nothing; exit 1 when a notebook is stale")
     nbs.set_defaults(func=_cmd_notebooks)
+
+    imp = sub.add_parser("import", help="merge a store brought back from another machine (its mlruns/ folder "
+                         "or mlflow.db) into stagelab's store; runs already imported are skipped")
+    imp.add_argument("store")
+    imp.set_defaults(func=_cmd_import)
 
     ui = sub.add_parser("ui", help="the MLflow UI on stagelab's store (honours MLFLOW_TRACKING_URI)")
     ui.add_argument("--host", default="127.0.0.1")

@@ -63,12 +63,22 @@ def init_store(experiment: str) -> str:
     mlflow.set_tracking_uri(tracking_uri())
     with _store_lock():
         c = client()
-        found = c.get_experiment_by_name(experiment)
+        found = c.get_experiment_by_name(experiment)  # creates the schema on first use
+        relocate_local_store()
         experiment_id = found.experiment_id if found is not None else \
             c.create_experiment(experiment, artifact_location=artifact_location())
         # MLflow 3 opens an untagged experiment on its GenAI overview; these are training-style runs.
         c.set_experiment_tag(experiment_id, EXPERIMENT_KIND_TAG, EXPERIMENT_KIND)
         return experiment_id
+
+
+def relocate_local_store() -> None:
+    """A SQLite store copied from elsewhere: point its artifact URIs at the artifacts/ beside it."""
+    from .portable import relocate, sqlite_path
+
+    db = sqlite_path(tracking_uri())
+    if db is not None and db.is_file():
+        relocate(db)
 
 
 def runs_url(base_url: str, experiment_id: str) -> str:

@@ -1,0 +1,50 @@
+"""A store copied to another folder opens with its artifacts; importing it twice adds its runs once."""
+
+import shutil
+
+import mlflow
+
+from stagelab import tracking
+from stagelab.portable import import_store, relocate
+
+
+def make_store(folder, monkeypatch, stage="s0_baseline"):
+    db = folder / "mlflow.db"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{db}")
+    experiment_id = tracking.init_store("stagelab-sdpa")
+    run_id = tracking.create_run(experiment_id, stage, "acceptance", {"outcome": "pass"})
+    tracking.log_metrics(run_id, {"mission_p50_us": 12.5})
+    note = folder / "ptxas.log"
+    note.write_text("ptxas info: Used 96 registers\n")
+    tracking.log_artifact(run_id, note)
+    note.unlink()
+    tracking.end_run(run_id)
+    return db, run_id
+
+
+def test_copied_store_finds_its_artifacts(tmp_path, monkeypatch):
+    db, run_id = make_store(tmp_path / "gpu-machine" / "mlruns", monkeypatch)
+    moved = tmp_path / "laptop" / "mlruns"
+    shutil.copytree(db.parent, moved)
+    shutil.rmtree(db.parent)  # the machine the runs happened on is gone
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{moved / 'mlflow.db'}")
+    tracking.init_store("stagelab-sdpa")  # opening the store relocates it
+    run = tracking.client().get_run(run_id)
+    assert run.info.artifact_uri.startswith((moved / "artifacts").as_uri())
+    local = tracking.client().download_artifacts(run_id, "ptxas.log", str(tmp_path))
+    assert "96 registers" in open(local).read()
+    assert relocate(moved / "mlflow.db") == 0  # nothing left to move
+
+
+def test_import_merges_once(tmp_path, monkeypatch):
+    source_db, source_run = make_store(tmp_path / "brought-back" / "mlruns", monkeypatch, "s3b_register_softmax")
+    local_db, local_run = make_store(tmp_path / "here" / "mlruns", monkeypatch, "s0_baseline")
+    assert import_store(source_db, progress=lambda _: None) == 1
+    assert import_store(source_db, progress=lambda _: None) == 0
+    runs = mlflow.search_runs(experiment_names=["stagelab-sdpa"])
+    assert sorted(runs["tags.stage"]) == ["s0_baseline", "s3b_register_softmax"]
+    imported = runs[runs["tags.stage"] == "s3b_register_softmax"].iloc[0]
+    assert imported["metrics.mission_p50_us"] == 12.5 and imported["status"] == "FINISHED"
+    assert imported["tags.stagelab.imported_from_run"] == source_run
+    artifacts = [a.path for a in tracking.client().list_artifacts(imported["run_id"])]
+    assert artifacts == ["ptxas.log"]
