@@ -36,6 +36,8 @@ def test_page_uses_newest_finished_gpu_runs(tmp_store, tmp_path):
     # for people: no machine paths, no nan (s0 has no parent: a dash), readable units
     assert "nan" not in text and "sqlite" not in text and "/tmp" not in text
     assert "(µs)" in text
+    note = tracking.client().get_experiment_by_name("stagelab-sdpa").tags["mlflow.note.content"]
+    assert "| s0_baseline" in note and "## acceptance" in note  # the experiment page shows the ladder
     with open(tmp_path / "test-gpu-1.runs.csv") as handle:
         rows = list(csv.DictReader(handle))
     assert [r["run_id"] for r in rows] == [newest]

@@ -225,4 +225,13 @@ def write_report(params_names: list[str], *, family: str = "sdpa", out_dir: str 
     lines += [f"The {len(runs)} runs behind this page, with every metric and tag: [{label}.runs.csv]({label}.runs.csv).", ""]
     page = out / f"{label}.md"
     page.write_text("\n".join(lines))
+    _describe_experiment(experiment or fam.experiment, lines)
     return page
+
+
+def _describe_experiment(experiment: str, lines: list[str]) -> None:
+    """The page (less its plot and file links) as the experiment's description, so the MLflow
+    experiment page itself compares the stages."""
+    found = tracking.client().get_experiment_by_name(experiment)
+    text = "\n".join(line for line in lines if not line.startswith(("![", "The ")))
+    tracking.client().set_experiment_tag(found.experiment_id, "mlflow.note.content", text[:60000])
