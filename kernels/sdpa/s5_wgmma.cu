@@ -50,7 +50,7 @@ Changes vs parent s4_pipeline3, and why
     second 64-wide block at LBO = BLOCK_N * 128 bytes.
 
 Knobs (-D overrides)
-  NUM_WARPGROUPS=2   consumer warpgroups per block (1..3); BLOCK_M = 64 * this
+  NUM_WARPGROUPS=2   consumer warpgroups per block (1 or 2); BLOCK_M = 64 * this
   BLOCK_N_D64=128    keys per K/V tile at head_dim 64  (64 or 128)
   BLOCK_N_D128=128   keys per K/V tile at head_dim 128 (64 or 128)
   PIPELINE_STAGES=2  buffers per K ring and per V ring (>= 2); prefetch distance
@@ -110,7 +110,7 @@ constexpr int kRowsPerThread = 2;                // accumulator rows g and g + 8
 constexpr int kRowsApart = 8;
 constexpr int kN8 = 8;                           // columns per accumulator n8 tile
 
-static_assert(kNumWarpgroups >= 1 && kNumWarpgroups <= 3, "NUM_WARPGROUPS must be 1..3");
+static_assert(kNumWarpgroups >= 1 && kNumWarpgroups <= 2, "NUM_WARPGROUPS must be 1 or 2 (3 breaks the even tile-copy split and the register budget)");
 static_assert(kStages >= 2, "K(n) and V(n-1) are read in the same iteration: >= 2 buffers per ring");
 static_assert(kWarpgroupThreads == kWarpgroupWarps * kWarpSize, "a warpgroup is 4 warps");
 static_assert(kWgmmaM == kWarpgroupWarps * 16, "each warp owns 16 rows of the m64 accumulator");
@@ -437,9 +437,9 @@ __global__ void __launch_bounds__(kThreads, 1) sdpa_s5_kernel(const SdpaProblem 
   // them are complete (wait_group 0 above), so each warp may overwrite its own
   // 16 rows; __syncwarp orders its lanes.
   sdpa_mma::cp_async_wait<0>();  // only empty groups can remain; drain them anyway
-  // All four warps of this warpgroup are past their last wgmma_wait before any
-  // of them overwrites the Q rows those (warpgroup-wide) wgmma read.
-  warpgroup_barrier(1 + wg);
+  // Every warp is past its last wgmma_wait before any warp overwrites the Q
+  // rows those warpgroup-wide wgmma read (all threads reach this point).
+  __syncthreads();
   const int row_base = wg * kWgmmaM + warp_in_wg * 16;  // tile row of this warp's first row
 #pragma unroll
   for (int r = 0; r < kRowsPerThread; ++r) {
