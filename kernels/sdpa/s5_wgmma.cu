@@ -79,8 +79,16 @@ Build / resources:
 #include "sdpa_mma.cuh"
 #include "sdpa_wgmma.cuh"
 
-#ifndef NUM_WARPGROUPS
-#define NUM_WARPGROUPS 2
+// NUM_WARPGROUPS, when given, sets both per-head-dim counts.
+#ifdef NUM_WARPGROUPS
+#define NUM_WARPGROUPS_D64 NUM_WARPGROUPS
+#define NUM_WARPGROUPS_D128 NUM_WARPGROUPS
+#endif
+#ifndef NUM_WARPGROUPS_D64
+#define NUM_WARPGROUPS_D64 1
+#endif
+#ifndef NUM_WARPGROUPS_D128
+#define NUM_WARPGROUPS_D128 2
 #endif
 #ifndef BLOCK_N_D64
 #define BLOCK_N_D64 128
@@ -101,16 +109,12 @@ using namespace sdpa_wgmma;
 
 constexpr int kWarpSize = 32;
 constexpr int kQuadSize = 4;
-constexpr int kNumWarpgroups = NUM_WARPGROUPS;
-constexpr int kThreads = kNumWarpgroups * kWarpgroupThreads;
-constexpr int kBlockM = kNumWarpgroups * kWgmmaM;
 constexpr int kStages = PIPELINE_STAGES;
 constexpr size_t kMaxSmemPerBlock = 227 * 1024;  // Hopper opt-in limit per block
 constexpr int kRowsPerThread = 2;                // accumulator rows g and g + 8
 constexpr int kRowsApart = 8;
 constexpr int kN8 = 8;                           // columns per accumulator n8 tile
 
-static_assert(kNumWarpgroups >= 1 && kNumWarpgroups <= 2, "NUM_WARPGROUPS must be 1 or 2 (3 breaks the even tile-copy split and the register budget)");
 static_assert(kStages >= 2, "K(n) and V(n-1) are read in the same iteration: >= 2 buffers per ring");
 static_assert(kWarpgroupThreads == kWarpgroupWarps * kWarpSize, "a warpgroup is 4 warps");
 static_assert(kWgmmaM == kWarpgroupWarps * 16, "each warp owns 16 rows of the m64 accumulator");
@@ -119,6 +123,11 @@ template <typename T, int D>
 struct Traits {
   static_assert(sizeof(T) == 2, "16-bit storage types only");
   static constexpr int kBlockN = D == 64 ? BLOCK_N_D64 : BLOCK_N_D128;
+  static constexpr int kNumWarpgroups = D == 64 ? NUM_WARPGROUPS_D64 : NUM_WARPGROUPS_D128;
+  static constexpr int kThreads = kNumWarpgroups * kWarpgroupThreads;
+  static constexpr int kBlockM = kNumWarpgroups * kWgmmaM;  // query rows per block
+  static_assert(kNumWarpgroups >= 1 && kNumWarpgroups <= 2,
+                "NUM_WARPGROUPS_* must be 1 or 2 (3 breaks the even tile-copy split and the register budget)");
   static_assert(D == 64 || D == 128, "head_dim 64 or 128 (the N of the P.V wgmma)");
   static_assert(kBlockN == 64 || kBlockN == 128, "BLOCK_N is the N of the Q.K^T wgmma: 64 or 128");
   static_assert(D % kSw128BlockElems == 0, "head_dim is whole 64-element swizzle column blocks");
@@ -182,10 +191,11 @@ __device__ __forceinline__ void load_tile_sw128(uint32_t smem_tile, const T* gme
   }
 }
 
-template <typename T, int D, bool kCausal>
-__global__ void __launch_bounds__(kThreads, 1) sdpa_s5_kernel(const SdpaProblem p) {
+template <typename T, int D, bool kCausal, bool kScalePositive>
+__global__ void __launch_bounds__(Traits<T, D>::kThreads, 1) sdpa_s5_kernel(const SdpaProblem p) {
   using Tr = Traits<T, D>;
   constexpr int kBlockN = Tr::kBlockN;
+  constexpr int kBlockM = Tr::kBlockM;
   using WgS = Wgmma<T, kBlockN>;  // S = Q.K^T: m64 n=BLOCK_N
   using WgO = Wgmma<T, D>;        // O += P.V:  m64 n=D
 
@@ -314,8 +324,13 @@ __global__ void __launch_bounds__(kThreads, 1) sdpa_s5_kernel(const SdpaProblem 
   // in place and the O rescale factor of each row is returned in `correction`.
   auto softmax = [&](int n, float (&correction)[kRowsPerThread]) {
     const int key0 = n * kBlockN;
+    // With a positive scale, max(s * scale) = max(s) * scale: the max runs on
+    // the raw scores and the scale folds into one FFMA per score,
+    // p = ex2(s * scale_log2 - max_scaled). Otherwise scale first.
+    if constexpr (!kScalePositive) {
 #pragma unroll
-    for (int i = 0; i < Tr::kSAcc; ++i) s_acc[i] *= scale_log2;
+      for (int i = 0; i < Tr::kSAcc; ++i) s_acc[i] *= scale_log2;
+    }
     // Warp-uniform: only the ragged last tile and tiles reaching past this
     // warp's first row (the diagonal) need the mask.
     const bool need_mask = (key0 + kBlockN > S) || (kCausal && key0 + kBlockN - 1 > warp_q0);
@@ -329,20 +344,22 @@ __global__ void __launch_bounds__(kThreads, 1) sdpa_s5_kernel(const SdpaProblem 
           if (!sdpa_key_visible(q, key, S, kCausal)) s_acc[4 * j + e] = -INFINITY;
         }
     }
+    const float mul = kScalePositive ? scale_log2 : 1.0f;
 #pragma unroll
     for (int r = 0; r < kRowsPerThread; ++r) {
-      float mx = row_max[r];
+      float mx = -INFINITY;
 #pragma unroll
       for (int j = 0; j < Tr::kSTiles; ++j) mx = fmaxf(mx, fmaxf(s_acc[4 * j + 2 * r], s_acc[4 * j + 2 * r + 1]));
-      mx = quad_max(mx);
-      const float base = sdpa_softmax_base(mx);  // 0 while the row has seen only -inf
-      correction[r] = exp2f(row_max[r] - base);  // exp2(-inf) = 0 on the first visible tile
+      mx = fmaxf(row_max[r], quad_max(mx) * mul);  // scaled log2 units (-inf stays -inf)
+      const float base = sdpa_softmax_base(mx);    // 0 while the row has seen only -inf
+      correction[r] = ex2_approx(row_max[r] - base);  // ex2(-inf) = 0 on the first visible tile
       row_max[r] = mx;
+      const float neg_base = -base;
       float sum = 0.0f;
 #pragma unroll
       for (int j = 0; j < Tr::kSTiles; ++j) {
-        s_acc[4 * j + 2 * r] = exp2f(s_acc[4 * j + 2 * r] - base);
-        s_acc[4 * j + 2 * r + 1] = exp2f(s_acc[4 * j + 2 * r + 1] - base);
+        s_acc[4 * j + 2 * r] = ex2_approx(fmaf(s_acc[4 * j + 2 * r], mul, neg_base));
+        s_acc[4 * j + 2 * r + 1] = ex2_approx(fmaf(s_acc[4 * j + 2 * r + 1], mul, neg_base));
         sum += s_acc[4 * j + 2 * r] + s_acc[4 * j + 2 * r + 1];
       }
       row_sum[r] = row_sum[r] * correction[r] + sum;
@@ -467,15 +484,23 @@ __global__ void __launch_bounds__(kThreads, 1) sdpa_s5_kernel(const SdpaProblem 
   }
 }
 
-template <typename T, int D, bool kCausal>
+template <typename T, int D, bool kCausal, bool kScalePositive>
 cudaError_t launch(const SdpaProblem& p, cudaStream_t stream) {
-  constexpr size_t smem = Traits<T, D>::kSmemBytes;
-  auto kernel = sdpa_s5_kernel<T, D, kCausal>;
+  using Tr = Traits<T, D>;
+  constexpr size_t smem = Tr::kSmemBytes;
+  auto kernel = sdpa_s5_kernel<T, D, kCausal, kScalePositive>;
   cudaError_t err = sdpa_set_smem(kernel, smem);
   if (err != cudaSuccess) return err;
-  const dim3 grid(sdpa_ceil_div(p.seq_len, kBlockM), p.heads, p.batch);
-  kernel<<<grid, kThreads, smem, stream>>>(p);
+  const dim3 grid(sdpa_ceil_div(p.seq_len, Tr::kBlockM), p.heads, p.batch);
+  kernel<<<grid, Tr::kThreads, smem, stream>>>(p);
   return cudaGetLastError();
+}
+
+template <typename T, int D>
+cudaError_t launch_dispatch(const SdpaProblem& p, cudaStream_t stream) {
+  const bool positive = p.softmax_scale > 0.0f;
+  if (p.causal) return positive ? launch<T, D, true, true>(p, stream) : launch<T, D, true, false>(p, stream);
+  return positive ? launch<T, D, false, true>(p, stream) : launch<T, D, false, false>(p, stream);
 }
 
 #define SDPA_STR2(x) #x
@@ -492,14 +517,14 @@ extern "C" cudaError_t sdpa_forward(const SdpaProblem* problem, cudaStream_t str
   return sdpa_dispatch(*problem, [&](auto tag, auto hd) {
     using T = typename decltype(tag)::type;
     constexpr int D = decltype(hd)::value;
-    return problem->causal ? launch<T, D, true>(*problem, stream) : launch<T, D, false>(*problem, stream);
+    return launch_dispatch<T, D>(*problem, stream);
   });
 }
 
 extern "C" const char* sdpa_stage_config() {
-  return "s5_wgmma NUM_WARPGROUPS=" SDPA_STR(NUM_WARPGROUPS) " BLOCK_M=64*NUM_WARPGROUPS BLOCK_N_D64=" SDPA_STR(
-      BLOCK_N_D64) " BLOCK_N_D128=" SDPA_STR(BLOCK_N_D128) " PIPELINE_STAGES=" SDPA_STR(PIPELINE_STAGES)
-         " mma=wgmma.m64nNk16 SS(QK^T)+RS(PV) smem=SW128";
+  return "s5_wgmma NUM_WARPGROUPS_D64=" SDPA_STR(NUM_WARPGROUPS_D64) " NUM_WARPGROUPS_D128=" SDPA_STR(
+      NUM_WARPGROUPS_D128) " BLOCK_M=64*NUM_WARPGROUPS BLOCK_N_D64=" SDPA_STR(BLOCK_N_D64) " BLOCK_N_D128=" SDPA_STR(
+      BLOCK_N_D128) " PIPELINE_STAGES=" SDPA_STR(PIPELINE_STAGES) " mma=wgmma.m64nNk16 SS(QK^T)+RS(PV) smem=SW128";
 }
 
 extern "C" int64_t sdpa_dynamic_shared_memory_bytes(int32_t head_dim, int32_t dtype) {

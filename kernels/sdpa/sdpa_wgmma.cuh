@@ -136,12 +136,6 @@ __device__ __forceinline__ void fence_proxy_async_shared() {
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 }
 
-// Named barrier over the 128 threads of one warpgroup (id 1..15; id 0 is
-// __syncthreads).
-__device__ __forceinline__ void warpgroup_barrier(int id) {
-  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "n"(kWarpgroupThreads) : "memory");
-}
-
 // Compiler-only fences on registers that an in-flight wgmma reads or writes:
 // an empty volatile asm that "rewrites" each register, so the compiler can
 // neither move a use of the accumulators above wgmma_wait nor a write of them
@@ -157,6 +151,15 @@ __device__ __forceinline__ void fence_regs(uint32_t (&r)[N][4]) {
   for (int i = 0; i < N; ++i)
 #pragma unroll
     for (int j = 0; j < 4; ++j) asm volatile("" : "+r"(r[i][j])::"memory");
+}
+
+// 2^x with flush-to-zero (one MUFU.EX2). exp2f() adds a range fix-up for
+// results below 2^-126 (compare, select, two multiplies per call); softmax
+// weights that small are zero for every practical purpose. ex2(-inf) = +0.
+__device__ __forceinline__ float ex2_approx(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
 }
 
 // Basic-block boundary for ptxas's scheduler. `never` must be a warp-uniform
