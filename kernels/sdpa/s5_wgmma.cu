@@ -169,11 +169,9 @@ struct Traits {
   static_assert((16 * kRowChunks) % kWarpSize == 0, "O rows of a warp split evenly over its lanes");
 };
 
-// Copies kRows x D of T (row stride in elements) into an SW128 tile with all
-// kThreads threads; rows >= valid_rows are zero-filled (row 0 must be valid).
-template <typename T, int D, int kRows>
-__device__ __forceinline__ void load_tile_sw128(uint32_t smem_tile, const T* gmem, int64_t row_stride,
-                                                int valid_rows, int tid) {
+template <typename T, int D, int kRows, bool kCheckRows>
+__device__ __forceinline__ void load_tile_sw128_impl(uint32_t smem_tile, const T* gmem, int64_t row_stride,
+                                                     int valid_rows, int tid) {
   using Tr = Traits<T, D>;
   constexpr int kRowChunks = Tr::kRowChunks;
   constexpr int kRowsPerPass = Tr::kRowsPerPass;
@@ -185,9 +183,21 @@ __device__ __forceinline__ void load_tile_sw128(uint32_t smem_tile, const T* gme
   const T* src = gmem + row0 * row_stride + chunk * kElems;
 #pragma unroll
   for (int i = 0; i < kRows / kRowsPerPass; ++i) {
-    const bool valid = row0 + i * kRowsPerPass < valid_rows;
+    const bool valid = !kCheckRows || row0 + i * kRowsPerPass < valid_rows;
     sdpa_mma::cp_async_16(dst + i * kRowsPerPass * kSw128RowBytes, valid ? src : gmem, valid);
     src += pass_stride;
+  }
+}
+
+// Copies kRows x D of T (row stride in elements) into an SW128 tile with all
+// kThreads threads; rows >= valid_rows are zero-filled (row 0 must be valid).
+template <typename T, int D, int kRows>
+__device__ __forceinline__ void load_tile_sw128(uint32_t smem_tile, const T* gmem, int64_t row_stride,
+                                                int valid_rows, int tid) {
+  if (valid_rows >= kRows) {  // block-uniform: whole tile in range, no per-row predicate
+    load_tile_sw128_impl<T, D, kRows, false>(smem_tile, gmem, row_stride, valid_rows, tid);
+  } else {
+    load_tile_sw128_impl<T, D, kRows, true>(smem_tile, gmem, row_stride, valid_rows, tid);
   }
 }
 
@@ -291,9 +301,11 @@ __global__ void __launch_bounds__(Traits<T, D>::kThreads, 1) sdpa_s5_kernel(cons
   const float scale_log2 = p.softmax_scale * kSdpaLog2e;
 
   // ---- the per-tile steps -------------------------------------------------
-  // Block step n (every thread, every n = 0 .. n_tiles): publish group n
-  // ({K(n), V(n-1)}) and refill the buffers iteration n-1 finished with.
-  auto block_step = [&](int n) {
+  // Block step n, in two halves (every thread, every n = 0 .. n_tiles):
+  // block_sync publishes group n ({K(n), V(n-1)}); block_refill then loads
+  // into the buffers iteration n-1 finished with. The warpgroups issue their
+  // wgmma between the two, so the copies' issue overlaps the tensor cores.
+  auto block_sync = [&](int n) {
     if (n == 0) {
       sdpa_mma::cp_async_wait<kStages - 1>();  // group 0: Q, K(0)
     } else {
@@ -301,6 +313,8 @@ __global__ void __launch_bounds__(Traits<T, D>::kThreads, 1) sdpa_s5_kernel(cons
     }
     fence_proxy_async_shared();  // this thread's cp.async writes -> async proxy
     __syncthreads();             // ... for all threads; every wgmma of iteration n-1 is complete
+  };
+  auto block_refill = [&](int n) {
     if (n >= 1) issue_group(n - 1 + kStages);  // into K(n-1)'s and V(n-2)'s buffers
   };
   // Issue S(n) = Q.K(n)^T (D/16 SS wgmma, s_acc overwritten by the first).
@@ -347,22 +361,34 @@ __global__ void __launch_bounds__(Traits<T, D>::kThreads, 1) sdpa_s5_kernel(cons
     const float mul = kScalePositive ? scale_log2 : 1.0f;
 #pragma unroll
     for (int r = 0; r < kRowsPerThread; ++r) {
-      float mx = -INFINITY;
+      // Pairwise trees: log2(BLOCK_N/4) dependent steps instead of a chain.
+      float tree[2 * Tr::kSTiles];
 #pragma unroll
-      for (int j = 0; j < Tr::kSTiles; ++j) mx = fmaxf(mx, fmaxf(s_acc[4 * j + 2 * r], s_acc[4 * j + 2 * r + 1]));
-      mx = fmaxf(row_max[r], quad_max(mx) * mul);  // scaled log2 units (-inf stays -inf)
+      for (int j = 0; j < Tr::kSTiles; ++j) {
+        tree[2 * j] = s_acc[4 * j + 2 * r];
+        tree[2 * j + 1] = s_acc[4 * j + 2 * r + 1];
+      }
+#pragma unroll
+      for (int w = 1; w < 2 * Tr::kSTiles; w *= 2)
+#pragma unroll
+        for (int i = 0; i < 2 * Tr::kSTiles; i += 2 * w) tree[i] = fmaxf(tree[i], tree[i + w]);
+      const float mx = fmaxf(row_max[r], quad_max(tree[0]) * mul);  // scaled log2 units (-inf stays -inf)
       const float base = sdpa_softmax_base(mx);    // 0 while the row has seen only -inf
       correction[r] = ex2_approx(row_max[r] - base);  // ex2(-inf) = 0 on the first visible tile
       row_max[r] = mx;
       const float neg_base = -base;
-      float sum = 0.0f;
 #pragma unroll
       for (int j = 0; j < Tr::kSTiles; ++j) {
         s_acc[4 * j + 2 * r] = ex2_approx(fmaf(s_acc[4 * j + 2 * r], mul, neg_base));
         s_acc[4 * j + 2 * r + 1] = ex2_approx(fmaf(s_acc[4 * j + 2 * r + 1], mul, neg_base));
-        sum += s_acc[4 * j + 2 * r] + s_acc[4 * j + 2 * r + 1];
+        tree[2 * j] = s_acc[4 * j + 2 * r];
+        tree[2 * j + 1] = s_acc[4 * j + 2 * r + 1];
       }
-      row_sum[r] = row_sum[r] * correction[r] + sum;
+#pragma unroll
+      for (int w = 1; w < 2 * Tr::kSTiles; w *= 2)
+#pragma unroll
+        for (int i = 0; i < 2 * Tr::kSTiles; i += 2 * w) tree[i] += tree[i + w];
+      row_sum[r] = row_sum[r] * correction[r] + tree[0];
     }
   };
   // O *= correction (per row), before the P.V that adds the tile the
@@ -387,7 +413,7 @@ __global__ void __launch_bounds__(Traits<T, D>::kThreads, 1) sdpa_s5_kernel(cons
   };
 
   // ---- main loop ------------------------------------------------------------
-  // Every thread runs block_step(n) for n = 0 .. n_tiles (the loads need the
+  // Every thread runs block step n for n = 0 .. n_tiles (the loads need the
   // whole block); the warpgroup's own wgmma work is peeled so that each wgmma
   // issue / wait sequence is straight-line code (ptxas serializes wgmma whose
   // accumulators it cannot prove idle, e.g. across conditionally issued groups):
@@ -398,7 +424,7 @@ __global__ void __launch_bounds__(Traits<T, D>::kThreads, 1) sdpa_s5_kernel(cons
   //   n > wg_tiles         : barriers and loads only (other warpgroups' tiles)
   float correction[kRowsPerThread];
   int n = 0;
-  block_step(0);
+  block_sync(0);
   if (wg_tiles > 0) {
     fence_regs(s_acc);
     wgmma_fence();
@@ -410,7 +436,7 @@ __global__ void __launch_bounds__(Traits<T, D>::kThreads, 1) sdpa_s5_kernel(cons
     pack_p(p_frag);
   }
   for (n = 1; n < wg_tiles; ++n) {
-    block_step(n);
+    block_sync(n);
     fence_regs(s_acc);
     fence_regs(p_frag);
     wgmma_fence();  // p_frag (packed) was written by ordinary instructions
@@ -422,6 +448,7 @@ __global__ void __launch_bounds__(Traits<T, D>::kThreads, 1) sdpa_s5_kernel(cons
     wgmma_fence();  // o_acc (rescaled) was written by ordinary instructions
     issue_pv(n - 1);
     wgmma_commit();
+    block_refill(n);
     wgmma_wait<1>();  // S(n) done; P(n-1).V(n-1) may still run
     fence_regs(s_acc);
     softmax(n, correction);
@@ -435,7 +462,7 @@ __global__ void __launch_bounds__(Traits<T, D>::kThreads, 1) sdpa_s5_kernel(cons
     pack_p(p_frag);
   }
   if (wg_tiles > 0) {
-    block_step(n);  // n == wg_tiles: publishes V(wg_tiles - 1)
+    block_sync(n);  // n == wg_tiles: publishes V(wg_tiles - 1)
     fence_regs(o_acc);
     rescale_o(correction);
     fence_regs(o_acc);
@@ -443,11 +470,15 @@ __global__ void __launch_bounds__(Traits<T, D>::kThreads, 1) sdpa_s5_kernel(cons
     wgmma_fence();
     issue_pv(n - 1);
     wgmma_commit();
+    block_refill(n);
     wgmma_wait<0>();
     fence_regs(o_acc);
     ++n;
   }
-  for (; n <= n_tiles; ++n) block_step(n);
+  for (; n <= n_tiles; ++n) {
+    block_sync(n);
+    block_refill(n);
+  }
 
   // ---- epilogue: normalise, stage through this warpgroup's Q rows ----------
   // Only this warpgroup's wgmma read Q rows [64 wg, 64 wg + 64), and all of
