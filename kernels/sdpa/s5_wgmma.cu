@@ -99,6 +99,9 @@ Build / resources:
 #ifndef PIPELINE_STAGES
 #define PIPELINE_STAGES 2
 #endif
+#ifndef QK_BEFORE_PV
+#define QK_BEFORE_PV 1
+#endif
 
 namespace {
 
@@ -110,6 +113,8 @@ using namespace sdpa_wgmma;
 constexpr int kWarpSize = 32;
 constexpr int kQuadSize = 4;
 constexpr int kStages = PIPELINE_STAGES;
+constexpr bool kQkBeforePv = QK_BEFORE_PV != 0;
+constexpr int kQkIssuedBarrier = 1;  // named barrier id (0 is __syncthreads)
 constexpr size_t kMaxSmemPerBlock = 227 * 1024;  // Hopper opt-in limit per block
 constexpr int kRowsPerThread = 2;                // accumulator rows g and g + 8
 constexpr int kRowsApart = 8;
@@ -317,6 +322,15 @@ __global__ void __launch_bounds__(Traits<T, D>::kThreads, 1) sdpa_s5_kernel(cons
   auto block_refill = [&](int n) {
     if (n >= 1) issue_group(n - 1 + kStages);  // into K(n-1)'s and V(n-2)'s buffers
   };
+  // QK_BEFORE_PV (2 warpgroups): every thread passes this named barrier once
+  // per block step n >= 1, the warpgroups right after issuing S(n) and before
+  // issuing P(n-1).V(n-1). The tensor cores then run S(n) of both warpgroups
+  // first and both P.V last, so both softmaxes overlap P.V work (without it a
+  // warpgroup can queue S and P.V back to back and the other one's S, and
+  // with it its whole softmax, comes last).
+  auto qk_issued_barrier = [&]() {
+    if constexpr (kQkBeforePv && Tr::kNumWarpgroups > 1) named_barrier_sync<kQkIssuedBarrier, Tr::kThreads>();
+  };
   // Issue S(n) = Q.K(n)^T (D/16 SS wgmma, s_acc overwritten by the first).
   auto issue_qk = [&](int n) {
     const uint32_t k_tile = static_cast<uint32_t>((n % kStages) * Tr::kKVBytes);
@@ -442,6 +456,7 @@ __global__ void __launch_bounds__(Traits<T, D>::kThreads, 1) sdpa_s5_kernel(cons
     wgmma_fence();  // p_frag (packed) was written by ordinary instructions
     issue_qk(n);
     wgmma_commit();
+    qk_issued_barrier();
     fence_regs(o_acc);
     rescale_o(correction);
     fence_regs(o_acc);
@@ -463,6 +478,7 @@ __global__ void __launch_bounds__(Traits<T, D>::kThreads, 1) sdpa_s5_kernel(cons
   }
   if (wg_tiles > 0) {
     block_sync(n);  // n == wg_tiles: publishes V(wg_tiles - 1)
+    qk_issued_barrier();
     fence_regs(o_acc);
     rescale_o(correction);
     fence_regs(o_acc);
@@ -477,6 +493,7 @@ __global__ void __launch_bounds__(Traits<T, D>::kThreads, 1) sdpa_s5_kernel(cons
   }
   for (; n <= n_tiles; ++n) {
     block_sync(n);
+    if (n >= 1) qk_issued_barrier();
     block_refill(n);
   }
 
@@ -555,7 +572,8 @@ extern "C" cudaError_t sdpa_forward(const SdpaProblem* problem, cudaStream_t str
 extern "C" const char* sdpa_stage_config() {
   return "s5_wgmma NUM_WARPGROUPS_D64=" SDPA_STR(NUM_WARPGROUPS_D64) " NUM_WARPGROUPS_D128=" SDPA_STR(
       NUM_WARPGROUPS_D128) " BLOCK_M=64*NUM_WARPGROUPS BLOCK_N_D64=" SDPA_STR(BLOCK_N_D64) " BLOCK_N_D128=" SDPA_STR(
-      BLOCK_N_D128) " PIPELINE_STAGES=" SDPA_STR(PIPELINE_STAGES) " mma=wgmma.m64nNk16 SS(QK^T)+RS(PV) smem=SW128";
+      BLOCK_N_D128) " PIPELINE_STAGES=" SDPA_STR(PIPELINE_STAGES) " QK_BEFORE_PV=" SDPA_STR(QK_BEFORE_PV)
+         " mma=wgmma.m64nNk16 SS(QK^T)+RS(PV) smem=SW128";
 }
 
 extern "C" int64_t sdpa_dynamic_shared_memory_bytes(int32_t head_dim, int32_t dtype) {

@@ -136,6 +136,16 @@ __device__ __forceinline__ void fence_proxy_async_shared() {
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 }
 
+// Named barrier kId (1..15; 0 is __syncthreads): the first kCount threads to
+// arrive wait for each other (kCount a multiple of 32). Compile-time id, so
+// ptxas reserves only the barriers actually used.
+template <int kId, int kCount>
+__device__ __forceinline__ void named_barrier_sync() {
+  static_assert(kId >= 1 && kId <= 15, "named barrier ids are 1..15");
+  static_assert(kCount % 32 == 0, "whole warps");
+  asm volatile("bar.sync %0, %1;\n" ::"n"(kId), "n"(kCount) : "memory");
+}
+
 // Compiler-only fences on registers that an in-flight wgmma reads or writes:
 // an empty volatile asm that "rewrites" each register, so the compiler can
 // neither move a use of the accumulators above wgmma_wait nor a write of them
