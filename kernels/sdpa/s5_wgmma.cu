@@ -100,7 +100,7 @@ Build / resources:
 #define PIPELINE_STAGES 2
 #endif
 #ifndef QK_BEFORE_PV
-#define QK_BEFORE_PV 1
+#define QK_BEFORE_PV 0
 #endif
 
 namespace {
@@ -134,7 +134,8 @@ struct Traits {
   static_assert(kNumWarpgroups >= 1 && kNumWarpgroups <= 2,
                 "NUM_WARPGROUPS_* must be 1 or 2 (3 breaks the even tile-copy split and the register budget)");
   static_assert(D == 64 || D == 128, "head_dim 64 or 128 (the N of the P.V wgmma)");
-  static_assert(kBlockN == 64 || kBlockN == 128, "BLOCK_N is the N of the Q.K^T wgmma: 64 or 128");
+  static_assert(kBlockN == 48 || kBlockN == 64 || kBlockN == 128,
+                "BLOCK_N is the N of the Q.K^T wgmma: 48, 64 or 128 (the wrappers sdpa_wgmma.cuh has)");
   static_assert(D % kSw128BlockElems == 0, "head_dim is whole 64-element swizzle column blocks");
   static_assert(kBlockN % kWgmmaK == 0, "P.V consumes the key tile in k16 slices");
   static_assert(kBlockN % kSw128AtomRows == 0 && kBlockM % kSw128AtomRows == 0, "tiles are whole 8-row atoms");
@@ -385,7 +386,7 @@ __global__ void __launch_bounds__(Traits<T, D>::kThreads, 1) sdpa_s5_kernel(cons
 #pragma unroll
       for (int w = 1; w < 2 * Tr::kSTiles; w *= 2)
 #pragma unroll
-        for (int i = 0; i < 2 * Tr::kSTiles; i += 2 * w) tree[i] = fmaxf(tree[i], tree[i + w]);
+        for (int i = 0; i + w < 2 * Tr::kSTiles; i += 2 * w) tree[i] = fmaxf(tree[i], tree[i + w]);
       const float mx = fmaxf(row_max[r], quad_max(tree[0]) * mul);  // scaled log2 units (-inf stays -inf)
       const float base = sdpa_softmax_base(mx);    // 0 while the row has seen only -inf
       correction[r] = ex2_approx(row_max[r] - base);  // ex2(-inf) = 0 on the first visible tile
@@ -401,7 +402,7 @@ __global__ void __launch_bounds__(Traits<T, D>::kThreads, 1) sdpa_s5_kernel(cons
 #pragma unroll
       for (int w = 1; w < 2 * Tr::kSTiles; w *= 2)
 #pragma unroll
-        for (int i = 0; i < 2 * Tr::kSTiles; i += 2 * w) tree[i] += tree[i + w];
+        for (int i = 0; i + w < 2 * Tr::kSTiles; i += 2 * w) tree[i] += tree[i + w];
       row_sum[r] = row_sum[r] * correction[r] + tree[0];
     }
   };
