@@ -8,9 +8,12 @@ What it is
   BLOCK_N-key tile, per warpgroup:
     S  = Q.K^T        D/16 x wgmma m64nBLOCK_Nk16 "SS": Q (A) and K (B) both
                       K-major from SW128 shared tiles via matrix descriptors
-    S *= scale*log2e  then -inf masking (ragged last key tile, causal diagonal)
-    online softmax    on the wgmma accumulator layout (= the mma.sync C layout
-                      per warp): row max / sum by quad shuffles, exp2f
+    mask, softmax     -inf masking (ragged last key tile, causal diagonal);
+                      online softmax on the wgmma accumulator layout (= the
+                      mma.sync C layout per warp): row max / sum by pairwise
+                      trees + quad shuffles; scale*log2(e) folded into one FFMA
+                      per score (positive scales; others multiply first);
+                      ex2.approx.ftz (one MUFU.EX2, no exp2f range fix-up)
     O += P.V          BLOCK_N/16 x wgmma m64nDk16 "RS": P packed to f16/bf16 in
                       registers is the A operand; V (row-major [keys][D], i.e.
                       MN-major for B) is read transposed via imm-trans-b = 1
@@ -21,26 +24,40 @@ Changes vs parent s4_pipeline3, and why
   - mma.sync m16n8k16 + ldmatrix -> wgmma: a warpgroup issues one m64nN
     instruction that reads its B operand (and A, for Q.K^T) straight from
     shared memory, so the LDSM traffic and the register staging of every K/V
-    fragment disappear, and one K/V tile in shared memory feeds 64 query rows
-    per read (s4: 16 or 32 per warp). Only wgmma reaches Hopper's full
-    tensor-core rate; mma.sync runs at a fraction of it.
+    fragment disappear, and one K/V tile read feeds 64 query rows (s4: 16 or
+    32 per warp). Only wgmma reaches Hopper's full tensor-core rate.
   - Shared tiles use the hardware 128B swizzle (column blocks of 64 elements,
     chunk ^= row % 8 inside 1024-byte atoms) instead of s4's software XOR on
-    whole rows, because the wgmma descriptors understand only the hardware
-    patterns. cp.async still fills them (16-byte copies), followed by
-    cp.async.wait_group + fence.proxy.async.shared::cta in every writing thread
-    + __syncthreads before any wgmma reads them.
+    whole rows: the wgmma descriptors understand only the hardware patterns.
+    cp.async still fills them (16-byte copies, unpredicated for full tiles),
+    followed by cp.async.wait_group + fence.proxy.async.shared::cta in every
+    writing thread + __syncthreads before any wgmma reads them.
   - Intra-warpgroup overlap (FlashAttention-3's "intra-warpgroup pipelining"):
-    in iteration n a warpgroup issues S(n) = Q.K(n)^T and then O += P(n-1).V(n-1)
-    back to back, waits only for S(n) (wgmma.wait_group 1) and runs the softmax
-    of tile n while the tensor cores still execute P(n-1).V(n-1); then it waits
-    for that, rescales O and packs P(n). So every tile costs one barrier (s4:
-    two) and the softmax hides behind the P.V of the previous tile.
-  - Load schedule: iteration n's barrier publishes K(n) and V(n-1); right after
-    it, one cp.async group loads K(n-1+STAGES) and V(n-2+STAGES) into the
-    buffers the previous iteration finished with (K ring and V ring of STAGES
-    buffers each). Group g holds {K(g), V(g-1)} (Q rides in group 0), so the
-    wait before barrier n is cp.async.wait_group STAGES-2 (STAGES-1 at n=0).
+    in iteration n a warpgroup issues S(n) = Q.K(n)^T, rescales O by the
+    correction of tile n-1, issues O += P(n-1).V(n-1), waits only for S(n)
+    (wgmma.wait_group 1) and runs the softmax of tile n while the tensor cores
+    still execute P(n-1).V(n-1); then it waits for that and packs P(n). One
+    __syncthreads per tile (s4: two). Two ptxas pitfalls are handled in the
+    code: wgmma issued under a branch ptxas cannot prove warp-uniform is
+    serialized (the warpgroup index is broadcast with a shuffle and the
+    first/last tiles are peeled), and the final wait_group 0 would be hoisted
+    above the softmax without schedule_boundary() (sdpa_wgmma.cuh).
+  - Load schedule: the barrier of iteration n publishes K(n) and V(n-1); the
+    warpgroups then issue their wgmma, and only after that every thread issues
+    one cp.async group loading K(n-1+STAGES) and V(n-2+STAGES) into the buffers
+    iteration n-1 finished with (K ring and V ring of STAGES buffers each).
+    Group g holds {K(g), V(g-1)} (Q rides in group 0), so the wait before
+    barrier n is cp.async.wait_group STAGES-2 (STAGES-1 at n=0).
+  - Occupancy over block size: the default D=128 configuration is one
+    warpgroup per block with 48-key tiles (65 KB shared memory, ~134
+    registers), i.e. three independent blocks (12 warps) per SM whose
+    barriers do not couple each other; the two-warpgroup 128x128 tiling (one
+    block, 8 warps per SM, both warpgroups in lockstep through the per-tile
+    barrier) and 64-key tiles measured slower (NUM_WARPGROUPS_D128=2
+    BLOCK_N_D128=128 and NUM_WARPGROUPS_D128=1 BLOCK_N_D128=64 reproduce them).
+    D=64: one warpgroup, 128-key tiles (shared memory allows three blocks per
+    SM; registers too for the 168-register dense instances, two for the
+    170-171-register causal ones).
   - Causal: as in s4, key tiles entirely above the block's diagonal are never
     loaded; a warpgroup whose 64 rows end before a tile starts skips that
     tile's wgmma (warpgroup-uniform) but still reaches every barrier; masking
@@ -50,21 +67,35 @@ Changes vs parent s4_pipeline3, and why
     second 64-wide block at LBO = BLOCK_N * 128 bytes.
 
 Knobs (-D overrides)
-  NUM_WARPGROUPS=2   consumer warpgroups per block (1 or 2); BLOCK_M = 64 * this
-  BLOCK_N_D64=128    keys per K/V tile at head_dim 64  (64 or 128)
-  BLOCK_N_D128=128   keys per K/V tile at head_dim 128 (64 or 128)
-  PIPELINE_STAGES=2  buffers per K ring and per V ring (>= 2); prefetch distance
-                     STAGES-1 tiles for K, STAGES-2 for V (V(n-1) is read in
-                     iteration n)
+  NUM_WARPGROUPS_D64=1   consumer warpgroups per block at head_dim 64 (1 or 2)
+  NUM_WARPGROUPS_D128=1  ... at head_dim 128 (1 or 2); BLOCK_M = 64 * this.
+                         NUM_WARPGROUPS=n sets both.
+  BLOCK_N_D64=128        keys per K/V tile at head_dim 64  (48, 64 or 128)
+  BLOCK_N_D128=48        keys per K/V tile at head_dim 128 (48, 64 or 128)
+  PIPELINE_STAGES=2      buffers per K ring and per V ring (>= 2); prefetch
+                         distance STAGES-1 tiles for K, STAGES-2 for V (V(n-1)
+                         is read in iteration n). 3 measured no better.
+  QK_BEFORE_PV=0         2 warpgroups only: a named barrier between issuing
+                         S(n) and P(n-1).V(n-1) so both warpgroups' S(n) run
+                         first on the tensor cores; measured no gain.
 
 Shared memory: (BLOCK_M + 2 * STAGES * BLOCK_N) * D * 2 bytes + 1024 (slack to
-  align the tile base to 1024 bytes for the swizzle atoms). Defaults (2 WGs,
-  BLOCK_N 128, 2 stages): D=64: 80 KB + 1 KB, D=128: 160 KB + 1 KB.
+  align the tile base to 1024 bytes for the swizzle atoms). Defaults:
+  D=64:  (64 + 4*128) * 64 * 2  + 1024 = 74752 B (3 blocks per SM by smem)
+  D=128: (64 + 4*48)  * 128 * 2 + 1024 = 66560 B (3 blocks per SM)
 
 Scope: head_dim 64 and 128, fp16 and bf16, causal or not, any seq_len >= 1
   (ragged query tiles zero-filled on load and guarded on store, ragged key
-  tiles zero-filled and masked). Other problems: cudaErrorInvalidValue.
+  tiles zero-filled and masked), any softmax_scale, strided Q/K/V/O (16-byte
+  aligned rows). Other problems: cudaErrorInvalidValue.
   Needs sm_90a (wgmma): build with -gencode=arch=compute_90a,code=sm_90a.
+
+State: correct against a float64 reference (FlashAttention-3's tolerance,
+  NaN-poisoned outputs, repeat runs bit-identical) on H100 for D 64/128,
+  fp16/bf16, causal/dense, seq 1..4097, non-positive scales and strided
+  layouts. Not yet near the tensor-core limit: the softmax is issue-bound and
+  every tile still ends in a block barrier (the cp.async publish); a TMA +
+  mbarrier producer/consumer pipeline is the next step.
 
 Run: stagelab run --stage s5_wgmma
 Build / resources:
@@ -88,13 +119,13 @@ Build / resources:
 #define NUM_WARPGROUPS_D64 1
 #endif
 #ifndef NUM_WARPGROUPS_D128
-#define NUM_WARPGROUPS_D128 2
+#define NUM_WARPGROUPS_D128 1
 #endif
 #ifndef BLOCK_N_D64
 #define BLOCK_N_D64 128
 #endif
 #ifndef BLOCK_N_D128
-#define BLOCK_N_D128 128
+#define BLOCK_N_D128 48
 #endif
 #ifndef PIPELINE_STAGES
 #define PIPELINE_STAGES 2
@@ -328,7 +359,7 @@ __global__ void __launch_bounds__(Traits<T, D>::kThreads, 1) sdpa_s5_kernel(cons
   // issuing P(n-1).V(n-1). The tensor cores then run S(n) of both warpgroups
   // first and both P.V last, so both softmaxes overlap P.V work (without it a
   // warpgroup can queue S and P.V back to back and the other one's S, and
-  // with it its whole softmax, comes last).
+  // with it its whole softmax, comes last). Measured: no gain, so off.
   auto qk_issued_barrier = [&]() {
     if constexpr (kQkBeforePv && Tr::kNumWarpgroups > 1) named_barrier_sync<kQkIssuedBarrier, Tr::kThreads>();
   };
