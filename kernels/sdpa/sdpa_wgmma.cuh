@@ -1,0 +1,405 @@
+// sdpa_wgmma.cuh -- Hopper (sm_90a) warpgroup tensor-core building blocks for
+// the wgmma attention stage (s5_wgmma and whatever follows it).
+//
+// One thin wrapper per PTX instruction, plus the shared-memory layout and
+// matrix-descriptor arithmetic the instructions expect:
+//
+//   wgmma.fence.sync.aligned                  order register writes before wgmma
+//   wgmma.commit_group.sync.aligned           close a group of issued wgmma
+//   wgmma.wait_group.sync.aligned N           wait until <= N groups in flight
+//   wgmma.mma_async.sync.aligned.m64nNk16     N in {48, 64, 128}, f32 += f16/bf16,
+//       SS: A and B from shared-memory descriptors
+//       RS: A from registers, B from a descriptor
+//   fence.proxy.async.shared::cta             make generic-proxy writes (st.shared,
+//                                             cp.async) visible to the async proxy
+//                                             (the proxy wgmma reads through)
+//
+// Everything here is for 16-bit element types (__half, __nv_bfloat16).
+//
+// ---------------------------------------------------------------------------
+// Shared-memory layout: "SW128" tiles
+//
+// A tile of R rows x C columns (C a multiple of 64 elements = 128 bytes) is
+// stored as C/64 column blocks, block-major: block b holds columns
+// [64b, 64b+64) of all R rows, R rows of 128 bytes each, so block b starts at
+// b * R * 128 bytes. Inside a block, row r's 16-byte chunk c (elements
+// 8c..8c+7) lives at
+//     r * 128 + ((c ^ (r % 8)) * 16)
+// This is exactly the hardware's 128-byte swizzle (address bits [4,7) XOR-ed
+// with bits [7,10)) as long as every block starts on a 1024-byte boundary, so
+// the tile base must be 1024-byte aligned and R a multiple of 8. The XOR also
+// makes 16-byte writes of 8 consecutive rows at one chunk conflict-free.
+//
+// Matrix descriptor (PTX ISA "Matrix Descriptor Format" for wgmma), 64 bits:
+//   bits  0-13  start address >> 4 (shared window)
+//   bits 16-29  leading-dimension byte offset (LBO) >> 4
+//   bits 32-45  stride-dimension byte offset (SBO) >> 4
+//   bits 49-51  base offset (0: the pattern starts 1024-byte aligned)
+//   bits 62-63  swizzle mode: 0 none, 1 = 128B, 2 = 64B, 3 = 32B
+//
+// K-major operand (the contraction dim K is contiguous: Q as A and K as B of
+// S = Q.K^T, both row-major [rows][D]): a wgmma k16 slice is 32 bytes of each
+// row. Rows come in groups of 8 (one 1024-byte swizzle atom); SBO = 1024 is
+// the step between 8-row groups; LBO is unused for swizzled K-major layouts
+// (set to 1 by convention). k16 slice kk of a row-major SW128 tile starts at
+//     tile + (kk / 4) * R * 128 + (kk % 4) * 32
+// (the +32 B steps stay inside the 128-byte swizzled row: the hardware applies
+// the XOR on absolute address bits, which is why 1024-byte alignment matters).
+//
+// MN-major operand (N contiguous: V as B of O = P.V, V row-major [keys][D], so
+// K = keys is the strided dim; "transposed" B, imm-trans-b = 1): the canonical
+// SW128 MN-major layout is ((64 elems, n-blocks), (8 rows, k-groups)) with
+// strides ((1, LBO), (128 B, SBO)): a 64-wide N block of 8 K rows is one
+// 1024-byte atom, SBO = 1024 steps to the next 8 K rows, LBO steps to the next
+// 64-wide N block = R * 128 bytes in the block-major tile above. k16 slice kk
+// (keys 16kk..16kk+15) of a V tile starts at tile + kk * 16 * 128.
+//
+// ---------------------------------------------------------------------------
+// Accumulator layout of m64nNk16 (f32): warp w of the warpgroup owns rows
+// 16w..16w+15; inside the warp it is the mma.sync m16n8 C layout repeated over
+// N/8 column tiles. With g = lane / 4, t = lane % 4, register 4j+e holds
+//     row 16w + g + 8*(e/2), column 8j + 2t + (e%2)
+// The register A operand of RS wgmma uses, per warp, the mma.sync m16n8k16 A
+// layout (rows 16w..), so two adjacent n8 accumulator tiles of S, packed to 16
+// bits pairwise, are one k16 A fragment of P (exactly as in sdpa_mma.cuh).
+#pragma once
+
+#include <cstdint>
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+namespace sdpa_wgmma {
+
+// ---------------------------------------------------------------- geometry --
+constexpr int kWarpgroupThreads = 128;  // 4 consecutive warps
+constexpr int kWarpgroupWarps = 4;
+constexpr int kWgmmaM = 64;             // rows of one wgmma (16 per warp)
+constexpr int kWgmmaK = 16;             // k of one wgmma for 16-bit inputs
+constexpr int kSw128RowBytes = 128;     // one swizzled row of a column block
+constexpr int kSw128BlockElems = 64;    // 16-bit elements per swizzled row
+constexpr int kSw128AtomRows = 8;       // rows per 1024-byte swizzle atom
+constexpr int kSw128AtomBytes = kSw128RowBytes * kSw128AtomRows;
+constexpr int kSw128Align = kSw128AtomBytes;  // tile base alignment
+constexpr int kChunkBytes = 16;         // one cp.async / one swizzle unit
+constexpr int kChunksPerRow = kSw128RowBytes / kChunkBytes;  // 8
+constexpr int kKSliceBytes = kWgmmaK * 2;  // 32 B of a K-major row per k16 slice
+static_assert(kChunksPerRow == kSw128AtomRows, "swizzle XORs the chunk with row % 8");
+
+// Byte offset of (row, 16-byte chunk) in an SW128 tile of kRows rows; chunk
+// counts 16-byte pieces along the full row (8 per 64-element column block).
+template <int kRows>
+__host__ __device__ __forceinline__ constexpr uint32_t sw128_offset(int row, int chunk) {
+  static_assert(kRows % kSw128AtomRows == 0, "SW128 tiles are whole 8-row atoms");
+  return static_cast<uint32_t>((chunk / kChunksPerRow) * kRows * kSw128RowBytes + row * kSw128RowBytes +
+                               (((chunk % kChunksPerRow) ^ (row % kSw128AtomRows)) * kChunkBytes));
+}
+
+// ------------------------------------------------------------- descriptors --
+constexpr uint64_t kDescSwizzle128B = 1ull << 62;
+
+__host__ __device__ __forceinline__ constexpr uint64_t desc_encode(uint32_t bytes) {
+  return static_cast<uint64_t>((bytes >> 4) & 0x3FFFu);
+}
+
+// Descriptor of an SW128 operand starting at shared address `smem_addr`
+// (32-bit shared-window address). lbo_bytes / sbo_bytes as described above.
+__device__ __forceinline__ uint64_t make_desc_sw128(uint32_t smem_addr, uint32_t lbo_bytes, uint32_t sbo_bytes) {
+  return desc_encode(smem_addr) | (desc_encode(lbo_bytes) << 16) | (desc_encode(sbo_bytes) << 32) |
+         kDescSwizzle128B;
+}
+// K-major SW128: SBO = one 8-row atom, LBO unused (1 by convention).
+__device__ __forceinline__ uint64_t make_desc_kmajor(uint32_t smem_addr) {
+  return make_desc_sw128(smem_addr, kChunkBytes, kSw128AtomBytes);
+}
+// MN-major SW128 (transposed B): SBO = next 8 K rows, LBO = next 64-wide N block.
+__device__ __forceinline__ uint64_t make_desc_mnmajor(uint32_t smem_addr, uint32_t n_block_bytes) {
+  return make_desc_sw128(smem_addr, n_block_bytes, kSw128AtomBytes);
+}
+// Advance a descriptor's start address by a byte offset (a multiple of 16;
+// the address field has no carry into LBO as long as the result is < 256 KB,
+// which every shared address is).
+__device__ __forceinline__ uint64_t desc_advance(uint64_t desc, uint32_t bytes) {
+  return desc + static_cast<uint64_t>(bytes >> 4);
+}
+
+// -------------------------------------------------------------- sync / fences --
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+template <int kPending>
+__device__ __forceinline__ void wgmma_wait() {
+  static_assert(kPending >= 0 && kPending <= 7, "wait_group takes 0..7");
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(kPending) : "memory");
+}
+__device__ __forceinline__ void fence_proxy_async_shared() {
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+
+// Named barrier kId (1..15; 0 is __syncthreads): the first kCount threads to
+// arrive wait for each other (kCount a multiple of 32). Compile-time id, so
+// ptxas reserves only the barriers actually used.
+template <int kId, int kCount>
+__device__ __forceinline__ void named_barrier_sync() {
+  static_assert(kId >= 1 && kId <= 15, "named barrier ids are 1..15");
+  static_assert(kCount % 32 == 0, "whole warps");
+  asm volatile("bar.sync %0, %1;\n" ::"n"(kId), "n"(kCount) : "memory");
+}
+
+// Compiler-only fences on registers that an in-flight wgmma reads or writes:
+// an empty volatile asm that "rewrites" each register, so the compiler can
+// neither move a use of the accumulators above wgmma_wait nor a write of them
+// below the wgmma that consumes them (no instruction is emitted).
+template <int N>
+__device__ __forceinline__ void fence_regs(float (&r)[N]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) asm volatile("" : "+f"(r[i])::"memory");
+}
+template <int N>
+__device__ __forceinline__ void fence_regs(uint32_t (&r)[N][4]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i)
+#pragma unroll
+    for (int j = 0; j < 4; ++j) asm volatile("" : "+r"(r[i][j])::"memory");
+}
+
+// 2^x with flush-to-zero (one MUFU.EX2). exp2f() adds a range fix-up for
+// results below 2^-126 (compare, select, two multiplies per call); softmax
+// weights that small are zero for every practical purpose. ex2(-inf) = +0.
+__device__ __forceinline__ float ex2_approx(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
+// Basic-block boundary for ptxas's scheduler. `never` must be a warp-uniform
+// run-time value that is always false (e.g. seq_len < 0) but that the compiler
+// cannot prove false; the branch around a volatile no-op then splits the
+// code into two basic blocks, and ptxas does not move instructions (notably a
+// following wgmma.wait_group) across it. Costs one predicated branch.
+__device__ __forceinline__ void schedule_boundary(bool never) {
+  if (never) asm volatile("membar.cta;\n" ::: "memory");
+}
+
+// ------------------------------------------------------------------ wgmma ---
+// Wgmma<T, N>::ss<kTransB>(d, desc_a, desc_b, scale_d)
+// Wgmma<T, N>::rs<kTransB>(d, a_regs, desc_b, scale_d)
+// d: the N/2 f32 accumulators of this thread (layout above). scale_d = 0
+// overwrites d (D = A.B), nonzero accumulates (D += A.B). A is never
+// transposed (K-major from shared memory, or registers); kTransB = 1 reads an
+// MN-major B. Issued by all 128 threads of a warpgroup with identical
+// descriptors; asynchronous until the matching wgmma_wait.
+template <typename T, int N>
+struct Wgmma;
+
+template <>
+struct Wgmma<__half, 48> {
+  // D[64x48] (+)= A[64x16] . B[16x48], A and B from shared-memory descriptors.
+  template <int kTransB>
+  static __device__ __forceinline__ void ss(float (&d)[24], uint64_t desc_a, uint64_t desc_b, int scale_d) {
+    static_assert(kTransB == 0 || kTransB == 1, "transpose flag is 0 or 1");
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %26, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n48k16.f32.f16.f16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23}, %24, %25, p, 1, 1, 0, %27;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23])
+        : "l"(desc_a), "l"(desc_b), "r"(scale_d), "n"(kTransB));
+  }
+  // D[64x48] (+)= A[64x16] . B[16x48], A from registers (mma.sync A-fragment
+  // layout per warp: rows 16*warp.., see sdpa_mma.cuh), B from a descriptor.
+  template <int kTransB>
+  static __device__ __forceinline__ void rs(float (&d)[24], const uint32_t (&a)[4], uint64_t desc_b, int scale_d) {
+    static_assert(kTransB == 0 || kTransB == 1, "transpose flag is 0 or 1");
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %29, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n48k16.f32.f16.f16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23}, {%24, %25, %26, %27}, %28, p, 1, 1, %30;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d), "n"(kTransB));
+  }
+};
+
+template <>
+struct Wgmma<__half, 64> {
+  // D[64x64] (+)= A[64x16] . B[16x64], A and B from shared-memory descriptors.
+  template <int kTransB>
+  static __device__ __forceinline__ void ss(float (&d)[32], uint64_t desc_a, uint64_t desc_b, int scale_d) {
+    static_assert(kTransB == 0 || kTransB == 1, "transpose flag is 0 or 1");
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, p, 1, 1, 0, %35;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+        : "l"(desc_a), "l"(desc_b), "r"(scale_d), "n"(kTransB));
+  }
+  // D[64x64] (+)= A[64x16] . B[16x64], A from registers (mma.sync A-fragment
+  // layout per warp: rows 16*warp.., see sdpa_mma.cuh), B from a descriptor.
+  template <int kTransB>
+  static __device__ __forceinline__ void rs(float (&d)[32], const uint32_t (&a)[4], uint64_t desc_b, int scale_d) {
+    static_assert(kTransB == 0 || kTransB == 1, "transpose flag is 0 or 1");
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, {%32, %33, %34, %35}, %36, p, 1, 1, %38;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d), "n"(kTransB));
+  }
+};
+
+template <>
+struct Wgmma<__half, 128> {
+  // D[64x128] (+)= A[64x16] . B[16x128], A and B from shared-memory descriptors.
+  template <int kTransB>
+  static __device__ __forceinline__ void ss(float (&d)[64], uint64_t desc_a, uint64_t desc_b, int scale_d) {
+    static_assert(kTransB == 0 || kTransB == 1, "transpose flag is 0 or 1");
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1, 0, %67;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+        : "l"(desc_a), "l"(desc_b), "r"(scale_d), "n"(kTransB));
+  }
+  // D[64x128] (+)= A[64x16] . B[16x128], A from registers (mma.sync A-fragment
+  // layout per warp: rows 16*warp.., see sdpa_mma.cuh), B from a descriptor.
+  template <int kTransB>
+  static __device__ __forceinline__ void rs(float (&d)[64], const uint32_t (&a)[4], uint64_t desc_b, int scale_d) {
+    static_assert(kTransB == 0 || kTransB == 1, "transpose flag is 0 or 1");
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, {%64, %65, %66, %67}, %68, p, 1, 1, %70;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d), "n"(kTransB));
+  }
+};
+
+template <>
+struct Wgmma<__nv_bfloat16, 48> {
+  // D[64x48] (+)= A[64x16] . B[16x48], A and B from shared-memory descriptors.
+  template <int kTransB>
+  static __device__ __forceinline__ void ss(float (&d)[24], uint64_t desc_a, uint64_t desc_b, int scale_d) {
+    static_assert(kTransB == 0 || kTransB == 1, "transpose flag is 0 or 1");
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %26, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n48k16.f32.bf16.bf16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23}, %24, %25, p, 1, 1, 0, %27;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23])
+        : "l"(desc_a), "l"(desc_b), "r"(scale_d), "n"(kTransB));
+  }
+  // D[64x48] (+)= A[64x16] . B[16x48], A from registers (mma.sync A-fragment
+  // layout per warp: rows 16*warp.., see sdpa_mma.cuh), B from a descriptor.
+  template <int kTransB>
+  static __device__ __forceinline__ void rs(float (&d)[24], const uint32_t (&a)[4], uint64_t desc_b, int scale_d) {
+    static_assert(kTransB == 0 || kTransB == 1, "transpose flag is 0 or 1");
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %29, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n48k16.f32.bf16.bf16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23}, {%24, %25, %26, %27}, %28, p, 1, 1, %30;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d), "n"(kTransB));
+  }
+};
+
+template <>
+struct Wgmma<__nv_bfloat16, 64> {
+  // D[64x64] (+)= A[64x16] . B[16x64], A and B from shared-memory descriptors.
+  template <int kTransB>
+  static __device__ __forceinline__ void ss(float (&d)[32], uint64_t desc_a, uint64_t desc_b, int scale_d) {
+    static_assert(kTransB == 0 || kTransB == 1, "transpose flag is 0 or 1");
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, p, 1, 1, 0, %35;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+        : "l"(desc_a), "l"(desc_b), "r"(scale_d), "n"(kTransB));
+  }
+  // D[64x64] (+)= A[64x16] . B[16x64], A from registers (mma.sync A-fragment
+  // layout per warp: rows 16*warp.., see sdpa_mma.cuh), B from a descriptor.
+  template <int kTransB>
+  static __device__ __forceinline__ void rs(float (&d)[32], const uint32_t (&a)[4], uint64_t desc_b, int scale_d) {
+    static_assert(kTransB == 0 || kTransB == 1, "transpose flag is 0 or 1");
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, {%32, %33, %34, %35}, %36, p, 1, 1, %38;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d), "n"(kTransB));
+  }
+};
+
+template <>
+struct Wgmma<__nv_bfloat16, 128> {
+  // D[64x128] (+)= A[64x16] . B[16x128], A and B from shared-memory descriptors.
+  template <int kTransB>
+  static __device__ __forceinline__ void ss(float (&d)[64], uint64_t desc_a, uint64_t desc_b, int scale_d) {
+    static_assert(kTransB == 0 || kTransB == 1, "transpose flag is 0 or 1");
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1, 0, %67;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+        : "l"(desc_a), "l"(desc_b), "r"(scale_d), "n"(kTransB));
+  }
+  // D[64x128] (+)= A[64x16] . B[16x128], A from registers (mma.sync A-fragment
+  // layout per warp: rows 16*warp.., see sdpa_mma.cuh), B from a descriptor.
+  template <int kTransB>
+  static __device__ __forceinline__ void rs(float (&d)[64], const uint32_t (&a)[4], uint64_t desc_b, int scale_d) {
+    static_assert(kTransB == 0 || kTransB == 1, "transpose flag is 0 or 1");
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, {%64, %65, %66, %67}, %68, p, 1, 1, %70;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d), "n"(kTransB));
+  }
+};
+
+}  // namespace sdpa_wgmma
