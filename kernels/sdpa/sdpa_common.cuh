@@ -204,6 +204,43 @@ __device__ __forceinline__ void sdpa_cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
 
+// One [rows x D] tile to fill: shared destination (row stride kLd elements, set
+// by the caller's template) and the head slice it copies from.
+template <class T>
+struct SdpaRowsCopy {
+  T* dst;
+  const T* src;
+  int64_t seq_stride;  // elements between consecutive rows of src
+};
+
+// Copies rows [row0, row0 + kRows) of every given head slice into its shared
+// tile with kThreads cooperating threads, one 16-byte cp.async per vector; the
+// tiles are copied in lockstep (vector i of each tile, then vector i + 1).
+// Rows at or past seq_len are zero-filled (src-size 0) from a clamped source
+// row that is never read.
+template <class T, int D, int kRows, int kLd, int kThreads, class... Tiles>
+__device__ __forceinline__ void sdpa_load_rows_async(int row0, int seq_len, int tid,
+                                                     const Tiles&... tiles) {
+  constexpr int kVec = kSdpaVecElems<T>;
+  constexpr int kVecsPerRow = D / kVec;
+  constexpr int kVecs = kRows * kVecsPerRow;
+  static_assert(D % kVec == 0 && kLd % kVec == 0, "rows are whole, 16-byte aligned vectors");
+  static_assert(kVecs % kThreads == 0, "each thread copies a whole number of vectors");
+#pragma unroll
+  for (int i = 0; i < kVecs / kThreads; ++i) {
+    const int e = tid + i * kThreads;
+    const int r = e / kVecsPerRow;
+    const int col = (e % kVecsPerRow) * kVec;
+    const int row = row0 + r;
+    const bool in = row < seq_len;
+    const int src_row = in ? row : 0;
+    const int src_bytes = in ? kSdpaVecBytes : 0;
+    (sdpa_cp_async_16(tiles.dst + r * kLd + col, tiles.src + src_row * tiles.seq_stride + col,
+                      src_bytes),
+     ...);
+  }
+}
+
 // ---------------------------------------------------------------------------
 // Host side: validation and (dtype, head_dim) -> template dispatch.
 
