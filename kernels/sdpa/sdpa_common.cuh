@@ -233,10 +233,8 @@ __device__ __forceinline__ void sdpa_load_rows_async(int row0, int seq_len, int 
     const int col = (e % kVecsPerRow) * kVec;
     const int row = row0 + r;
     const bool in = row < seq_len;
-    const int src_row = in ? row : 0;
-    const int src_bytes = in ? kSdpaVecBytes : 0;
-    (sdpa_cp_async_16(tiles.dst + r * kLd + col, tiles.src + src_row * tiles.seq_stride + col,
-                      src_bytes),
+    (sdpa_cp_async_16(tiles.dst + r * kLd + col, tiles.src + (in ? row : 0) * tiles.seq_stride + col,
+                      in ? kSdpaVecBytes : 0),
      ...);
   }
 }
