@@ -132,8 +132,9 @@ __global__ void __launch_bounds__(S3bTraits::kThreads) sdpa_s3b_kernel(const Sdp
   float row_max[1][kRowsPerThread] = {{-INFINITY, -INFINITY}};
   float row_sum[1][kRowsPerThread] = {{0.0f, 0.0f}};
   const float scale_log2 = p.softmax_scale * kSdpaLog2e;
+  const int q_idx[kRowsPerThread] = {c.q_begin + warp_row0 + c.g, c.q_begin + warp_row0 + c.g + kRowsApart};
+  const int warp_last_q = c.q_begin + warp_row0 + kMmaM - 1;
   const int warp_first_q = c.q_begin + warp_row0;
-  const int warp_last_q = warp_first_q + kMmaM - 1;
 
   for (int n = 0; n < n_tiles; ++n) {
     const int stage = n % Tr::kStages;
@@ -151,7 +152,23 @@ __global__ void __launch_bounds__(S3bTraits::kThreads) sdpa_s3b_kernel(const Sdp
     const uint32_t sV_t = c.sV + stage * L::kKVBytes;
     float s[1][WS::kNTiles][4];
     warp_scores<Tr, T, D>(s, q_frag, c.sQ, q_lane, sK_t, k_lane);
-    scale_and_mask<Tr, kCausal>(s, scale_log2, key0, c.S, warp_first_q, c.g, c.t);
+    // ---- scale (one multiplier: scale * log2 e) and mask -------------------
+#pragma unroll
+    for (int nt = 0; nt < WS::kNTiles; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) s[0][nt][e] *= scale_log2;
+    // Masking is needed only on the ragged last tile and on tiles that reach
+    // past this warp's first query row (the diagonal); warp-uniform branch.
+    const bool need_mask = (key0 + Tr::kBlockN > c.S) || (kCausal && key0 + Tr::kBlockN - 1 > warp_first_q);
+    if (need_mask) {
+#pragma unroll
+      for (int nt = 0; nt < WS::kNTiles; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int key = key0 + nt * kMmaN + 2 * c.t + (e % 2);
+          if (!sdpa_key_visible(q_idx[e / 2], key, c.S, kCausal)) s[0][nt][e] = -INFINITY;
+        }
+    }
     online_softmax<Tr>(s, row_max, row_sum, o_acc);
     warp_pv<Tr, T, D>(o_acc, s, sV_t, v_lane);
   }

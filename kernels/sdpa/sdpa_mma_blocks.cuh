@@ -6,11 +6,11 @@
 // warps owns kWarpMTiles m16 slices of them (s3b: one). Per BLOCK_N-key tile
 // the stage's kernel runs, in order,
 //   warp_scores        S = Q.K^T       mma.sync m16n8k16, K fragments by ldmatrix.x4
-//   scale_and_mask     S *= scale*log2(e), -inf where a key is invisible
 //   online_softmax     row max / sum from the C fragments (quad shuffles), O rescaled
 //   warp_pv            O += P.V        P packed from the S accumulators is the A operand
 // and at the end store_output normalises O and writes it through shared memory.
-// Only the load schedule (which cp.async group, which barrier) is the stage's.
+// The load schedule (which cp.async group, which barrier) and the masking
+// (S *= scale * log2(e), -inf where a key is invisible) stay in the stage.
 #pragma once
 
 #include <cstdint>
@@ -188,34 +188,6 @@ __device__ __forceinline__ void warp_scores(
         mma_m16n8k16<T>(s[mt][2 * np + 1], a[mt], bk[2], bk[3]);
       }
     }
-  }
-}
-
-// S *= scale * log2(e) (one multiplier), then -inf for the keys a row may not
-// see. Masking is needed only on the ragged last tile and on tiles that reach
-// past this warp's first query row (the diagonal); warp-uniform branch.
-template <class Tr, bool kCausal, int kNTiles>
-__device__ __forceinline__ void scale_and_mask(float (&s)[Tr::kWarpMTiles][kNTiles][4], float scale_log2, int key0,
-                                               int S, int warp_first_q, int g, int t) {
-#pragma unroll
-  for (int mt = 0; mt < Tr::kWarpMTiles; ++mt)
-#pragma unroll
-    for (int nt = 0; nt < kNTiles; ++nt)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) s[mt][nt][e] *= scale_log2;
-  const bool need_mask = (key0 + Tr::kBlockN > S) || (kCausal && key0 + Tr::kBlockN - 1 > warp_first_q);
-  if (need_mask) {
-#pragma unroll
-    for (int mt = 0; mt < Tr::kWarpMTiles; ++mt)
-#pragma unroll
-      for (int nt = 0; nt < kNTiles; ++nt)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          // query of accumulator element e of slice mt, and its key
-          const int q_idx = warp_first_q + mt * kMmaM + g + (e / 2) * kRowsApart;
-          const int key = key0 + nt * kMmaN + 2 * t + (e % 2);
-          if (!sdpa_key_visible(q_idx, key, S, kCausal)) s[mt][nt][e] = -INFINITY;
-        }
   }
 }
 
