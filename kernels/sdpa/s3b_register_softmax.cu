@@ -150,8 +150,26 @@ __global__ void __launch_bounds__(S3bTraits::kThreads) sdpa_s3b_kernel(const Sdp
 
     const uint32_t sK_t = c.sK + stage * L::kKVBytes;
     const uint32_t sV_t = c.sV + stage * L::kKVBytes;
+    // ---- S = Q.K^T -------------------------------------------------------
     float s[1][WS::kNTiles][4];
-    warp_scores<Tr, T, D>(s, q_frag, c.sQ, q_lane, sK_t, k_lane);
+#pragma unroll
+    for (int nt = 0; nt < WS::kNTiles; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) s[0][nt][e] = 0.0f;
+#pragma unroll
+    for (int kk = 0; kk < WS::kDSlices; ++kk) {
+      uint32_t a_tmp[4];
+      if constexpr (!Tr::kQInRegisters)
+        ldmatrix_x4(a_tmp, c.sQ + q_lane.offset(0, kChunksPerLdm * kk));
+      const uint32_t(&a)[4] = Tr::kQInRegisters ? q_frag[0][Tr::kQInRegisters ? kk : 0] : a_tmp;
+#pragma unroll
+      for (int np = 0; np < WS::kNTiles / 2; ++np) {
+        uint32_t bk[4];
+        ldmatrix_x4(bk, sK_t + k_lane.offset(np * 2 * kMmaN, kChunksPerLdm * kk));
+        mma_m16n8k16<T>(s[0][2 * np], a, bk[0], bk[1]);
+        mma_m16n8k16<T>(s[0][2 * np + 1], a, bk[2], bk[3]);
+      }
+    }
     // ---- scale (one multiplier: scale * log2 e) and mask -------------------
 #pragma unroll
     for (int nt = 0; nt < WS::kNTiles; ++nt)

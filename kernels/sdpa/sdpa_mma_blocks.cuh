@@ -4,13 +4,15 @@
 //
 // A block owns BLOCK_M query rows of one (batch, head); each of its NUM_WARPS
 // warps owns kWarpMTiles m16 slices of them (s3b: one). Per BLOCK_N-key tile
-// the stage's kernel runs, in order,
-//   warp_scores        S = Q.K^T       mma.sync m16n8k16, K fragments by ldmatrix.x4
+// the stage's kernel computes S = Q.K^T (mma.sync m16n8k16, K fragments by
+// ldmatrix.x4), scales and masks it, then calls
 //   online_softmax     row max / sum from the C fragments (quad shuffles), O rescaled
 //   warp_pv            O += P.V        P packed from the S accumulators is the A operand
-// and at the end store_output normalises O and writes it through shared memory.
-// The load schedule (which cp.async group, which barrier) and the masking
-// (S *= scale * log2(e), -inf where a key is invisible) stay in the stage.
+// and at the end normalises O into its own Q rows and calls write_output_rows.
+// What stays in the stage: the load schedule (which cp.async group, which
+// barrier), Q.K^T and the masking, and the O normalisation. Those were tried as
+// blocks too, but nvcc optimises an always-inline helper on its own before
+// inlining it, and for them that changed the generated code.
 #pragma once
 
 #include <cstdint>
@@ -150,45 +152,6 @@ __device__ __forceinline__ void load_q_fragments(
 #pragma unroll
     for (int kk = 0; kk < WarpShape<Tr, D>::kQFragSlices; ++kk)
       ldmatrix_x4(q_frag[mt][kk], sQ + q_lane.offset(mt * kMmaM, kChunksPerLdm * kk));
-}
-
-// S = Q.K^T for this warp's slices and one K tile; each K fragment feeds all
-// kWarpMTiles slices.
-template <class Tr, typename T, int D, int kRowChunks>
-__device__ __forceinline__ void warp_scores(
-    float (&s)[Tr::kWarpMTiles][WarpShape<Tr, D>::kNTiles][4],
-    const uint32_t (&q_frag)[WarpShape<Tr, D>::kQFragMTiles][WarpShape<Tr, D>::kQFragSlices][4], uint32_t sQ,
-    const LdmLane<kRowChunks>& q_lane, uint32_t sK_t, const LdmLane<kRowChunks>& k_lane) {
-  using WS = WarpShape<Tr, D>;
-#pragma unroll
-  for (int mt = 0; mt < Tr::kWarpMTiles; ++mt)
-#pragma unroll
-    for (int nt = 0; nt < WS::kNTiles; ++nt)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) s[mt][nt][e] = 0.0f;
-#pragma unroll
-  for (int kk = 0; kk < WS::kDSlices; ++kk) {
-    uint32_t a[Tr::kWarpMTiles][4];
-#pragma unroll
-    for (int mt = 0; mt < Tr::kWarpMTiles; ++mt) {
-      if constexpr (Tr::kQInRegisters) {
-#pragma unroll
-        for (int i = 0; i < 4; ++i) a[mt][i] = q_frag[Tr::kQInRegisters ? mt : 0][Tr::kQInRegisters ? kk : 0][i];
-      } else {
-        ldmatrix_x4(a[mt], sQ + q_lane.offset(mt * kMmaM, kChunksPerLdm * kk));
-      }
-    }
-#pragma unroll
-    for (int np = 0; np < WS::kNTiles / 2; ++np) {
-      uint32_t bk[4];
-      ldmatrix_x4(bk, sK_t + k_lane.offset(np * 2 * kMmaN, kChunksPerLdm * kk));
-#pragma unroll
-      for (int mt = 0; mt < Tr::kWarpMTiles; ++mt) {
-        mma_m16n8k16<T>(s[mt][2 * np], a[mt], bk[0], bk[1]);
-        mma_m16n8k16<T>(s[mt][2 * np + 1], a[mt], bk[2], bk[3]);
-      }
-    }
-  }
 }
 
 // Online softmax in registers: per accumulator row, the new max over the tile
