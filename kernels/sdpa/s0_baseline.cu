@@ -58,6 +58,7 @@ Run:  stagelab run --stages s0_baseline      (resources only, no GPU: stagelab r
 namespace {
 
 struct S0Traits : SdpaRowSplitTraits<BLOCK_M, BLOCK_N, THREADS_PER_ROW, KEY_CHUNK> {
+  static constexpr const char* kConfig = SDPA_ROWSPLIT_CONFIG("s0_baseline", " smem=fp32 K+V tiles");
   static constexpr bool kVectorIo = false;  // element-wise loads and stores: any layout
   static constexpr int kFloat4 = SdpaRowSlice<float>::kElems;  // lanes read fp32 tiles as float4
   template <int D>
@@ -144,12 +145,6 @@ __global__ void __launch_bounds__(S0Traits::kThreads) sdpa_s0_kernel(const SdpaP
   }
 }
 
-template <class T, int D>
-SdpaKernel select_kernel(const SdpaProblem&) { return sdpa_s0_kernel<T, D>; }
-
 }  // namespace
 
-SDPA_EXPORT_STAGE(S0Traits, select_kernel,
-                  "s0_baseline BLOCK_M=" SDPA_STR(BLOCK_M) " BLOCK_N=" SDPA_STR(BLOCK_N)
-                  " THREADS_PER_ROW=" SDPA_STR(THREADS_PER_ROW) " KEY_CHUNK=" SDPA_STR(KEY_CHUNK)
-                  " THREADS=" SDPA_STR(BLOCK_M) "*" SDPA_STR(THREADS_PER_ROW) " smem=fp32 K+V tiles")
+SDPA_EXPORT_STAGE(S0Traits, sdpa_s0_kernel)

@@ -35,22 +35,23 @@ Run:  stagelab run --stages s1_cp_async      (resources only, no GPU: stagelab r
 #include "sdpa_export.cuh"
 #include "sdpa_rowsplit.cuh"
 
-#ifndef KEY_CHUNK
-#define KEY_CHUNK 16
-#endif
 #ifndef THREADS_PER_ROW
 #define THREADS_PER_ROW 4
 #endif
-#ifndef BLOCK_N
-#define BLOCK_N 64
-#endif
 #ifndef BLOCK_M
 #define BLOCK_M 64
+#endif
+#ifndef KEY_CHUNK
+#define KEY_CHUNK 16
+#endif
+#ifndef BLOCK_N
+#define BLOCK_N 64
 #endif
 
 namespace {
 
 struct S1Traits : SdpaRowSplitTraits<BLOCK_M, BLOCK_N, THREADS_PER_ROW, KEY_CHUNK> {
+  static constexpr const char* kConfig = SDPA_ROWSPLIT_CONFIG("s1_cp_async", " STAGES=2");
   static constexpr bool kVectorIo = true;  // Q/O as 16-byte vectors, K/V by 16-byte cp.async
   static constexpr int kStages = 2;        // double buffering: copy tile t+1 while computing tile t
   // A lane's slice of D is a whole number of 16-byte vectors (8 two-byte elements).
@@ -141,8 +142,8 @@ __global__ void __launch_bounds__(S1Traits::kThreads, 1) sdpa_s1_kernel(const Sd
     const T* v_s = v_buf(stage);
     const int tile_keys = min(Tr::kBlockN, kv_end - kv_begin);
     for (int j0 = 0; j0 < Tr::kBlockN; j0 += Tr::kKeyChunk) {
+      float s[Tr::kKeyChunk];      // this key chunk's scores, then probabilities
       if (j0 >= tile_keys) break;  // block-uniform, so the shuffles below stay convergent
-      float s[Tr::kKeyChunk];
       const float chunk_max =
           sdpa_rowsplit_scores<Tr, D>(s, q, k_s, j0, part, kv_begin, q_idx, seq_len, causal);
       const float base = sdpa_rowsplit_rescale(m, l, acc, chunk_max);
@@ -164,12 +165,6 @@ __global__ void __launch_bounds__(S1Traits::kThreads, 1) sdpa_s1_kernel(const Sd
   }
 }
 
-template <class T, int D>
-SdpaKernel select_kernel(const SdpaProblem&) { return sdpa_s1_kernel<T, D>; }
-
 }  // namespace
 
-SDPA_EXPORT_STAGE(S1Traits, select_kernel,
-                  "s1_cp_async BLOCK_M=" SDPA_STR(BLOCK_M) " BLOCK_N=" SDPA_STR(BLOCK_N)
-                  " THREADS_PER_ROW=" SDPA_STR(THREADS_PER_ROW) " KEY_CHUNK=" SDPA_STR(KEY_CHUNK)
-                  " THREADS=" SDPA_STR(BLOCK_M) "*" SDPA_STR(THREADS_PER_ROW) " STAGES=2")
+SDPA_EXPORT_STAGE(S1Traits, sdpa_s1_kernel)

@@ -55,11 +55,9 @@ Run:  stagelab run --stages s2_wmma      (resources only, no GPU: stagelab resou
 
 namespace {
 
-struct S2Traits : SdpaWmmaTraits<NUM_WARPS, BLOCK_N> {
-  // P gets its own BLOCK_M x (BLOCK_N + 8) buffer in the input dtype.
-  static constexpr bool kPAliasesScores = false;
-  template <class T, int D>
-  static constexpr size_t smem_bytes() { return SdpaWmmaSmem<S2Traits, D>::total; }
+// P gets its own BLOCK_M x (BLOCK_N + 8) buffer in the input dtype.
+struct S2Traits : SdpaWmmaTraits<NUM_WARPS, BLOCK_N, /*P aliases S=*/false> {
+  static constexpr const char* kConfig = SDPA_WMMA_CONFIG("s2_wmma", "Q,K,V,S(fp32),P,O(fp32)");
 };
 static_assert(SdpaWmmaSmem<S2Traits, 64>::fits, "s2: shared memory over the limit at D=64; lower BLOCK_N");
 
@@ -70,15 +68,6 @@ __global__ void __launch_bounds__(S2Traits::kThreads, 1) sdpa_s2_kernel(const Sd
   sdpa_wmma_attention<S2Traits, T, D>(p);
 }
 
-template <class T, int D>
-SdpaKernel select_kernel(const SdpaProblem&) {
-  if constexpr (SdpaWmmaSmem<S2Traits, D>::fits) return sdpa_s2_kernel<T, D>;
-  else return nullptr;  // this BLOCK_N does not fit at this head_dim
-}
-
 }  // namespace
 
-SDPA_EXPORT_STAGE(S2Traits, select_kernel,
-                  "s2_wmma BLOCK_M=16*" SDPA_STR(NUM_WARPS) " BLOCK_N=" SDPA_STR(BLOCK_N)
-                  " NUM_WARPS=" SDPA_STR(NUM_WARPS) " THREADS=32*" SDPA_STR(NUM_WARPS)
-                  " WMMA=16x16x16 STAGES=2 smem: Q,K,V,S(fp32),P,O(fp32)")
+SDPA_EXPORT_STAGE(S2Traits, sdpa_s2_kernel)

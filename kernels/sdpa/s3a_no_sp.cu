@@ -46,13 +46,11 @@ Run:  stagelab run --stages s3a_no_sp      (resources only, no GPU: stagelab res
 
 namespace {
 
-struct S3aTraits : SdpaWmmaTraits<NUM_WARPS, BLOCK_N> {
-  // The one change: P is written over the fp32 score rows (ldp = 2 * lds).
-  static constexpr bool kPAliasesScores = true;
+// The one change: P is written over the fp32 score rows (ldp = 2 * lds).
+struct S3aTraits : SdpaWmmaTraits<NUM_WARPS, BLOCK_N, /*P aliases S=*/true> {
+  static constexpr const char* kConfig = SDPA_WMMA_CONFIG("s3a_no_sp", "Q,K,V,S(fp32)/P aliased,O(fp32)");
   static_assert((2 * (kBlockN + kPadS)) % 8 == 0,
                 "wmma ldm: the 16-bit P aliasing the score rows needs a multiple of 8");
-  template <class T, int D>
-  static constexpr size_t smem_bytes() { return SdpaWmmaSmem<S3aTraits, D>::total; }
 };
 static_assert(SdpaWmmaSmem<S3aTraits, 64>::fits, "s3a: shared memory over the limit at D=64; lower BLOCK_N");
 
@@ -61,15 +59,6 @@ __global__ void __launch_bounds__(S3aTraits::kThreads, 1) sdpa_s3a_kernel(const 
   sdpa_wmma_attention<S3aTraits, T, D>(p);
 }
 
-template <class T, int D>
-SdpaKernel select_kernel(const SdpaProblem&) {
-  if constexpr (!SdpaWmmaSmem<S3aTraits, D>::fits) return nullptr;  // BLOCK_N too large at this D
-  else return sdpa_s3a_kernel<T, D>;
-}
-
 }  // namespace
 
-SDPA_EXPORT_STAGE(S3aTraits, select_kernel,
-                  "s3a_no_sp BLOCK_M=16*" SDPA_STR(NUM_WARPS) " BLOCK_N=" SDPA_STR(BLOCK_N)
-                  " NUM_WARPS=" SDPA_STR(NUM_WARPS) " THREADS=32*" SDPA_STR(NUM_WARPS)
-                  " WMMA=16x16x16 STAGES=2 smem: Q,K,V,S(fp32)/P aliased,O(fp32)")
+SDPA_EXPORT_STAGE(S3aTraits, sdpa_s3a_kernel)

@@ -60,14 +60,14 @@ Run:  stagelab run --stages s3b_register_softmax   (resources only, no GPU: stag
 #include "sdpa_mma.cuh"
 #include "sdpa_mma_blocks.cuh"
 
+#ifndef BLOCK_N
+#define BLOCK_N 64
+#endif
 #ifndef BLOCK_M
 #define BLOCK_M 64
 #endif
 #ifndef NUM_WARPS
 #define NUM_WARPS 4
-#endif
-#ifndef BLOCK_N
-#define BLOCK_N 64
 #endif
 #ifndef Q_IN_REGISTERS
 #define Q_IN_REGISTERS 1
@@ -77,11 +77,13 @@ namespace {
 
 using namespace sdpa_mma;
 
+// One m16 slice per warp and a K/V double buffer: copy tile j+1 while computing tile j.
 struct S3bTraits : SdpaMmaTraits<BLOCK_M, BLOCK_N, NUM_WARPS, /*warp m tiles=*/1, /*stages=*/2,
                                  Q_IN_REGISTERS != 0> {
-  // One m16 slice per warp and a K/V double buffer: copy tile j+1 while computing tile j.
-  template <class T, int D>
-  static constexpr size_t smem_bytes() { return TileLayout<S3bTraits, T, D>::kBytes; }
+  static constexpr const char* kConfig =
+      "s3b_register_softmax BLOCK_M=" SDPA_STR(BLOCK_M) " BLOCK_N=" SDPA_STR(BLOCK_N)
+      " NUM_WARPS=" SDPA_STR(NUM_WARPS) " Q_IN_REGISTERS=" SDPA_STR(Q_IN_REGISTERS)
+      " STAGES=2 mma=m16n8k16";
 };
 
 template <typename T, int D, bool kCausal>
@@ -216,14 +218,6 @@ __global__ void __launch_bounds__(S3bTraits::kThreads) sdpa_s3b_kernel(const Sdp
   write_output_rows<Tr, T, D>(c, warp_row0, p.out_strides.seq);
 }
 
-template <typename T, int D>
-SdpaKernel select_kernel(const SdpaProblem& p) {
-  return p.causal ? sdpa_s3b_kernel<T, D, true> : sdpa_s3b_kernel<T, D, false>;
-}
-
 }  // namespace
 
-SDPA_EXPORT_STAGE(S3bTraits, select_kernel,
-                  "s3b_register_softmax BLOCK_M=" SDPA_STR(BLOCK_M) " BLOCK_N=" SDPA_STR(BLOCK_N)
-                  " NUM_WARPS=" SDPA_STR(NUM_WARPS) " Q_IN_REGISTERS=" SDPA_STR(Q_IN_REGISTERS)
-                  " STAGES=2 mma=m16n8k16")
+SDPA_EXPORT_CAUSAL_STAGE(S3bTraits, sdpa_s3b_kernel)

@@ -88,21 +88,24 @@ using namespace sdpa_mma;
 
 struct S4Traits
     : SdpaMmaTraits<BLOCK_M, BLOCK_N, NUM_WARPS, WARP_M_TILES, PIPELINE_STAGES, Q_IN_REGISTERS != 0> {
+  static constexpr const char* kConfig =
+      "s4_pipeline3 PIPELINE_STAGES=" SDPA_STR(PIPELINE_STAGES) " BLOCK_M=" SDPA_STR(BLOCK_M)
+      " BLOCK_N=" SDPA_STR(BLOCK_N) " NUM_WARPS=" SDPA_STR(NUM_WARPS)
+      " WARP_M_TILES=" SDPA_STR(WARP_M_TILES) " Q_IN_REGISTERS=" SDPA_STR(Q_IN_REGISTERS)
+      " mma=m16n8k16";
   static constexpr int kPrefetch = kStages - 1;  // tiles a V copy runs ahead of its use
   // Groups alternate K, V, K, V; between a tile's K (or V) group and the wait
   // for it there are exactly 2 * kPrefetch younger groups.
   static constexpr int kGroupsInFlight = 2 * kPrefetch;
   static_assert(kStages >= 1 && kStages <= 4, "PIPELINE_STAGES must be 1..4");
-  template <class T, int D>
-  static constexpr size_t smem_bytes() { return TileLayout<S4Traits, T, D>::kBytes; }
 };
 
 template <typename T, int D, bool kCausal>
 __global__ void __launch_bounds__(S4Traits::kThreads) sdpa_s4_kernel(const SdpaProblem p) {
   using Tr = S4Traits;
   using L = TileLayout<Tr, T, D>;
-  using WS = WarpShape<Tr, D>;
   constexpr int kRowChunks = L::kRowChunks;
+  using WS = WarpShape<Tr, D>;
   constexpr int kWarpMTiles = Tr::kWarpMTiles;
 
   const BlockContext<T> c = block_context<Tr, T, D>(p, smem_addr(dynamic_smem()));
@@ -278,15 +281,6 @@ __global__ void __launch_bounds__(S4Traits::kThreads) sdpa_s4_kernel(const SdpaP
   write_output_rows<Tr, T, D>(c, warp_row0, p.out_strides.seq);
 }
 
-template <typename T, int D>
-SdpaKernel select_kernel(const SdpaProblem& p) {
-  return p.causal ? sdpa_s4_kernel<T, D, true> : sdpa_s4_kernel<T, D, false>;
-}
-
 }  // namespace
 
-SDPA_EXPORT_STAGE(S4Traits, select_kernel,
-                  "s4_pipeline3 PIPELINE_STAGES=" SDPA_STR(PIPELINE_STAGES) " BLOCK_M=" SDPA_STR(BLOCK_M)
-                  " BLOCK_N=" SDPA_STR(BLOCK_N) " NUM_WARPS=" SDPA_STR(NUM_WARPS)
-                  " WARP_M_TILES=" SDPA_STR(WARP_M_TILES) " Q_IN_REGISTERS=" SDPA_STR(Q_IN_REGISTERS)
-                  " mma=m16n8k16")
+SDPA_EXPORT_CAUSAL_STAGE(S4Traits, sdpa_s4_kernel)

@@ -1,17 +1,17 @@
 // sdpa_export.cuh: the three extern "C" exports of sdpa_api.h and the kernel
 // launch, written once for every stage.
 //
-// A stage supplies, inside its anonymous namespace:
-//   - a traits struct Traits with
-//       static constexpr int  kBlockM;     query rows per block (grid.x = ceil(S / kBlockM))
-//       static constexpr int  kThreads;    threads per block
-//       static constexpr bool kVectorIo;   Q/K/V/O moved as 16-byte vectors: reject other layouts
-//       template <class T, int D> static constexpr size_t smem_bytes();   dynamic shared memory
-//   - template <class T, int D> SdpaKernel select_kernel(const SdpaProblem&):
-//       the kernel instance for the problem (e.g. its causal variant), or nullptr
-//       when this configuration cannot run at this head_dim;
-// and then, at file scope,
-//   SDPA_EXPORT_STAGE(Traits, select_kernel, "config string naming the knobs")
+// A stage supplies, inside its anonymous namespace, a traits struct with
+//   static constexpr int  kBlockM;     query rows per block (grid.x = ceil(S / kBlockM))
+//   static constexpr int  kThreads;    threads per block
+//   static constexpr bool kVectorIo;   Q/K/V/O moved as 16-byte vectors: reject other layouts
+//   static constexpr const char* kConfig;   one line naming the knobs' values (SDPA_STR)
+//   template <class T, int D> static constexpr size_t smem_bytes();   dynamic shared memory
+// and its kernel template, then at file scope one of
+//   SDPA_EXPORT_STAGE(Traits, kernel)          kernel<T, D>
+//   SDPA_EXPORT_CAUSAL_STAGE(Traits, kernel)   kernel<T, D, causal>, causal a compile-time bool
+// A (T, D) instance whose smem_bytes exceeds kSdpaMaxSmemPerBlock is never
+// compiled; launching it returns cudaErrorInvalidValue.
 #pragma once
 
 #include <cstdint>
@@ -31,7 +31,6 @@ using SdpaKernel = void (*)(SdpaProblem);
 // y = heads, z = batch) and report the launch error.
 inline cudaError_t sdpa_launch(SdpaKernel kernel, int block_m, int threads, size_t smem,
                                const SdpaProblem& p, cudaStream_t stream) {
-  if (kernel == nullptr) return cudaErrorInvalidValue;  // does not fit at this head_dim
   const cudaError_t err = sdpa_set_smem(kernel, smem);
   if (err != cudaSuccess) return err;
   const dim3 grid(sdpa_ceil_div(p.seq_len, block_m), p.heads, p.batch);
@@ -39,7 +38,8 @@ inline cudaError_t sdpa_launch(SdpaKernel kernel, int block_m, int threads, size
   return cudaGetLastError();
 }
 
-// sdpa_forward: validation, then (dtype, head_dim) dispatch to select(tag, hd).
+// sdpa_forward: validation, then (dtype, head_dim) dispatch to the kernel
+// instance select(tag, hd) returns, unless that instance does not fit.
 template <class Traits, class Select>
 inline cudaError_t sdpa_stage_forward(const SdpaProblem* problem, cudaStream_t stream,
                                       Select&& select) {
@@ -51,8 +51,12 @@ inline cudaError_t sdpa_stage_forward(const SdpaProblem* problem, cudaStream_t s
   return sdpa_dispatch(*problem, [&](auto tag, auto hd) {
     using T = typename decltype(tag)::type;
     constexpr int D = decltype(hd)::value;
-    return sdpa_launch(select(tag, hd), Traits::kBlockM, Traits::kThreads,
-                       Traits::template smem_bytes<T, D>(), *problem, stream);
+    constexpr size_t smem = Traits::template smem_bytes<T, D>();
+    if constexpr (smem > kSdpaMaxSmemPerBlock) {
+      return cudaErrorInvalidValue;  // e.g. s2 at BLOCK_N=128, D=128
+    } else {
+      return sdpa_launch(select(tag, hd), Traits::kBlockM, Traits::kThreads, smem, *problem, stream);
+    }
   });
 }
 
@@ -74,13 +78,20 @@ inline int64_t sdpa_stage_smem_bytes(int32_t head_dim, int32_t dtype) {
   return bytes;
 }
 
-#define SDPA_EXPORT_STAGE(TRAITS, SELECT_KERNEL, CONFIG)                                          \
+// KERNEL_OF: the kernel instance, an expression in T, D and problem.
+#define SDPA_EXPORT_STAGE_WITH(TRAITS, KERNEL_OF)                                                 \
   extern "C" cudaError_t sdpa_forward(const SdpaProblem* problem, cudaStream_t stream) {          \
-    return sdpa_stage_forward<TRAITS>(problem, stream, [&](auto tag, auto hd) {                   \
-      return SELECT_KERNEL<typename decltype(tag)::type, decltype(hd)::value>(*problem);          \
+    return sdpa_stage_forward<TRAITS>(problem, stream, [&](auto tag, auto hd) -> SdpaKernel {     \
+      using T = typename decltype(tag)::type;                                                     \
+      constexpr int D = decltype(hd)::value;                                                      \
+      return KERNEL_OF;                                                                           \
     });                                                                                           \
   }                                                                                               \
-  extern "C" const char* sdpa_stage_config() { return CONFIG; }                                   \
+  extern "C" const char* sdpa_stage_config() { return TRAITS::kConfig; }                          \
   extern "C" int64_t sdpa_dynamic_shared_memory_bytes(int32_t head_dim, int32_t dtype) {          \
     return sdpa_stage_smem_bytes<TRAITS>(head_dim, dtype);                                        \
   }
+
+#define SDPA_EXPORT_STAGE(TRAITS, KERNEL) SDPA_EXPORT_STAGE_WITH(TRAITS, (KERNEL<T, D>))
+#define SDPA_EXPORT_CAUSAL_STAGE(TRAITS, KERNEL) \
+  SDPA_EXPORT_STAGE_WITH(TRAITS, (problem->causal ? KERNEL<T, D, true> : KERNEL<T, D, false>))

@@ -22,6 +22,11 @@
 #include "sdpa_common.cuh"
 #include "sdpa_mma.cuh"
 
+namespace sdpa_mma {
+template <class Tr, typename T, int D>
+struct TileLayout;
+}  // namespace sdpa_mma
+
 // Tiling of the register-softmax stages.
 template <int kBlockM_, int kBlockN_, int kNumWarps_, int kWarpMTiles_, int kStages_, bool kQInRegisters_>
 struct SdpaMmaTraits {
@@ -39,6 +44,10 @@ struct SdpaMmaTraits {
   static_assert(kBlockM == kNumWarps * kWarpRows, "BLOCK_M must equal NUM_WARPS * WARP_M_TILES * 16");
   static_assert(kBlockN % (2 * sdpa_mma::kMmaN) == 0, "K is read as pairs of n8 tiles per ldmatrix.x4");
   static_assert(kBlockN % sdpa_mma::kMmaK == 0, "P.V consumes the key tile in k16 slices");
+
+  // Dynamic shared memory: the whole TileLayout.
+  template <class T, int D>
+  static constexpr size_t smem_bytes() { return sdpa_mma::TileLayout<SdpaMmaTraits, T, D>::kBytes; }
 };
 
 namespace sdpa_mma {

@@ -19,6 +19,13 @@
 #include <cuda_runtime.h>
 
 #include "sdpa_common.cuh"
+#include "sdpa_export.cuh"
+
+// A scalar stage's config string: its id, the knobs, then EXTRA.
+#define SDPA_ROWSPLIT_CONFIG(STAGE_ID, EXTRA)                                                 \
+  STAGE_ID " BLOCK_M=" SDPA_STR(BLOCK_M) " BLOCK_N=" SDPA_STR(BLOCK_N) " THREADS_PER_ROW="  \
+  SDPA_STR(THREADS_PER_ROW) " KEY_CHUNK=" SDPA_STR(KEY_CHUNK) " THREADS=" SDPA_STR(BLOCK_M)   \
+  "*" SDPA_STR(THREADS_PER_ROW) EXTRA
 
 // Tiling of the row-split layout, shared by the scalar stages.
 template <int kBlockM_, int kBlockN_, int kThreadsPerRow_, int kKeyChunk_>

@@ -22,20 +22,29 @@
 //   - K/V: cp.async double buffering as in s1; shared rows are padded by 16
 //     bytes so the 16-row wmma loads spread over all banks.
 //
-// The stage's traits (derived from SdpaWmmaTraits) add
-//   static constexpr bool kPAliasesScores;  false: P has its own buffer (s2);
-//                                           true: P is written over the score rows (s3a)
+// A stage derives its traits from SdpaWmmaTraits<NUM_WARPS, BLOCK_N, P aliases S>.
 #pragma once
 
 #include <cuda_runtime.h>
 #include <mma.h>
 
 #include "sdpa_common.cuh"
+#include "sdpa_export.cuh"
+
+template <class Tr, int D>
+struct SdpaWmmaSmem;
+
+// A WMMA stage's config string: its id, the knobs, and its shared-memory regions.
+#define SDPA_WMMA_CONFIG(STAGE_ID, SMEM_REGIONS)                                              \
+  STAGE_ID " BLOCK_M=16*" SDPA_STR(NUM_WARPS) " BLOCK_N=" SDPA_STR(BLOCK_N) " NUM_WARPS=" \
+  SDPA_STR(NUM_WARPS) " THREADS=32*" SDPA_STR(NUM_WARPS) " WMMA=16x16x16 STAGES=2 smem: " SMEM_REGIONS
 
 // Tiling of the WMMA stages: BLOCK_M = 16 * NUM_WARPS is fixed by the
-// one-wmma-row-tile-per-warp layout.
-template <int kNumWarps_, int kBlockN_>
+// one-wmma-row-tile-per-warp layout. kPAliasesScores: false, P has its own
+// buffer (s2); true, P is written over the score rows (s3a).
+template <int kNumWarps_, int kBlockN_, bool kPAliasesScores_>
 struct SdpaWmmaTraits {
+  static constexpr bool kPAliasesScores = kPAliasesScores_;
   static constexpr int kWmma = 16;  // the m16n16k16 shape: M = N = K = 16
   static constexpr int kNumWarps = kNumWarps_;
   static constexpr int kWarpSize = 32;
@@ -62,6 +71,11 @@ struct SdpaWmmaTraits {
   static_assert(kBlockN % (2 * kLanesPerRow) == 0,
                 "the softmax reads a row as float2 pairs split over kLanesPerRow lanes");
   static_assert((kBlockN + kPadS) % 4 == 0, "wmma ldm of the fp32 scores: a multiple of 4");
+
+  // Dynamic shared memory: the whole layout (also when it does not fit, so the
+  // resource gate sees the would-be footprint).
+  template <class T, int D>
+  static constexpr size_t smem_bytes() { return SdpaWmmaSmem<SdpaWmmaTraits, D>::total; }
 };
 
 // Shared-memory layout (bytes): Q, [stage] K, [stage] V, S (fp32), P (input
