@@ -20,8 +20,8 @@ Changes vs parent s1_cp_async, and why
   - Causal: a warp whose 16 rows all lie above a K/V tile skips it outright.
   - K/V: cp.async double buffering as in s1; shared rows padded by 16 bytes so
     the 16-row wmma loads spread over all banks.
-  The body lives in sdpa_wmma_stage.cuh (shared with s3a_no_sp); this file
-  supplies the separate P buffer.
+  The kernel body lives in sdpa_wmma_stage.cuh (shared with s3a_no_sp); this
+  file picks the separate P buffer.
 
 Shared memory (bytes):
   Q  BLOCK_M * (D + 8) * 2
@@ -35,8 +35,9 @@ Shared memory (bytes):
   limit kSdpaMaxSmemPerBlock): that instance returns cudaErrorInvalidValue
   (s3a, which drops P, fits).
 
-Knobs (-D overrides): BLOCK_N=64 (multiple of 16; 32 and 64 fit for both D,
-  128 only for D=64), NUM_WARPS=4 -> BLOCK_M = 16 * NUM_WARPS = 64, 128 threads.
+Knobs (-D overrides; defaults in sdpa_wmma_stage.cuh): BLOCK_N=64 (multiple of
+  16; 32 and 64 fit for both D, 128 only for D=64), NUM_WARPS=4 ->
+  BLOCK_M = 16 * NUM_WARPS = 64, 128 threads.
 
 Run:  stagelab run --stages s2_wmma      (resources only, no GPU: stagelab resources s2_wmma)
 */
@@ -46,28 +47,13 @@ Run:  stagelab run --stages s2_wmma      (resources only, no GPU: stagelab resou
 #include "sdpa_export.cuh"
 #include "sdpa_wmma_stage.cuh"
 
-#ifndef BLOCK_N
-#define BLOCK_N 64
-#endif
-#ifndef NUM_WARPS
-#define NUM_WARPS 4
-#endif
-
 namespace {
 
 // P gets its own BLOCK_M x (BLOCK_N + 8) buffer in the input dtype.
 struct S2Traits : SdpaWmmaTraits<NUM_WARPS, BLOCK_N, /*P aliases S=*/false> {
   static constexpr const char* kConfig = SDPA_WMMA_CONFIG("s2_wmma", "Q,K,V,S(fp32),P,O(fp32)");
 };
-static_assert(SdpaWmmaSmem<S2Traits, 64>::fits, "s2: shared memory over the limit at D=64; lower BLOCK_N");
-
-// min-blocks 1 stated explicitly: with the bare __launch_bounds__(kThreads)
-// form ptxas (CUDA 13.0) capped some instances at 128 registers and spilled.
-template <class T, int D>
-__global__ void __launch_bounds__(S2Traits::kThreads, 1) sdpa_s2_kernel(const SdpaProblem p) {
-  sdpa_wmma_attention<S2Traits, T, D>(p);
-}
-
 }  // namespace
 
-SDPA_EXPORT_STAGE(S2Traits, sdpa_s2_kernel)
+// Defines sdpa_s2_kernel<T, D> (the body of sdpa_wmma_stage.cuh with S2Traits) and the exports.
+SDPA_WMMA_STAGE(S2Traits, sdpa_s2_kernel)

@@ -26,8 +26,9 @@ Shared memory (bytes): Q BLOCK_M*(D+8)*2 + K,V 2*2*BLOCK_N*(D+8)*2
   + S/P BLOCK_M*(BLOCK_N+4)*4 + O BLOCK_M*(D+8)*4
   = 136 KiB at D=128, BLOCK_N=64 (s2: 145 KiB), 80 KiB at D=64 (s2: 89 KiB).
 
-Knobs (-D overrides): BLOCK_N=64 (multiple of 16; 32, 64 and 128 fit for both
-  D), NUM_WARPS=4 -> BLOCK_M = 16 * NUM_WARPS = 64, 128 threads.
+Knobs (-D overrides; defaults in sdpa_wmma_stage.cuh): BLOCK_N=64 (multiple of
+  16; 32, 64 and 128 fit for both D), NUM_WARPS=4 -> BLOCK_M = 16 * NUM_WARPS
+  = 64, 128 threads.
 
 Run:  stagelab run --stages s3a_no_sp      (resources only, no GPU: stagelab resources s3a_no_sp)
 */
@@ -37,13 +38,6 @@ Run:  stagelab run --stages s3a_no_sp      (resources only, no GPU: stagelab res
 #include "sdpa_export.cuh"
 #include "sdpa_wmma_stage.cuh"
 
-#ifndef NUM_WARPS
-#define NUM_WARPS 4
-#endif
-#ifndef BLOCK_N
-#define BLOCK_N 64
-#endif
-
 namespace {
 
 // The one change: P is written over the fp32 score rows (ldp = 2 * lds).
@@ -52,13 +46,7 @@ struct S3aTraits : SdpaWmmaTraits<NUM_WARPS, BLOCK_N, /*P aliases S=*/true> {
   static_assert((2 * (kBlockN + kPadS)) % 8 == 0,
                 "wmma ldm: the 16-bit P aliasing the score rows needs a multiple of 8");
 };
-static_assert(SdpaWmmaSmem<S3aTraits, 64>::fits, "s3a: shared memory over the limit at D=64; lower BLOCK_N");
-
-template <class T, int D>
-__global__ void __launch_bounds__(S3aTraits::kThreads, 1) sdpa_s3a_kernel(const SdpaProblem p) {
-  sdpa_wmma_attention<S3aTraits, T, D>(p);
-}
-
 }  // namespace
 
-SDPA_EXPORT_STAGE(S3aTraits, sdpa_s3a_kernel)
+// Defines sdpa_s3a_kernel<T, D> (the body of sdpa_wmma_stage.cuh with S3aTraits) and the exports.
+SDPA_WMMA_STAGE(S3aTraits, sdpa_s3a_kernel)

@@ -31,6 +31,15 @@
 #include "sdpa_common.cuh"
 #include "sdpa_export.cuh"
 
+// The WMMA stages' knobs (-D overrides), read by SDPA_WMMA_CONFIG and the
+// stages' traits: BLOCK_N keys per K/V tile, NUM_WARPS warps of 16 query rows.
+#ifndef BLOCK_N
+#define BLOCK_N 64
+#endif
+#ifndef NUM_WARPS
+#define NUM_WARPS 4
+#endif
+
 template <class Tr, int D>
 struct SdpaWmmaSmem;
 
@@ -318,3 +327,18 @@ __device__ __forceinline__ void sdpa_wmma_attention(const SdpaProblem& p) {
     }
   }
 }
+
+// The rest of a WMMA stage file after its traits: the kernel KERNEL<T, D>
+// (launch bounds from TRAITS, min-blocks 1 stated explicitly: with the bare
+// __launch_bounds__(kThreads) form ptxas (CUDA 13.0) capped some instances at
+// 128 registers and spilled) running sdpa_wmma_attention, a check that D=64
+// fits, and the exports. Use it at file scope, after the traits.
+#define SDPA_WMMA_STAGE(TRAITS, KERNEL)                                                      \
+  namespace {                                                                                \
+  static_assert(SdpaWmmaSmem<TRAITS, 64>::fits, "shared memory over the limit at D=64; lower BLOCK_N"); \
+  template <class T, int D>                                                                  \
+  __global__ void __launch_bounds__(TRAITS::kThreads, 1) KERNEL(const SdpaProblem p) {       \
+    sdpa_wmma_attention<TRAITS, T, D>(p);                                                    \
+  }                                                                                          \
+  }                                                                                          \
+  SDPA_EXPORT_STAGE(TRAITS, KERNEL)
