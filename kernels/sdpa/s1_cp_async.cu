@@ -14,129 +14,95 @@ Changes vs parent s0_baseline, and why
   - Partial tiles: rows past seq_len are zero-filled by cp.async with
     src-size 0 (nothing is read from global) and their scores masked to -inf.
   - Q and O move as 16-byte vectors. A lane's slice of D is now interleaved in
-    16-byte (8-element) vectors instead of float4 chunks, so the lanes of a row
+    16-byte (8-element) vectors instead of float4 pieces, so the lanes of a row
     still read adjacent 16-byte words of a K/V row: conflict-free, broadcast
     across the rows of a warp, and no shared-memory padding needed.
   - 16-byte accesses need 16-byte aligned base pointers and strides that are
     multiples of 8 elements; other layouts return cudaErrorInvalidValue.
+  The score / online-softmax / P.V chunk step is s0's (sdpa_rowsplit.cuh), now
+  reading 16-bit tiles.
 
-Knobs (-D overrides): KV_TILE=64 (32, 64 and 128 all fit: shared memory is
-  2 buffers * (K + V) * KV_TILE * D * 2 bytes = 128 KB at KV_TILE=128, D=128),
+Knobs (-D overrides): BLOCK_N=64 (32, 64 and 128 all fit: shared memory is
+  2 buffers * (K + V) * BLOCK_N * D * 2 bytes = 128 KiB at BLOCK_N=128, D=128),
   BLOCK_M=64 THREADS_PER_ROW=4 KEY_CHUNK=16; threads = BLOCK_M * THREADS_PER_ROW.
 
-Build / resources:
-  nvcc -gencode=arch=compute_90a,code=sm_90a -O3 -std=c++17 -I kernels/sdpa \
-       --resource-usage -c kernels/sdpa/s1_cp_async.cu -o /tmp/s1.o
-  (add -DKV_TILE=32 / -DKV_TILE=128 for the other tile sizes)
+Run:  stagelab run --stages s1_cp_async      (resources only, no GPU: stagelab resources s1_cp_async)
 */
 #include <cuda_runtime.h>
 
 #include "sdpa_api.h"
 #include "sdpa_common.cuh"
+#include "sdpa_export.cuh"
+#include "sdpa_rowsplit.cuh"
 
-#ifndef BLOCK_M
-#define BLOCK_M 64
-#endif
-#ifndef KV_TILE
-#define KV_TILE 64
-#endif
 #ifndef THREADS_PER_ROW
 #define THREADS_PER_ROW 4
+#endif
+#ifndef BLOCK_M
+#define BLOCK_M 64
 #endif
 #ifndef KEY_CHUNK
 #define KEY_CHUNK 16
 #endif
+#ifndef BLOCK_N
+#define BLOCK_N 64
+#endif
 
 namespace {
 
-constexpr int kBlockM = BLOCK_M;
-constexpr int kKvTile = KV_TILE;
-constexpr int kThreadsPerRow = THREADS_PER_ROW;
-constexpr int kKeyChunk = KEY_CHUNK;
-constexpr int kThreads = kBlockM * kThreadsPerRow;
-constexpr int kWarpSize = 32;
-constexpr int kStages = 2;  // double buffering: copy tile t+1 while computing tile t
-// Hopper: 227 KB of shared memory per block at most (opt-in).
-constexpr size_t kMaxSmemPerBlock = 227 * 1024;
-
-static_assert(kThreadsPerRow >= 1 && (kThreadsPerRow & (kThreadsPerRow - 1)) == 0 &&
-                  kThreadsPerRow <= kWarpSize,
-              "THREADS_PER_ROW must be a power of two <= 32 so a row's lanes sit in one warp "
-              "and reduce with xor shuffles");
-static_assert(kThreads % kWarpSize == 0, "BLOCK_M * THREADS_PER_ROW must be whole warps");
-static_assert(kThreads <= 1024, "at most 1024 threads per block");
-static_assert(kKvTile % kKeyChunk == 0, "KV_TILE must be a multiple of KEY_CHUNK");
-
-template <class T, int D>
-constexpr size_t smem_bytes() {
-  return static_cast<size_t>(kStages) * 2 /*K and V*/ * kKvTile * D * sizeof(T);
-}
-static_assert(smem_bytes<__half, 128>() <= kMaxSmemPerBlock,
-              "KV_TILE too large: double-buffered K+V tiles exceed 227 KB at D=128");
-
-// Copy KV_TILE rows of K and V (starting at key kv_begin) into shared memory.
-template <class T, int D>
-__device__ __forceinline__ void load_kv_tile(T* k_s, T* v_s, const T* k_g, const T* v_g,
-                                             int64_t k_seq_stride, int64_t v_seq_stride,
-                                             int kv_begin, int seq_len, int tid) {
-  constexpr int kVec = kSdpaVecElems<T>;
-  constexpr int kVecsPerRow = D / kVec;
-  constexpr int kVecsPerTile = kKvTile * kVecsPerRow;
-  static_assert(kVecsPerTile % kThreads == 0, "each thread copies a whole number of vectors");
-#pragma unroll
-  for (int i = 0; i < kVecsPerTile / kThreads; ++i) {
-    const int e = tid + i * kThreads;
-    const int r = e / kVecsPerRow;
-    const int col = (e % kVecsPerRow) * kVec;
-    const int key = kv_begin + r;
-    const bool in = key < seq_len;
-    // Out-of-range rows: src-size 0 zero-fills; the (unread) source is clamped to row 0.
-    const int src_row = in ? key : 0;
-    const int src_bytes = in ? kSdpaVecBytes : 0;
-    sdpa_cp_async_16(k_s + r * D + col, k_g + src_row * k_seq_stride + col, src_bytes);
-    sdpa_cp_async_16(v_s + r * D + col, v_g + src_row * v_seq_stride + col, src_bytes);
+struct S1Traits : SdpaRowSplitTraits<BLOCK_M, BLOCK_N, THREADS_PER_ROW, KEY_CHUNK> {
+  static constexpr const char* kConfig = SDPA_ROWSPLIT_CONFIG("s1_cp_async", " STAGES=2");
+  static constexpr bool kVectorIo = true;  // Q/O as 16-byte vectors, K/V by 16-byte cp.async
+  static constexpr int kStages = 2;        // double buffering: copy tile t+1 while computing tile t
+  // A lane's slice of D is a whole number of 16-byte vectors (8 two-byte elements).
+  template <int D>
+  static constexpr bool kSplitsD = D % (kThreadsPerRow * kSdpaVecElems<__half>) == 0;
+  static_assert(kSplitsD<64> && kSplitsD<128>, "D must split into whole 16-byte vectors per lane");
+  // Layout: [stage][K|V][BLOCK_N][D], input dtype, unpadded (reads are conflict-free).
+  template <class T, int D>
+  static constexpr size_t smem_bytes() {
+    return static_cast<size_t>(kStages) * 2 /*K and V*/ * kBlockN * D * sizeof(T);
   }
-}
+};
+static_assert(S1Traits::smem_bytes<__half, 128>() <= kSdpaMaxSmemPerBlock,
+              "BLOCK_N too large: double-buffered K+V tiles exceed the shared-memory limit at D=128");
 
 // min-blocks 1 stated explicitly: with the bare __launch_bounds__(kThreads) form,
-// ptxas (CUDA 13.0) capped the bf16 / D=128 / KV_TILE=64 instance at 128
-// registers and spilled 28 bytes; with it every instance is spill-free.
+// ptxas (CUDA 13.0) capped the bf16 / D=128 / BLOCK_N=64 instance at 128
+// registers and spilled; with it every instance is spill-free.
 template <class T, int D>
-__global__ void __launch_bounds__(kThreads, 1) sdpa_s1_kernel(const SdpaProblem p) {
-  using Tr = SdpaTraits<T>;
+__global__ void __launch_bounds__(S1Traits::kThreads, 1) sdpa_s1_kernel(const SdpaProblem p) {
+  using Tr = S1Traits;
+  constexpr int kThreadsPerRow = Tr::kThreadsPerRow;
   constexpr int kVec = kSdpaVecElems<T>;  // 8 elements per 16-byte vector
   constexpr int kDimsPerLane = D / kThreadsPerRow;
   constexpr int kVecsPerLane = kDimsPerLane / kVec;
-  static_assert(D % (kThreadsPerRow * kVec) == 0,
-                "D must split into whole 16-byte vectors per lane");
 
   extern __shared__ SdpaVec16 smem_v16[];  // 16-byte aligned, as cp.async requires
   T* smem = reinterpret_cast<T*>(smem_v16);
-  // Layout: [stage][K|V][KV_TILE][D], input dtype, unpadded (reads are conflict-free).
-  auto k_buf = [&](int stage) { return smem + (stage * 2 + 0) * kKvTile * D; };
-  auto v_buf = [&](int stage) { return smem + (stage * 2 + 1) * kKvTile * D; };
+  auto k_buf = [&](int stage) { return smem + (stage * 2 + 0) * Tr::kBlockN * D; };
+  auto v_buf = [&](int stage) { return smem + (stage * 2 + 1) * Tr::kBlockN * D; };
 
   const int tid = threadIdx.x;
   const int row = tid / kThreadsPerRow;
   const int part = tid % kThreadsPerRow;
-  const int q_begin = blockIdx.x * kBlockM;
+  const int q_begin = blockIdx.x * Tr::kBlockM;
   const int q_idx = q_begin + row;
-  const int h = blockIdx.y;
-  const int b = blockIdx.z;
   const int seq_len = p.seq_len;
   const bool causal = p.causal != 0;
+  const SdpaHeadPtrs<T> g = sdpa_head_ptrs<T>(p, blockIdx.z, blockIdx.y);
 
-  const T* q_g = sdpa_head_ptr(static_cast<const T*>(p.q), p.q_strides, b, h);
-  const T* k_g = sdpa_head_ptr(static_cast<const T*>(p.k), p.k_strides, b, h);
-  const T* v_g = sdpa_head_ptr(static_cast<const T*>(p.v), p.v_strides, b, h);
-  T* o_g = sdpa_head_ptr(static_cast<T*>(p.out), p.out_strides, b, h);
-
-  const int kv_end = sdpa_kv_end(q_begin, kBlockM, seq_len, causal);
-  const int n_tiles = sdpa_ceil_div(kv_end, kKvTile);
+  const int kv_end = sdpa_kv_end(q_begin, Tr::kBlockM, seq_len, causal);
+  const int n_tiles = sdpa_ceil_div(kv_end, Tr::kBlockN);
+  // K and V rows [kv_begin, kv_begin + BLOCK_N) into the buffers k_s, v_s.
+  auto load_kv = [&](T* k_s, T* v_s, int kv_begin) {
+    sdpa_load_rows_async<T, D, Tr::kBlockN, D, Tr::kThreads>(
+        kv_begin, seq_len, tid, SdpaRowsCopy<T>{k_s, g.k, p.k_strides.seq},
+        SdpaRowsCopy<T>{v_s, g.v, p.v_strides.seq});
+  };
 
   // Start the first K/V copy before touching Q so both are in flight together.
-  load_kv_tile<T, D>(k_buf(0), v_buf(0), k_g, v_g, p.k_strides.seq, p.v_strides.seq, 0,
-                     seq_len, tid);
+  load_kv(k_buf(0), v_buf(0), 0);
   sdpa_cp_async_commit();
 
   // q pre-multiplied by softmax_scale * log2(e): scores come out in base-2 units.
@@ -147,7 +113,7 @@ __global__ void __launch_bounds__(kThreads, 1) sdpa_s1_kernel(const SdpaProblem 
     const int dim = (c * kThreadsPerRow + part) * kVec;
     SdpaVec16 raw = make_uint4(0, 0, 0, 0);
     if (q_idx < seq_len)
-      raw = *reinterpret_cast<const SdpaVec16*>(q_g + q_idx * p.q_strides.seq + dim);
+      raw = *reinterpret_cast<const SdpaVec16*>(g.q + q_idx * p.q_strides.seq + dim);
     sdpa_vec_to_float<T>(raw, q + c * kVec);
   }
 #pragma unroll
@@ -160,68 +126,28 @@ __global__ void __launch_bounds__(kThreads, 1) sdpa_s1_kernel(const SdpaProblem 
   float l = 0.0f;       // running sum of exp2(s - m)
 
   for (int t = 0; t < n_tiles; ++t) {
-    const int stage = t % kStages;
-    const int kv_begin = t * kKvTile;
+    const int stage = t % Tr::kStages;
+    const int kv_begin = t * Tr::kBlockN;
     // Prefetch tile t+1 into the other buffer. Its previous contents (tile t-1)
     // were released by the trailing __syncthreads of iteration t-1.
     if (t + 1 < n_tiles)
-      load_kv_tile<T, D>(k_buf((t + 1) % kStages), v_buf((t + 1) % kStages), k_g, v_g,
-                         p.k_strides.seq, p.v_strides.seq, kv_begin + kKvTile, seq_len, tid);
+      load_kv(k_buf((t + 1) % Tr::kStages), v_buf((t + 1) % Tr::kStages), kv_begin + Tr::kBlockN);
     // Commit even when nothing was issued: the group count stays uniform, so
     // "all but the newest 1 group done" always means "tile t has landed".
     sdpa_cp_async_commit();
-    sdpa_cp_async_wait<kStages - 1>();
+    sdpa_cp_async_wait<Tr::kStages - 1>();
     __syncthreads();  // tile t copied by all threads is visible to all threads
 
     const T* k_s = k_buf(stage);
     const T* v_s = v_buf(stage);
-    const int tile_keys = min(kKvTile, kv_end - kv_begin);
-    for (int j0 = 0; j0 < kKvTile; j0 += kKeyChunk) {
+    const int tile_keys = min(Tr::kBlockN, kv_end - kv_begin);
+    for (int j0 = 0; j0 < Tr::kBlockN; j0 += Tr::kKeyChunk) {
+      float s[Tr::kKeyChunk];      // this key chunk's scores, then probabilities
       if (j0 >= tile_keys) break;  // block-uniform, so the shuffles below stay convergent
-      float s[kKeyChunk];
-      float chunk_max = -INFINITY;
-#pragma unroll
-      for (int jj = 0; jj < kKeyChunk; ++jj) {
-        const T* k_row = k_s + (j0 + jj) * D;
-        float dot = 0.0f;
-#pragma unroll
-        for (int c = 0; c < kVecsPerLane; ++c) {
-          float kf[kVec];
-          sdpa_vec_to_float<T>(
-              *reinterpret_cast<const SdpaVec16*>(k_row + (c * kThreadsPerRow + part) * kVec), kf);
-#pragma unroll
-          for (int e = 0; e < kVec; ++e) dot = fmaf(q[c * kVec + e], kf[e], dot);
-        }
-#pragma unroll
-        for (int off = 1; off < kThreadsPerRow; off <<= 1)
-          dot += __shfl_xor_sync(0xffffffffu, dot, off);
-        const int key = kv_begin + j0 + jj;
-        s[jj] = sdpa_key_visible(q_idx, key, seq_len, causal) ? dot : -INFINITY;
-        chunk_max = fmaxf(chunk_max, s[jj]);
-      }
-
-      const float m_new = fmaxf(m, chunk_max);
-      const float base = sdpa_softmax_base(m_new);
-      const float alpha = exp2f(m - base);  // 0 on the first visible chunk (m = -inf)
-      m = m_new;
-      l *= alpha;
-#pragma unroll
-      for (int i = 0; i < kDimsPerLane; ++i) acc[i] *= alpha;
-
-#pragma unroll
-      for (int jj = 0; jj < kKeyChunk; ++jj) {
-        const float pj = exp2f(s[jj] - base);
-        l += pj;
-        const T* v_row = v_s + (j0 + jj) * D;
-#pragma unroll
-        for (int c = 0; c < kVecsPerLane; ++c) {
-          float vf[kVec];
-          sdpa_vec_to_float<T>(
-              *reinterpret_cast<const SdpaVec16*>(v_row + (c * kThreadsPerRow + part) * kVec), vf);
-#pragma unroll
-          for (int e = 0; e < kVec; ++e) acc[c * kVec + e] = fmaf(pj, vf[e], acc[c * kVec + e]);
-        }
-      }
+      const float chunk_max =
+          sdpa_rowsplit_scores<Tr, D>(s, q, k_s, j0, part, kv_begin, q_idx, seq_len, causal);
+      const float base = sdpa_rowsplit_rescale(m, l, acc, chunk_max);
+      sdpa_rowsplit_pv<Tr, D>(acc, l, s, base, v_s, j0, part);
     }
     __syncthreads();  // all reads of this buffer done before iteration t+1 refills it
   }
@@ -231,7 +157,7 @@ __global__ void __launch_bounds__(kThreads, 1) sdpa_s1_kernel(const SdpaProblem 
     const float inv_l = 1.0f / l;
 #pragma unroll
     for (int i = 0; i < kDimsPerLane; ++i) acc[i] *= inv_l;
-    T* o_row = o_g + q_idx * p.out_strides.seq;
+    T* o_row = g.o + q_idx * p.out_strides.seq;
 #pragma unroll
     for (int c = 0; c < kVecsPerLane; ++c)
       *reinterpret_cast<SdpaVec16*>(o_row + (c * kThreadsPerRow + part) * kVec) =
@@ -239,53 +165,6 @@ __global__ void __launch_bounds__(kThreads, 1) sdpa_s1_kernel(const SdpaProblem 
   }
 }
 
-template <class T, int D>
-cudaError_t launch(const SdpaProblem& p, cudaStream_t stream) {
-  constexpr size_t smem = smem_bytes<T, D>();
-  auto kernel = sdpa_s1_kernel<T, D>;
-  cudaError_t err = sdpa_set_smem(kernel, smem);
-  if (err != cudaSuccess) return err;
-  const dim3 grid(sdpa_ceil_div(p.seq_len, kBlockM), p.heads, p.batch);
-  kernel<<<grid, kThreads, smem, stream>>>(p);
-  return cudaGetLastError();
-}
-
-#define SDPA_STR2(x) #x
-#define SDPA_STR(x) SDPA_STR2(x)
-
 }  // namespace
 
-extern "C" cudaError_t sdpa_forward(const SdpaProblem* problem, cudaStream_t stream) {
-  if (problem == nullptr) return cudaErrorInvalidValue;
-  const cudaError_t ok = sdpa_check_problem(*problem);
-  if (ok != cudaSuccess) return ok;
-  if (sdpa_problem_is_empty(*problem)) return cudaSuccess;
-  if (!sdpa_problem_vec16_ok(*problem)) return cudaErrorInvalidValue;
-  return sdpa_dispatch(*problem, [&](auto tag, auto hd) {
-    using T = typename decltype(tag)::type;
-    constexpr int D = decltype(hd)::value;
-    return launch<T, D>(*problem, stream);
-  });
-}
-
-extern "C" const char* sdpa_stage_config() {
-  return "s1_cp_async BLOCK_M=" SDPA_STR(BLOCK_M) " KV_TILE=" SDPA_STR(KV_TILE)
-         " THREADS_PER_ROW=" SDPA_STR(THREADS_PER_ROW) " KEY_CHUNK=" SDPA_STR(KEY_CHUNK)
-         " THREADS=" SDPA_STR(BLOCK_M) "*" SDPA_STR(THREADS_PER_ROW) " STAGES=2";
-}
-
-// All shared memory is dynamic; 0 for an unsupported (head_dim, dtype).
-extern "C" int64_t sdpa_dynamic_shared_memory_bytes(int32_t head_dim, int32_t dtype) {
-  SdpaProblem shape{};
-  shape.head_dim = head_dim;
-  shape.dtype = dtype;
-  int64_t bytes = 0;
-  sdpa_dispatch(shape, [&](auto tag, auto hd) {
-    using T = typename decltype(tag)::type;
-    constexpr int D = decltype(hd)::value;
-    (void)sizeof(T);
-    bytes = static_cast<int64_t>(smem_bytes<T, D>());
-    return cudaSuccess;
-  });
-  return bytes;
-}
+SDPA_EXPORT_STAGE(S1Traits, sdpa_s1_kernel)

@@ -1,10 +1,11 @@
 // sdpa_common.cuh: small device/host helpers shared by every sdpa stage.
 //
-// Kept deliberately generic and stable (other stage headers such as
-// sdpa_mma.cuh build on it): dtype traits, 16-byte vector packing, ceil_div,
-// the (dtype, head_dim) -> template dispatch, the exp2 softmax constant,
-// masking helpers and the cp.async wrappers. Every name is prefixed `sdpa_` /
-// `Sdpa` so it cannot collide with a stage's own helpers.
+// Kept deliberately generic and stable (the other shared headers build on it):
+// dtype traits, 16-byte vector packing, ceil_div, the shared-memory limit, the
+// (dtype, head_dim) -> template dispatch, the exp2 softmax constant and its
+// online-softmax step, lane reductions, masking helpers and the cp.async
+// wrappers. Every name is prefixed `sdpa_` / `Sdpa` so it cannot collide with a
+// stage's own helpers.
 #pragma once
 
 #include <cstdint>
@@ -35,6 +36,13 @@ __host__ __device__ constexpr I sdpa_ceil_div(I a, I b) { return (a + b - 1) / b
 using SdpaVec16 = uint4;
 constexpr int kSdpaVecBytes = static_cast<int>(sizeof(SdpaVec16));
 static_assert(kSdpaVecBytes == 16, "uint4 must be 16 bytes");
+
+// Shared memory one block may use, in bytes: the sm_90 per-block opt-in maximum
+// (cudaDevAttrMaxSharedMemoryPerBlockOptin). An SM has 228 KiB of shared memory
+// and the runtime reserves 1 KiB of it per resident block, so a single block can
+// opt in to at most 228 - 1 = 227 KiB = 232448 bytes. Static and dynamic shared
+// memory together must stay within it; every stage's layout asserts against this.
+constexpr size_t kSdpaMaxSmemPerBlock = 227 * 1024;
 
 // ---------------------------------------------------------------------------
 // dtype traits. T is the storage type (__half or __nv_bfloat16); Pair is its
@@ -95,6 +103,22 @@ __host__ __device__ __forceinline__ T* sdpa_head_ptr(T* base, const SdpaTensorSt
   return base + static_cast<int64_t>(b) * s.batch + static_cast<int64_t>(h) * s.head;
 }
 
+// Element [b, h, 0, 0] of all four tensors of a problem.
+template <class T>
+struct SdpaHeadPtrs {
+  const T* q;
+  const T* k;
+  const T* v;
+  T* o;
+};
+template <class T>
+__device__ __forceinline__ SdpaHeadPtrs<T> sdpa_head_ptrs(const SdpaProblem& p, int b, int h) {
+  return {sdpa_head_ptr(static_cast<const T*>(p.q), p.q_strides, b, h),
+          sdpa_head_ptr(static_cast<const T*>(p.k), p.k_strides, b, h),
+          sdpa_head_ptr(static_cast<const T*>(p.v), p.v_strides, b, h),
+          sdpa_head_ptr(static_cast<T*>(p.out), p.out_strides, b, h)};
+}
+
 // ---------------------------------------------------------------------------
 // Masking. Query i may attend key j iff j is a real key (j < seq_len) and,
 // when causal, j <= i. Padded query rows (i >= seq_len) are computed but never
@@ -119,6 +143,46 @@ __device__ __forceinline__ float sdpa_softmax_base(float running_max) {
   return running_max == -INFINITY ? 0.0f : running_max;
 }
 
+// A score that query q_idx may not see becomes -inf (exp2 -> exactly 0).
+__device__ __forceinline__ float sdpa_mask_score(float score, int q_idx, int k_idx, int seq_len,
+                                                 bool causal) {
+  return sdpa_key_visible(q_idx, k_idx, seq_len, causal) ? score : -INFINITY;
+}
+
+// ---------------------------------------------------------------------------
+// Online softmax (FlashAttention): a row keeps its running max m (base-2 units)
+// and running sum l of exp2(s - m); when a new tile raises the max to m_new,
+// everything accumulated so far is rescaled by alpha = exp2(m - m_new) and the
+// tile's probabilities are p = exp2(s - m_new). With the -inf-safe base,
+// alpha is 0 on the first visible tile (m = -inf) and never NaN.
+struct SdpaSoftmaxStep {
+  float base;   // subtract from this tile's scores before exp2
+  float alpha;  // multiply l and the output accumulator by this
+};
+__device__ __forceinline__ SdpaSoftmaxStep sdpa_softmax_step(float& running_max, float new_max) {
+  const float base = sdpa_softmax_base(new_max);
+  const float alpha = exp2f(running_max - base);
+  running_max = new_max;
+  return {base, alpha};
+}
+
+// ---------------------------------------------------------------------------
+// Reductions over the kLanes consecutive lanes that share one row (kLanes a
+// power of two <= 32, rows aligned to kLanes): xor butterflies, every lane ends
+// with the result.
+template <int kLanes>
+__device__ __forceinline__ float sdpa_lanes_sum(float x) {
+#pragma unroll
+  for (int offset = 1; offset < kLanes; offset *= 2) x += __shfl_xor_sync(0xffffffffu, x, offset);
+  return x;
+}
+template <int kLanes>
+__device__ __forceinline__ float sdpa_lanes_max(float x) {
+#pragma unroll
+  for (int offset = 1; offset < kLanes; offset *= 2) x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, offset));
+  return x;
+}
+
 // ---------------------------------------------------------------------------
 // cp.async (sm_80+): 16-byte global -> shared copies that bypass registers.
 // src_bytes < 16 zero-fills the rest of the destination; src_bytes == 0 is how
@@ -138,6 +202,41 @@ __device__ __forceinline__ void sdpa_cp_async_commit() {
 template <int N>
 __device__ __forceinline__ void sdpa_cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+// One [rows x D] tile to fill: shared destination (row stride kLd elements, set
+// by the caller's template) and the head slice it copies from.
+template <class T>
+struct SdpaRowsCopy {
+  T* dst;
+  const T* src;
+  int64_t seq_stride;  // elements between consecutive rows of src
+};
+
+// Copies rows [row0, row0 + kRows) of every given head slice into its shared
+// tile with kThreads cooperating threads, one 16-byte cp.async per vector; the
+// tiles are copied in lockstep (vector i of each tile, then vector i + 1).
+// Rows at or past seq_len are zero-filled (src-size 0) from a clamped source
+// row that is never read.
+template <class T, int D, int kRows, int kLd, int kThreads, class... Tiles>
+__device__ __forceinline__ void sdpa_load_rows_async(int row0, int seq_len, int tid,
+                                                     const Tiles&... tiles) {
+  constexpr int kVec = kSdpaVecElems<T>;
+  constexpr int kVecsPerRow = D / kVec;
+  constexpr int kVecs = kRows * kVecsPerRow;
+  static_assert(D % kVec == 0 && kLd % kVec == 0, "rows are whole, 16-byte aligned vectors");
+  static_assert(kVecs % kThreads == 0, "each thread copies a whole number of vectors");
+#pragma unroll
+  for (int i = 0; i < kVecs / kThreads; ++i) {
+    const int e = tid + i * kThreads;
+    const int r = e / kVecsPerRow;
+    const int col = (e % kVecsPerRow) * kVec;
+    const int row = row0 + r;
+    const bool in = row < seq_len;
+    (sdpa_cp_async_16(tiles.dst + r * kLd + col, tiles.src + (in ? row : 0) * tiles.seq_stride + col,
+                      in ? kSdpaVecBytes : 0),
+     ...);
+  }
 }
 
 // ---------------------------------------------------------------------------
