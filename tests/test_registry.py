@@ -34,12 +34,12 @@ def test_defaults_and_overrides(family):
     registry = load(family, "defaults: {min_gain: 0.1, gates: {max_registers: 128}}\n"
                             "stages:\n  - {id: a, hypothesis: h}\n"
                             "  - {id: b, parent: a, min_gain: 0.0, gates: {spills_allowed: true},"
-                            " compile_options: {defines: {KV_TILE: 32}}}\n")
+                            " compile_options: {defines: {BLOCK_N: 32}}}\n")
     a, b = registry.get("a"), registry.get("b")
     assert a.min_gain == 0.1 and a.gates.max_registers == 128 and not a.gates.spills_allowed
     assert b.min_gain == 0.0 and b.gates.max_registers == 128 and b.gates.spills_allowed
-    assert b.defines == {"KV_TILE": "32"} and registry.lineage("b") == ["b", "a"]
-    assert b.with_defines({"KV_TILE": 64}).defines == {"KV_TILE": "64"}
+    assert b.defines == {"BLOCK_N": "32"} and registry.lineage("b") == ["b", "a"]
+    assert b.with_defines({"BLOCK_N": 64}).defines == {"BLOCK_N": "64"}
 
 
 @pytest.mark.parametrize("text, message", [

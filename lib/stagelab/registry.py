@@ -54,7 +54,7 @@ class Stage:
     gates: ResourceGates = ResourceGates()
 
     def with_defines(self, overrides: dict[str, Any] | None) -> "Stage":
-        """A copy with knob overrides (e.g. a notebook sweeping KV_TILE)."""
+        """A copy with knob overrides (e.g. a notebook sweeping BLOCK_N)."""
         if not overrides:
             return self
         merged = dict(self.defines)
