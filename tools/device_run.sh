@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One call on a lent GPU machine (no network): install the wheelhouse, run the
 # stage batch(es), the GPU tests and the report, and leave everything under $OUT.
-#   usage: tools/device_run.sh "<stagelab run args>;<stagelab run args>..." [pytest-args]
+#   usage: [SANITIZE="stage ..."] tools/device_run.sh "<stagelab run args>;<stagelab run args>..." [pytest-args]
 # Needs `make wheelhouse` beforehand and the folder carried along (carry: ["wheelhouse"]);
 # to keep adding to one store across calls, also carry "mlruns" and "runs".
 # The copy has no .git: export STAGELAB_GIT_COMMIT=<the commit sent> and STAGELAB_GIT_DIRTY
@@ -22,6 +22,12 @@ for batch in "${BATCHES[@]}"; do
   timeout "${BATCH_TIMEOUT:-480}" python3 -m stagelab run $batch 2>&1 | grep -v '^\s*$' | tee -a "$OUT/batch.log"
   echo "=== elapsed $(( $(date +%s) - start ))s for: $batch" | tee -a "$OUT/batch.log"
 done
+for stage in ${SANITIZE:-}; do
+  for tool in memcheck racecheck; do
+    echo "=== compute-sanitizer --tool $tool $stage" | tee -a "$OUT/sanitizer.log"
+    timeout 150 compute-sanitizer --tool "$tool" python3 tools/sanitize_stage.py "$stage" 2>&1 | tail -6 | tee -a "$OUT/sanitizer.log"
+  done
+done
 if [ -n "${2:-}" ]; then
   echo "=== pytest $2"
   timeout "${PYTEST_TIMEOUT:-240}" python3 -m pytest -q -p no:cacheprovider $2 2>&1 | tail -25 | tee "$OUT/pytest.log"
@@ -29,6 +35,7 @@ fi
 for report in ${REPORTS:-"sdpa:acceptance long mission" "softmax:softmax-acceptance"}; do
   python3 -m stagelab report --family "${report%%:*}" --params ${report#*:} 2>&1 | tail -2
 done
-mkdir -p "$OUT/results" && cp -r docs/results/. "$OUT/results/" 2>/dev/null
-tar czf "$OUT/mlruns.tgz" mlruns runs 2>/dev/null
+# One archive (a call brings back at most 8 files): the store, the executed notebooks and the
+# pages; here, `stagelab import <unpacked>/mlruns` merges the store into the local one.
+tar czf "$OUT/mlruns.tgz" mlruns runs docs/results 2>/dev/null
 ls -la "$OUT"
