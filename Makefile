@@ -66,7 +66,8 @@ wheelhouse: setup
 	rm -rf $(WHEELHOUSE) && mkdir -p $(WHEELHOUSE)
 	$(PY) -m pip download -q --only-binary=:all: --python-version $(WHEEL_PYTHON) --implementation cp \
 		$(foreach p,$(WHEEL_PLATFORMS),--platform $(p)) -d $(WHEELHOUSE) \
-		"mlflow-skinny>=3,<4" sqlalchemy alembic papermill ipykernel tabulate
+		"mlflow-skinny>=3,<4" sqlalchemy alembic papermill ipykernel tabulate \
+		nvidia-cuda-cuobjdump==13.2.86 nvidia-cuda-nvdisasm==13.2.86
 	$(PY) -m pip wheel -q --no-deps -w $(WHEELHOUSE) .
 	@du -sh $(WHEELHOUSE)
 

@@ -32,9 +32,8 @@ if [ -n "${2:-}" ]; then
   echo "=== pytest $2"
   timeout "${PYTEST_TIMEOUT:-240}" python3 -m pytest -q -p no:cacheprovider $2 2>&1 | tail -25 | tee "$OUT/pytest.log"
 fi
-for report in ${REPORTS:-"sdpa:acceptance long mission" "softmax:softmax-acceptance"}; do
-  python3 -m stagelab report --family "${report%%:*}" --params ${report#*:} 2>&1 | tail -2
-done
+python3 -m stagelab report --family sdpa --params acceptance long mission 2>&1 | tail -2
+python3 -m stagelab report --family softmax --params softmax-acceptance 2>&1 | tail -2
 # One archive (a call brings back at most 8 files): the store, the executed notebooks and the
 # pages; here, `stagelab import <unpacked>/mlruns` merges the store into the local one.
 tar czf "$OUT/mlruns.tgz" mlruns runs docs/results 2>/dev/null
