@@ -39,14 +39,14 @@ softmax_sm0_kernel(SoftmaxProblem p) {
 
   float row_max = -FLT_MAX;
   for (int c = threadIdx.x; c < p.cols; c += Traits::kThreads) row_max = fmaxf(row_max, softmax::to_float(x[c]));
-  row_max = softmax::block_reduce<Traits::kThreads>(row_max, scratch, softmax::warp_max);
+  row_max = softmax::block_reduce<Traits::kThreads>(row_max, scratch, softmax::warp_max, -FLT_MAX);
 
   const float shift = row_max * softmax::kLog2e;
   float row_sum = 0.f;
   for (int c = threadIdx.x; c < p.cols; c += Traits::kThreads) {
     row_sum += exp2f(softmax::to_float(x[c]) * softmax::kLog2e - shift);
   }
-  row_sum = softmax::block_reduce<Traits::kThreads>(row_sum, scratch, softmax::warp_sum);
+  row_sum = softmax::block_reduce<Traits::kThreads>(row_sum, scratch, softmax::warp_sum, 0.f);
 
   const float inverse = 1.f / row_sum;
   for (int c = threadIdx.x; c < p.cols; c += Traits::kThreads) {

@@ -38,16 +38,17 @@ __device__ __forceinline__ float warp_sum(float v) {
   return v;
 }
 
-// A block-wide reduction through one float per warp in shared memory; every thread gets the result.
+// A block-wide reduction through one float per warp in shared memory; every thread gets the
+// result. `identity` (-FLT_MAX for a max, 0 for a sum) fills the lanes past the last warp.
 template <int kThreads, typename Op>
-__device__ __forceinline__ float block_reduce(float v, float* scratch, Op warp_op) {
+__device__ __forceinline__ float block_reduce(float v, float* scratch, Op warp_op, float identity) {
   static_assert(kThreads % kWarpSize == 0 && kThreads <= 1024, "whole warps, at most 1024 threads");
   constexpr int kWarps = kThreads / kWarpSize;
   const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
   v = warp_op(v);
   if (lane == 0) scratch[warp] = v;
   __syncthreads();
-  v = scratch[lane < kWarps ? lane : 0];
+  v = lane < kWarps ? scratch[lane] : identity;
   v = warp_op(v);
   __syncthreads();  // scratch is reused by the next reduction
   return v;
