@@ -3,6 +3,8 @@
 - cold: the L2 is flushed before each launch, and the GPU spins before the start
   event so host dispatch never counts as kernel time; one launch per sample.
 - hot: one launch captured in a CUDA graph and replayed; warm caches, no launch gaps.
+  The GPU spins before the start event here too: without it the host's graph-replay
+  call (~10 us) fell between the events, and an empty kernel read 11-19 us hot on an H100.
 - throughput: THROUGHPUT_LAUNCHES launches captured in one graph, reported per
   launch: what a model's forward pass sees when the call repeats back to back.
 
@@ -95,13 +97,18 @@ def _timed(run: Callable[[], None], repetitions: int, before: Callable[[], None]
     return [s.elapsed_time(e) * 1e3 for s, e in zip(starts, ends)]
 
 
+def _spin() -> None:
+    """Keep the GPU busy while the host enqueues the start event, the work and the end event."""
+    torch.cuda._sleep(HOST_HIDING_SPIN_CYCLES)
+
+
 def time_cold(fn: Callable[[], None], flush: L2Flusher, *, warmup: int, repetitions: int) -> list[float]:
     for _ in range(warmup):
         fn()
 
     def flush_then_spin() -> None:
         flush()
-        torch.cuda._sleep(HOST_HIDING_SPIN_CYCLES)
+        _spin()
     return _timed(fn, repetitions, before=flush_then_spin)
 
 
@@ -123,13 +130,13 @@ def _capture(fn: Callable[[], None], launches: int, warmup: int) -> torch.cuda.C
 
 def time_hot(fn: Callable[[], None], *, warmup: int, repetitions: int) -> list[float]:
     """Graph replay of one launch: no launch gaps, warm caches."""
-    return _timed(_capture(fn, 1, warmup).replay, repetitions)
+    return _timed(_capture(fn, 1, warmup).replay, repetitions, before=_spin)
 
 
 def time_throughput(fn: Callable[[], None], *, warmup: int, repetitions: int) -> list[float]:
     """THROUGHPUT_LAUNCHES launches in one graph, each sample divided by the launch count."""
     graph = _capture(fn, THROUGHPUT_LAUNCHES, warmup)
-    return [t / THROUGHPUT_LAUNCHES for t in _timed(graph.replay, repetitions)]
+    return [t / THROUGHPUT_LAUNCHES for t in _timed(graph.replay, repetitions, before=_spin)]
 
 
 def time_mode(fn: Callable[[], None], mode: str, flush: L2Flusher | None, *, warmup: int,
