@@ -23,7 +23,7 @@ import pandas as pd
 from . import metrics, tracking
 from .errors import ConfigError
 from .params import load_params
-from .paths import repo_root, runs_dir
+from .paths import repo_root, resolve_params_path, runs_dir
 from .registry import family_registry
 
 # Batch summary column -> the metric it shows (speedups: the geometric mean over the timed problems).
@@ -129,9 +129,7 @@ def run_batch(stages: list[str] | None = None, params: str | Path = "params/acce
               timeout_s: int | None = None, experiment: str | None = None,
               kernel_name: str = "python3", progress: bool = True) -> pd.DataFrame:
     """Run the stages' notebooks in order; a failing notebook is recorded and the batch goes on."""
-    params_path = Path(params)
-    if not params_path.is_absolute() and not params_path.exists():
-        params_path = repo_root() / params_path
+    params_path = resolve_params_path(params)
     run_params = load_params(params_path)  # fail before anything starts on a bad file
     params_path = params_path.resolve()
     registry = family_registry(run_params.family.name)

@@ -2,23 +2,31 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pandas as pd
-import torch
 
 from .family import Family
 from .timing import L2Flusher, summarize, time_mode
 
 
+def _time_launch(family: Family, shape, launch_of: Callable, label: str, *, dtype: str, mode: str,
+                 warmup: int, repetitions: int) -> dict:
+    """Fresh inputs, `launch_of(inputs)` timed in one mode: a TimingStats row as a dict."""
+    torch_dtype = family.torch_dtype(dtype)
+    inputs = family.make_inputs(shape, torch_dtype, seed=0, device="cuda")
+    flush = L2Flusher(inputs[0].device) if mode == "cold" else None
+    samples = time_mode(launch_of(inputs), mode, flush, warmup=warmup, repetitions=repetitions)
+    return summarize(samples, contender=label, shape=shape, mode=mode, element_bytes=torch_dtype.itemsize).as_row()
+
+
 def time_kernel(family: Family, kernel, shape, *, dtype: str = "float16", mode: str = "cold",
                 warmup: int = 5, repetitions: int = 100, label: str | None = None) -> dict:
     """One built stage kernel on one problem: a TimingStats row as a dict (p50/p90/p99, TFLOP/s)."""
-    torch_dtype = family.torch_dtype(dtype)
-    inputs = family.make_inputs(shape, torch_dtype, seed=0, device="cuda")
-    launch = family.module_launch(kernel.module, shape, inputs, family.new_output(shape, inputs))
-    flush = L2Flusher(inputs[0].device) if mode == "cold" else None
-    samples = time_mode(launch, mode, flush, warmup=warmup, repetitions=repetitions)
-    return summarize(samples, contender=label or kernel.stage_id, shape=shape, mode=mode,
-                     element_bytes=torch_dtype.itemsize).as_row()
+    def launch_of(inputs):
+        return family.module_launch(kernel.module, shape, inputs, family.new_output(shape, inputs))
+    return _time_launch(family, shape, launch_of, label or kernel.stage_id, dtype=dtype, mode=mode,
+                        warmup=warmup, repetitions=repetitions)
 
 
 def sweep(family: Family, kernels: dict, shapes: list, **kwargs) -> pd.DataFrame:
@@ -29,10 +37,5 @@ def sweep(family: Family, kernels: dict, shapes: list, **kwargs) -> pd.DataFrame
 def time_contender(family: Family, name: str, shape, *, dtype: str = "float16", mode: str = "cold",
                    warmup: int = 5, repetitions: int = 100) -> dict:
     """One library contender (e.g. sdpa's `flash`) on one problem, timed like a stage."""
-    torch_dtype = family.torch_dtype(dtype)
-    inputs = family.make_inputs(shape, torch_dtype, seed=0, device="cuda")
-    launch = family.contender(name, shape, inputs)
-    flush = L2Flusher(inputs[0].device) if mode == "cold" else None
-    samples = time_mode(launch, mode, flush, warmup=warmup, repetitions=repetitions)
-    return summarize(samples, contender=f"{family.name}_{name}", shape=shape, mode=mode,
-                     element_bytes=torch_dtype.itemsize).as_row()
+    return _time_launch(family, shape, lambda inputs: family.contender(name, shape, inputs),
+                        family.contender_label(name), dtype=dtype, mode=mode, warmup=warmup, repetitions=repetitions)

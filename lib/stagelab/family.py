@@ -69,6 +69,14 @@ class Family:
     def experiment(self) -> str:
         return f"stagelab-{self.name}"
 
+    @property
+    def library_prefix(self) -> str:
+        """Library contenders are labelled <family>_<name> in timing tables (e.g. sdpa_flash)."""
+        return f"{self.name}_"
+
+    def contender_label(self, name: str) -> str:
+        return self.library_prefix + name
+
     def torch_dtype(self, name: str) -> torch.dtype:
         if name not in self.dtypes:
             raise ConfigError(f"dtype {name!r} is not supported by the {self.name} family; "

@@ -21,6 +21,14 @@ def repo_root() -> Path:
     )
 
 
+def resolve_params_path(params: str | Path) -> Path:
+    """A parameter file as given, or relative to the repo root when not found from here."""
+    path = Path(params)
+    if not path.is_absolute() and not path.exists():
+        path = repo_root() / path
+    return path
+
+
 def kernels_root() -> Path:
     return repo_root() / "kernels"
 

@@ -64,22 +64,14 @@ def _already_imported(experiment_id: str) -> set[str]:
 
 
 def _copy_run(source, run, experiment_id: str) -> None:
-    from mlflow.entities import Metric, Param, RunTag
-
     dest = tracking.client()
-    tags = dict(run.data.tags)
-    created = dest.create_run(experiment_id, start_time=run.info.start_time,
-                              tags={**tags, SOURCE_RUN_TAG: run.info.run_id}, run_name=run.info.run_name)
+    created = dest.create_run(experiment_id, start_time=run.info.start_time, run_name=run.info.run_name,
+                              tags={**run.data.tags, SOURCE_RUN_TAG: run.info.run_id})
     run_id = created.info.run_id
-    params = [Param(k, v) for k, v in run.data.params.items()]
-    for start in range(0, len(params), 90):
-        dest.log_batch(run_id, params=params[start:start + 90])
-    metrics = [Metric(k, v, run.info.start_time or 0, 0) for k, v in run.data.metrics.items()]
-    for start in range(0, len(metrics), 900):
-        dest.log_batch(run_id, metrics=metrics[start:start + 900])
-    local = source.download_artifacts(run.info.run_id, "") if source.list_artifacts(run.info.run_id) else None
-    if local:
-        dest.log_artifacts(run_id, local)
+    tracking.log_params(run_id, run.data.params)
+    tracking.log_metrics(run_id, run.data.metrics, timestamp_ms=run.info.start_time or 0)
+    if source.list_artifacts(run.info.run_id):
+        tracking.log_artifacts(run_id, source.download_artifacts(run.info.run_id, ""))
     dest.set_terminated(run_id, status=run.info.status, end_time=run.info.end_time)
 
 

@@ -135,7 +135,7 @@ def _with_contender_rows(shapes: pd.DataFrame, family: Family, value: str) -> pd
             continue
         derived = shapes.assign(derived=shapes[value] / shapes[column]).dropna(subset=["derived"])
         for shape, group in derived.groupby("shape", sort=False):
-            rows.append({"stage": f"{family.name}_{contender}", "shape": shape, value: group["derived"].median()})
+            rows.append({"stage": family.contender_label(contender), "shape": shape, value: group["derived"].median()})
     return pd.concat([shapes[["stage", "shape", value]], pd.DataFrame(rows)], ignore_index=True)
 
 

@@ -14,7 +14,7 @@ from .envinfo import read_clocks
 from .errors import ConfigError
 from .family import Family
 from .params import RunParams, load_params
-from .paths import repo_root
+from .paths import resolve_params_path
 from .registry import Registry, Stage, find_stage
 from .resources import evaluate_gates
 from .sass import WATCHED_OPCODES
@@ -26,13 +26,6 @@ def progress_bar(iterable=None, *, desc: str, total: int | None = None):
     from tqdm.auto import tqdm
 
     return tqdm(iterable, desc=desc, total=total, leave=False)
-
-
-def resolve_params_path(params: str | Path) -> Path:
-    path = Path(params)
-    if not path.is_absolute() and not path.exists():
-        path = repo_root() / path
-    return path
 
 
 @dataclass
@@ -107,7 +100,7 @@ def _contenders(ctx: StageContext, built: Built, shape, inputs, unavailable: dic
             contenders[label] = family.module_launch(result.module, shape, inputs, out)
     for name in ctx.params.timing.contenders:
         try:
-            contenders[f"{family.name}_{name}"] = family.contender(name, shape, inputs)
+            contenders[family.contender_label(name)] = family.contender(name, shape, inputs)
         except RuntimeError as exc:
             unavailable[f"{name}/{shape.tag}"] = str(exc).splitlines()[0][:200]
     return contenders
@@ -117,7 +110,7 @@ def timing_step(ctx: StageContext, built: Built) -> TimingReport:
     spec = ctx.params.timing
     dtype = ctx.family.torch_dtype(spec.dtype)
     flush = L2Flusher(ctx.device)
-    report = TimingReport([], ctx.stage.id, f"{ctx.family.name}_", spec.primary_mode,
+    report = TimingReport([], ctx.stage.id, ctx.family.library_prefix, spec.primary_mode,
                           floor_us=time_floor(spec, flush))
     for shape in progress_bar(ctx.params.timed_shapes(), desc=f"{ctx.stage.id} timing"):
         inputs = ctx.family.make_inputs(shape, dtype, ctx.params.seeds[0], ctx.device)

@@ -68,7 +68,8 @@ def init_store(experiment: str) -> str:
         experiment_id = found.experiment_id if found is not None else \
             c.create_experiment(experiment, artifact_location=artifact_location())
         # MLflow 3 opens an untagged experiment on its GenAI overview; these are training-style runs.
-        c.set_experiment_tag(experiment_id, EXPERIMENT_KIND_TAG, EXPERIMENT_KIND)
+        if found is None or found.tags.get(EXPERIMENT_KIND_TAG) != EXPERIMENT_KIND:
+            c.set_experiment_tag(experiment_id, EXPERIMENT_KIND_TAG, EXPERIMENT_KIND)
         return experiment_id
 
 
@@ -97,10 +98,10 @@ def create_run(experiment_id: str, stage_id: str, params_name: str, tags: dict[s
     return run.info.run_id
 
 
-def log_metrics(run_id: str, metrics: dict[str, float]) -> None:
+def log_metrics(run_id: str, metrics: dict[str, float], timestamp_ms: int | None = None) -> None:
     from mlflow.entities import Metric
 
-    now = int(time.time() * 1000)
+    now = int(time.time() * 1000) if timestamp_ms is None else timestamp_ms
     batch = [Metric(safe_key(k), float(v), now, 0) for k, v in metrics.items()
              if v is not None and math.isfinite(float(v))]
     c = client()
