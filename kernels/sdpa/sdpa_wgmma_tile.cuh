@@ -1,0 +1,214 @@
+// sdpa_wgmma_tile.cuh -- one consumer warpgroup's attention math on wgmma, per
+// key tile: the registers (S and O accumulators, P fragments, running max and
+// sum) and the steps every wgmma stage (s5 onward) sequences in its own way.
+//
+//   issue_qk(desc_q, desc_k)   S = Q.K^T: D/16 SS wgmma m64 n=BLOCK_N k16
+//   softmax(key0, S)           mask, running max, p = ex2(s*scale*log2e - max),
+//                              running sum; leaves the O rescale in `correction`
+//   rescale_o()                O *= correction (before the P.V of the same tile)
+//   pack_p()                   P -> 16-bit A fragments of the P.V wgmma
+//   issue_pv(desc_v)           O += P.V: BLOCK_N/16 RS wgmma m64 n=D k16
+//   store_o(...)               O / l -> SW128 staging rows -> 16-byte global stores
+//
+// Layouts (accumulators, SW128 tiles, descriptors) are described in
+// sdpa_wgmma.cuh. A stage issues wgmma_fence / commit / wait around these and
+// fence_regs() on the members, so the order of tensor-core and register work
+// stays the stage's own decision (that order is what the stages differ in).
+#pragma once
+
+#include <cstdint>
+
+#include "sdpa_common.cuh"
+#include "sdpa_mma.cuh"
+#include "sdpa_wgmma.cuh"
+
+namespace sdpa_wgmma {
+
+template <typename T, int D, int kBlockN, bool kCausal, bool kScalePositive>
+struct WgAttentionTile {
+  static_assert(D == 64 || D == 128, "head_dim 64 or 128 (the N of the P.V wgmma)");
+  static_assert(kBlockN == 48 || kBlockN == 64 || kBlockN == 128,
+                "BLOCK_N is the N of the Q.K^T wgmma: 48, 64 or 128 (the wrappers sdpa_wgmma.cuh has)");
+  static_assert(D % kSw128BlockElems == 0, "head_dim is whole 64-element swizzle column blocks");
+  static constexpr int kN8 = 8;               // columns per accumulator n8 tile
+  static constexpr int kRowsPerThread = 2;    // accumulator rows g and g + 8
+  static constexpr int kRowsApart = 8;
+  static constexpr int kWarpRows = kWgmmaM / kWarpgroupWarps;  // 16 rows per warp
+  static constexpr int kQuad = 4;
+  static_assert(kBlockN % (2 * kN8) == 0, "two n8 accumulator tiles make one k16 A fragment of P");
+  static constexpr int kDSlices = D / kWgmmaK;          // k16 slices of Q.K^T
+  static constexpr int kKeySlices = kBlockN / kWgmmaK;  // k16 slices of P.V
+  static constexpr int kSAcc = kBlockN / 2;             // f32 S accumulators per thread
+  static constexpr int kOAcc = D / 2;                   // f32 O accumulators per thread
+  static constexpr int kSTiles = kBlockN / kN8;
+  static constexpr int kOTiles = D / kN8;
+  static constexpr int kSlicesPerBlock = kSw128BlockElems / kWgmmaK;  // 4 k16 slices per column block
+  static constexpr int kRowChunks = D * 2 / kChunkBytes;              // 16-byte chunks per row
+  using WgS = Wgmma<T, kBlockN>;
+  using WgO = Wgmma<T, D>;
+
+  float s_acc[kSAcc];
+  float o_acc[kOAcc];
+  uint32_t p_frag[kKeySlices][4];
+  float row_max[kRowsPerThread];
+  float row_sum[kRowsPerThread];  // this lane's partial sums; quad-reduced in store_o
+  float correction[kRowsPerThread];
+  float scale_log2;
+  int warp_q0;  // sequence index of this warp's first row
+  int g, t;     // lane / 4, lane % 4
+
+  __device__ __forceinline__ void init(float softmax_scale, int first_row_of_warp, int lane) {
+#pragma unroll
+    for (int i = 0; i < kOAcc; ++i) o_acc[i] = 0.0f;
+#pragma unroll
+    for (int i = 0; i < kSAcc; ++i) s_acc[i] = 0.0f;
+#pragma unroll
+    for (int i = 0; i < kKeySlices; ++i)
+#pragma unroll
+      for (int j = 0; j < 4; ++j) p_frag[i][j] = 0u;
+#pragma unroll
+    for (int r = 0; r < kRowsPerThread; ++r) {
+      row_max[r] = -INFINITY;
+      row_sum[r] = 0.0f;
+      correction[r] = 1.0f;
+    }
+    scale_log2 = softmax_scale * kSdpaLog2e;
+    warp_q0 = first_row_of_warp;
+    g = lane / kQuad;
+    t = lane % kQuad;
+  }
+
+  // Byte offset of k16 slice kk of a K-major SW128 tile of `rows` rows.
+  static __device__ __forceinline__ uint32_t kslice_offset(int kk, int rows) {
+    return static_cast<uint32_t>((kk / kSlicesPerBlock) * rows * kSw128RowBytes +
+                                 (kk % kSlicesPerBlock) * kKSliceBytes);
+  }
+
+  // S = Q.K^T. desc_q: this warpgroup's 64 rows of a Q tile of kQRows rows;
+  // desc_k: the K tile (kBlockN rows). The first wgmma overwrites s_acc.
+  template <int kQRows>
+  __device__ __forceinline__ void issue_qk(uint64_t desc_q, uint64_t desc_k) {
+#pragma unroll
+    for (int kk = 0; kk < kDSlices; ++kk) {
+      WgS::template ss<0>(s_acc, desc_advance(desc_q, kslice_offset(kk, kQRows)),
+                          desc_advance(desc_k, kslice_offset(kk, kBlockN)), kk > 0 ? 1 : 0);
+    }
+  }
+  // O += P.V, V row-major [keys][D] read transposed (MN-major descriptor).
+  __device__ __forceinline__ void issue_pv(uint64_t desc_v) {
+#pragma unroll
+    for (int kk = 0; kk < kKeySlices; ++kk) {
+      WgO::template rs<1>(o_acc, p_frag[kk], desc_advance(desc_v, kk * kWgmmaK * kSw128RowBytes), 1);
+    }
+  }
+
+  // Scale + mask S of the tile starting at key0, update the running max / sum;
+  // S becomes exp2(S - max) in place and `correction` the O rescale per row.
+  __device__ __forceinline__ void softmax(int key0, int seq_len) {
+    // With a positive scale, max(s * scale) = max(s) * scale: the max runs on
+    // the raw scores and the scale folds into one FFMA per score. Otherwise scale first.
+    if constexpr (!kScalePositive) {
+#pragma unroll
+      for (int i = 0; i < kSAcc; ++i) s_acc[i] *= scale_log2;
+    }
+    // Warp-uniform: only the ragged last tile and tiles reaching past this
+    // warp's first row (the diagonal) need the mask.
+    const bool need_mask = (key0 + kBlockN > seq_len) || (kCausal && key0 + kBlockN - 1 > warp_q0);
+    if (need_mask) {
+#pragma unroll
+      for (int j = 0; j < kSTiles; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int q = warp_q0 + g + (e / 2) * kRowsApart;
+          const int key = key0 + j * kN8 + 2 * t + (e % 2);
+          if (!sdpa_key_visible(q, key, seq_len, kCausal)) s_acc[4 * j + e] = -INFINITY;
+        }
+    }
+#pragma unroll
+    for (int r = 0; r < kRowsPerThread; ++r) softmax_row(r);
+  }
+
+  __device__ __forceinline__ void rescale_o() {
+#pragma unroll
+    for (int j = 0; j < kOTiles; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) o_acc[4 * j + e] *= correction[e / 2];
+  }
+
+  // k16 slice kk of P is n8 tiles 2kk and 2kk+1 of S, packed pairwise.
+  __device__ __forceinline__ void pack_p() {
+#pragma unroll
+    for (int kk = 0; kk < kKeySlices; ++kk)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) p_frag[kk][i] = sdpa_mma::pack2<T>(s_acc[8 * kk + 2 * i], s_acc[8 * kk + 2 * i + 1]);
+  }
+
+  // O / l into this warp's 16 rows (from tile row `row_base`) of an SW128 tile
+  // of kTileRows rows at `staging`, then 16-byte stores of the rows < valid_rows
+  // to `out` (row 0 = tile row 0). Only this warp touches those rows.
+  template <int kTileRows>
+  __device__ __forceinline__ void store_o(unsigned char* staging, int row_base, T* out, int64_t row_stride,
+                                          int valid_rows, int lane) {
+#pragma unroll
+    for (int r = 0; r < kRowsPerThread; ++r) {
+      const float l = sdpa_mma::quad_sum(row_sum[r]);
+      const float inv_sum = l > 0.0f ? 1.0f / l : 0.0f;
+      const int row = row_base + g + r * kRowsApart;
+#pragma unroll
+      for (int j = 0; j < kOTiles; ++j) {
+        const uint32_t off = sw128_offset<kTileRows>(row, j) + t * sizeof(uint32_t);
+        *reinterpret_cast<uint32_t*>(staging + off) =
+            sdpa_mma::pack2<T>(o_acc[4 * j + 2 * r] * inv_sum, o_acc[4 * j + 2 * r + 1] * inv_sum);
+      }
+    }
+    __syncwarp();
+    constexpr int kWarpSize = 32;
+    constexpr int kElems = kChunkBytes / 2;
+    static_assert((kWarpRows * kRowChunks) % kWarpSize == 0, "O rows of a warp split evenly over its lanes");
+#pragma unroll
+    for (int i = 0; i < kWarpRows * kRowChunks / kWarpSize; ++i) {
+      const int idx = i * kWarpSize + lane;
+      const int row = row_base + idx / kRowChunks;
+      const int chunk = idx % kRowChunks;
+      if (row < valid_rows) {
+        const uint4 v = *reinterpret_cast<const uint4*>(staging + sw128_offset<kTileRows>(row, chunk));
+        *reinterpret_cast<uint4*>(out + static_cast<int64_t>(row) * row_stride + chunk * kElems) = v;
+      }
+    }
+  }
+
+ private:
+  __device__ __forceinline__ void softmax_row(int r) {
+    const float mul = kScalePositive ? scale_log2 : 1.0f;
+    // Pairwise trees: log2(BLOCK_N/4) dependent steps instead of a chain.
+    float tree[2 * kSTiles];
+#pragma unroll
+    for (int j = 0; j < kSTiles; ++j) {
+      tree[2 * j] = s_acc[4 * j + 2 * r];
+      tree[2 * j + 1] = s_acc[4 * j + 2 * r + 1];
+    }
+#pragma unroll
+    for (int w = 1; w < 2 * kSTiles; w *= 2)
+#pragma unroll
+      for (int i = 0; i + w < 2 * kSTiles; i += 2 * w) tree[i] = fmaxf(tree[i], tree[i + w]);
+    const float mx = fmaxf(row_max[r], sdpa_mma::quad_max(tree[0]) * mul);  // scaled log2 units
+    const float base = sdpa_softmax_base(mx);       // 0 while the row has seen only -inf
+    correction[r] = ex2_approx(row_max[r] - base);  // ex2(-inf) = 0 on the first visible tile
+    row_max[r] = mx;
+    const float neg_base = -base;
+#pragma unroll
+    for (int j = 0; j < kSTiles; ++j) {
+      s_acc[4 * j + 2 * r] = ex2_approx(fmaf(s_acc[4 * j + 2 * r], mul, neg_base));
+      s_acc[4 * j + 2 * r + 1] = ex2_approx(fmaf(s_acc[4 * j + 2 * r + 1], mul, neg_base));
+      tree[2 * j] = s_acc[4 * j + 2 * r];
+      tree[2 * j + 1] = s_acc[4 * j + 2 * r + 1];
+    }
+#pragma unroll
+    for (int w = 1; w < 2 * kSTiles; w *= 2)
+#pragma unroll
+      for (int i = 0; i + w < 2 * kSTiles; i += 2 * w) tree[i] += tree[i + w];
+    row_sum[r] = row_sum[r] * correction[r] + tree[0];
+  }
+};
+
+}  // namespace sdpa_wgmma

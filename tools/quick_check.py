@@ -1,0 +1,103 @@
+"""The kernel edit loop on a GPU, without MLflow or papermill: build stages, check them on
+ragged problems, time them side by side in throughput mode. Not a record: `stagelab run`
+is; this answers "is it right, and roughly how fast" in one short device call.
+
+    python3 tools/quick_check.py s5_wgmma s6_tma_warpspec [--time] [--contenders cudnn flash]
+
+Checks every stage on the family's sanitizer problems plus the issue's odd lengths
+(1, 77, 333, 1000, 4097), fp16 and bf16, causal and not, with the project's budget
+(stagelab.checks); prints one line per failure and a summary per stage. --time times the
+stages (and contenders) per launch in throughput mode on the long and mission shapes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+import numpy as np
+import torch
+
+from stagelab.build import build_stage
+from stagelab.checks import check_all
+from stagelab.family import load_family
+from stagelab.registry import find_stage
+from stagelab.timing import time_mode
+
+CHECK_PROBLEMS = [
+    {"shape": [1, 2, 1, 64], "causal": [False, True]},
+    {"shape": [1, 2, 77, 128], "causal": [False, True]},
+    {"shape": [2, 3, 333, 64], "causal": [False, True]},
+    {"shape": [1, 2, 1000, 128], "causal": [False, True]},
+    {"shape": [1, 2, 4097, 64], "causal": [False, True]},
+    {"shape": [1, 1, 4097, 128], "causal": [True]},
+    {"shape": [2, 8, 512, 64], "causal": [False, True]},
+]
+TIME_PROBLEMS = [
+    {"shape": [2, 8, 512, 64], "causal": False},
+    {"shape": [4, 16, 4096, 64], "causal": False},
+    {"shape": [4, 16, 4096, 128], "causal": [False, True]},
+    {"shape": [1, 32, 8192, 128], "causal": False},
+    {"shape": [2, 8, 2048, 128], "causal": True},
+]
+SEEDS = (0, 1)
+
+
+def problems(family, entries):
+    return [p for entry in entries for p in family.parse_problem("quick_check", entry)]
+
+
+def check(family, kernels) -> bool:
+    all_ok = True
+    for stage_id, kernel in kernels.items():
+        results = check_all(family, kernel.into, problems(family, CHECK_PROBLEMS), family.dtypes, SEEDS, "cuda")
+        failed = [r for r in results if not r.passed]
+        worst = max(r.err_budget_ratio for r in results)
+        print(f"[check] {stage_id}: {len(results) - len(failed)}/{len(results)} ok, worst err/budget {worst:.3f}",
+              flush=True)
+        for r in failed:
+            print(f"   FAIL {r.shape} {r.dtype} seed {r.seed}: {r.reason}", flush=True)
+        all_ok &= not failed
+    return all_ok
+
+
+def time_all(family, kernels, contender_names, repetitions) -> None:
+    dtype = family.torch_dtype("float16")
+    for problem in problems(family, TIME_PROBLEMS):
+        inputs = family.make_inputs(problem, dtype, 0, "cuda")
+        out = family.new_output(problem, inputs)
+        runs = {sid: family.module_launch(k.module, problem, inputs, out) for sid, k in kernels.items()}
+        for name in contender_names:
+            try:
+                runs[name] = family.contender(name, problem, inputs)
+            except RuntimeError as exc:
+                print(f"[time] {name} unavailable: {exc}", flush=True)
+        cells = []
+        for name, fn in runs.items():
+            p50 = float(np.median(time_mode(fn, "throughput", None, warmup=5, repetitions=repetitions)))
+            cells.append(f"{name} {p50:8.2f} us {problem.flops() / p50 / 1e6:6.0f} TF/s")
+        print(f"[time] {problem.tag}: " + " | ".join(cells), flush=True)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("stages", nargs="+")
+    ap.add_argument("--time", action="store_true")
+    ap.add_argument("--contenders", nargs="*", default=["cudnn", "flash", "fa4"])
+    ap.add_argument("--repetitions", type=int, default=50)
+    args = ap.parse_args(argv)
+    registry, _ = find_stage(args.stages[0])
+    family = load_family(registry.family)
+    kernels = {}
+    for stage_id in args.stages:
+        reg, stage = find_stage(stage_id)
+        kernels[stage_id] = family.stage_kernel(build_stage(stage, reg).module, stage_id)
+    print(f"[gpu] {torch.cuda.get_device_name()}", flush=True)
+    ok = check(family, kernels)
+    if args.time:
+        time_all(family, kernels, args.contenders, args.repetitions)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
