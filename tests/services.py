@@ -98,9 +98,18 @@ def http_server(command: list[str], url: str, log: Path, env: dict | None = None
             time.sleep(1)
         yield proc
     finally:
-        os.killpg(proc.pid, signal.SIGTERM)  # the server's workers too
+        _stop(proc)
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    """SIGTERM to the server's process group (its workers too), SIGKILL if it lingers."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:  # it had already exited
+            return
         try:
             proc.wait(timeout=30)
+            return
         except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+            continue

@@ -27,9 +27,9 @@ RUN_TIMEOUT_S = 1200  # eight notebooks on two cores, each about 15 s alone
 def team_server(tmp_path_factory):
     """`stagelab server` on a fresh PostgreSQL; yields (url, artifacts folder)."""
     try:
-        import psycopg2  # noqa: F401  (MLflow's PostgreSQL driver)
+        import psycopg  # noqa: F401  (MLflow's PostgreSQL driver)
     except ImportError:
-        missing("psycopg2", "pip install -e '.[dev]'")
+        missing("psycopg", "pip install -e '.[dev]'")
     tmp = tmp_path_factory.mktemp("team")
     artifacts = tmp / "artifacts"
     port = free_port()

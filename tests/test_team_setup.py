@@ -32,7 +32,7 @@ def test_ui_prints_the_view_for_a_store_written_before_it(tmp_store, capsys):
 
 
 def test_server_command_is_postgres_with_proxied_artifacts_on_loopback(tmp_path):
-    pytest.importorskip("psycopg2")
+    pytest.importorskip("psycopg")
     command = server_command("postgresql://lab@db:5432/stagelab", tmp_path / "artifacts")
     assert command[command.index("--backend-store-uri") + 1] == "postgresql://lab@db:5432/stagelab"
     assert "--serve-artifacts" in command

@@ -17,7 +17,9 @@ from .errors import ConfigError
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 5000
-POSTGRES_SCHEMES = ("postgresql://", "postgresql+psycopg2://")
+# SQLAlchemy 2.1 (MLflow 3.17) reads postgresql:// with psycopg 3, not psycopg2.
+POSTGRES_SCHEMES = ("postgresql://", "postgresql+psycopg://")
+POSTGRES_DRIVER = "psycopg"
 
 
 def check_backend(backend_uri: str) -> None:
@@ -25,9 +27,9 @@ def check_backend(backend_uri: str) -> None:
     if not backend_uri.startswith(POSTGRES_SCHEMES):
         raise ConfigError(f"the team server's store must be PostgreSQL (postgresql://user@host:port/db), "
                           f"not {backend_uri.split(':', 1)[0]}: SQLite does not take concurrent writers")
-    if importlib.util.find_spec("psycopg2") is None:
+    if importlib.util.find_spec(POSTGRES_DRIVER) is None:
         raise ConfigError("the PostgreSQL driver is missing: pip install 'stagelab[server]' "
-                          "(or psycopg2-binary) into the environment that runs the server")
+                          "(psycopg[binary]) into the environment that runs the server")
 
 
 def server_command(backend_uri: str, artifacts: Path | str, host: str = DEFAULT_HOST,
