@@ -7,6 +7,7 @@ import argparse
 import sys
 
 from .errors import StagelabError
+from .server import DEFAULT_HOST, DEFAULT_PORT
 
 
 def _cmd_run(args) -> int:
@@ -128,7 +129,7 @@ def _cmd_ui(args) -> int:
     """The MLflow UI on the store stagelab writes to: MLFLOW_TRACKING_URI when set, else the default SQLite store."""
     import subprocess
 
-    from . import tracking
+    from . import runs_view, tracking
 
     uri = tracking.tracking_uri()
     remote = uri.startswith(("http://", "https://"))
@@ -138,7 +139,8 @@ def _cmd_ui(args) -> int:
     for family in _families():
         found = tracking.client().get_experiment_by_name(family.experiment)
         if found is not None:
-            print(f"{family.name}: {tracking.runs_url(base, found.experiment_id)}")
+            runs_view.install(tracking.client(), found)  # a store written before stagelab set its columns
+            print(f"{family.name}: {runs_view.runs_url(base, found.experiment_id)}")
     if remote:
         print(f"MLFLOW_TRACKING_URI points at a tracking server: open {uri} in a browser")
         return 0
@@ -148,6 +150,21 @@ def _cmd_ui(args) -> int:
     if artifacts:
         command += ["--default-artifact-root", artifacts]
     print(f"MLflow UI for {uri} at http://{args.host}:{args.port}", flush=True)
+    if args.dry_run:
+        print(" ".join(command))
+        return 0
+    return subprocess.call(command)
+
+
+def _cmd_server(args) -> int:
+    """The team server: PostgreSQL store, proxied artifacts; clients set MLFLOW_TRACKING_URI to its address."""
+    import subprocess
+
+    from .server import server_command
+
+    command = server_command(args.backend_store_uri, args.artifacts_destination, args.host, args.port)
+    print(f"team server on http://{args.host}:{args.port}; on each client: "
+          f"export MLFLOW_TRACKING_URI=http://<this machine>:{args.port}", flush=True)
     if args.dry_run:
         print(" ".join(command))
         return 0
@@ -211,9 +228,17 @@ def build_parser() -> argparse.ArgumentParser:
     imp.add_argument("store")
     imp.set_defaults(func=_cmd_import)
 
+    srv = sub.add_parser("server", help="the team's MLflow server: PostgreSQL store, artifacts proxied into a folder")
+    srv.add_argument("--backend-store-uri", required=True, help="postgresql://user@host:port/database")
+    srv.add_argument("--artifacts-destination", required=True, help="folder the server keeps artifacts in")
+    srv.add_argument("--host", default=DEFAULT_HOST, help="address to listen on (default: this machine only)")
+    srv.add_argument("--port", type=int, default=DEFAULT_PORT)
+    srv.add_argument("--dry-run", action="store_true", help="print the server command instead of running it")
+    srv.set_defaults(func=_cmd_server)
+
     ui = sub.add_parser("ui", help="the MLflow UI on stagelab's store (honours MLFLOW_TRACKING_URI)")
-    ui.add_argument("--host", default="127.0.0.1")
-    ui.add_argument("--port", type=int, default=5000)
+    ui.add_argument("--host", default=DEFAULT_HOST)
+    ui.add_argument("--port", type=int, default=DEFAULT_PORT)
     ui.add_argument("--dry-run", action="store_true", help="print the server command instead of running it")
     ui.set_defaults(func=_cmd_ui)
     return parser

@@ -53,6 +53,11 @@ def source_diff(parent: Path, stage: Path) -> str:
                                         tofile=f"kernels/{stage.parent.name}/{stage.name}"))
 
 
+def diff_name(parent_id: str, stage_id: str) -> str:
+    """`.txt` last: the MLflow UI previews only extensions it knows as text, and `.diff` is not one."""
+    return f"{parent_id}_to_{stage_id}.diff.txt"
+
+
 class MlflowRecorder:
     def __init__(self, ctx: StageContext, experiment: str | None = None, run_id: str | None = None):
         self.ctx = ctx
@@ -140,7 +145,7 @@ class MlflowRecorder:
         for path in [ctx.stage.source, *ctx.registry.header_files()]:
             tracking.log_artifact(run_id, path, "source")
         if ctx.parent is not None:
-            diff = self.artifacts / f"{ctx.parent.id}_to_{ctx.stage.id}.diff"
+            diff = self.artifacts / diff_name(ctx.parent.id, ctx.stage.id)
             diff.write_text(source_diff(ctx.parent.source, ctx.stage.source))
             tracking.log_artifact(run_id, diff, "source")
             diff.unlink()
