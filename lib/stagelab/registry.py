@@ -16,9 +16,11 @@ import yaml
 
 from .errors import ConfigError
 from .paths import kernels_dir, kernels_root
+from .space import SearchSpace, parse_search_space
 
 _TOP_KEYS = {"family", "binding", "defaults", "stages"}
-_STAGE_KEYS = {"id", "title", "parent", "changes", "compile_options", "arch", "hypothesis", "min_gain", "gates"}
+_STAGE_KEYS = {"id", "title", "parent", "changes", "compile_options", "arch", "hypothesis", "min_gain", "gates",
+               "search_space"}
 _DEFAULT_KEYS = {"compile_options", "arch", "min_gain", "gates"}
 _COMPILE_KEYS = {"defines", "nvcc_flags"}
 _GATE_KEYS = {"max_registers", "max_shared_memory_bytes", "spills_allowed", "sass_require", "sass_forbid"}
@@ -52,6 +54,8 @@ class Stage:
     changes: str = ""
     min_gain: float = 0.0
     gates: ResourceGates = ResourceGates()
+    # Candidate values of some defines, for `stagelab tune` (empty: the stage is not tuned).
+    search_space: SearchSpace = SearchSpace()
 
     def with_defines(self, overrides: dict[str, Any] | None) -> "Stage":
         """A copy with knob overrides (e.g. a notebook sweeping BLOCK_N)."""
@@ -210,18 +214,20 @@ def _stage(path: Path, index: int, entry: Any, base: Stage) -> Stage:
     if not source.is_file():
         raise ConfigError(f"{where}: source file {source.name} does not exist in {path.parent}")
     defines, flags = _compile_options(where, entry.get("compile_options") or {})
+    defines = {**base.defines, **defines}
     return Stage(
         id=stage_id,
         title=str(entry.get("title") or stage_id),
         parent=entry.get("parent"),
         source=source,
-        defines={**base.defines, **defines},
+        defines=defines,
         nvcc_flags=base.nvcc_flags + flags,
         arch=_arch(where, entry["arch"]) if "arch" in entry else base.arch,
         hypothesis=str(entry.get("hypothesis") or "").strip(),
         changes=str(entry.get("changes") or "").strip(),
         min_gain=_min_gain(where, entry["min_gain"]) if "min_gain" in entry else base.min_gain,
         gates=_gates(where, entry.get("gates") or {}, base.gates),
+        search_space=parse_search_space(where, entry.get("search_space"), defines),
     )
 
 
