@@ -4,6 +4,7 @@ regenerate notebooks, open the MLflow UI."""
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from .errors import StagelabError
@@ -167,6 +168,31 @@ def _cmd_import(args) -> int:
     return 0
 
 
+def _cmd_tune(args) -> int:
+    """Build and gate every configuration of a stage's search space; check and time them on a GPU."""
+    import pandas as pd
+
+    from .tune import tune
+
+    result = tune(args.stage, args.params, jobs=args.jobs, experiment=args.experiment, elite_count=args.elites)
+    rows = pd.DataFrame(result.rows()).drop(columns=["run_id"])
+    print(rows.to_markdown(index=False, floatfmt=".4g"))
+    print(f"tune run {result.parent_run_id}: " +
+          ("; ".join(f"#{i} {t.label} {t.score_us:.4g} us" for i, t in enumerate(result.elites, 1)) or "no elites"))
+    if not result.gpu_available:
+        print(f"timing needs a GPU: {len(result.trials)} configurations of {args.stage} were built and gated; "
+              f"run `stagelab tune {args.stage}` on a machine with a CUDA device to check and time them")
+        return 0
+    if args.promote and result.elites:
+        from .promote import promote_defaults, record_promotion
+
+        best = result.elites[0]
+        diff = promote_defaults(best.ctx.registry.directory / "stages.yaml", args.stage, best.defines)
+        record_promotion(result.parent_run_id, diff, best.label)
+        print(diff or f"{args.stage}: its defaults already are {best.label}")
+    return 0 if result.elites else 1
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="stagelab", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -205,6 +231,18 @@ def build_parser() -> argparse.ArgumentParser:
     nbs = sub.add_parser("notebooks", help="regenerate stage notebooks from stages.yaml and notebooks/explore/")
     nbs.add_argument("--check", action="store_true", help="write nothing; exit 1 when a notebook is stale")
     nbs.set_defaults(func=_cmd_notebooks)
+
+    tun = sub.add_parser("tune", help="build, gate, check and time every configuration of a stage's "
+                         "search_space; nested MLflow runs under one tune run that keeps the elites")
+    tun.add_argument("stage")
+    tun.add_argument("--params", default="params/acceptance.yaml", help="parameter file")
+    tun.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="parallel builds (default: every core)")
+    tun.add_argument("--elites", type=int, default=None,
+                     help="how many of the best configurations the tune run keeps (default: tune.ELITE_COUNT)")
+    tun.add_argument("--experiment", default=None, help="MLflow experiment (default: stagelab-<family>)")
+    tun.add_argument("--promote", action="store_true",
+                     help="write the best configuration into the stage's defines in stages.yaml (diff recorded)")
+    tun.set_defaults(func=_cmd_tune)
 
     imp = sub.add_parser("import", help="merge a store brought back from another machine (its mlruns/ folder "
                          "or mlflow.db) into stagelab's store; runs already imported are skipped")
