@@ -137,9 +137,10 @@ def _cmd_ui(args) -> int:
         tracking.relocate_local_store()  # a store copied from another machine opens with its artifacts
     base = uri if remote else f"http://{args.host}:{args.port}"
     for family in _families():
-        found = tracking.client().get_experiment_by_name(family.experiment)
-        if found is not None:
-            print(f"{family.name}: {tracking.runs_url(base, found.experiment_id)}")
+        for experiment in (family.experiment, family.tune_experiment):
+            found = tracking.client().get_experiment_by_name(experiment)
+            if found is not None:
+                print(f"{experiment}: {tracking.runs_url(base, found.experiment_id)}")
     if remote:
         print(f"MLFLOW_TRACKING_URI points at a tracking server: open {uri} in a browser")
         return 0
@@ -193,6 +194,20 @@ def _cmd_tune(args) -> int:
     return 0 if result.elites else 1
 
 
+def _add_tune_parser(sub) -> None:
+    tun = sub.add_parser("tune", help="build, gate, check and time every configuration of a stage's "
+                         "search_space; nested MLflow runs under one tune run that keeps the elites")
+    tun.add_argument("stage")
+    tun.add_argument("--params", default="params/acceptance.yaml", help="parameter file")
+    tun.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="parallel builds (default: every core)")
+    tun.add_argument("--elites", type=int, default=None,
+                     help="how many of the best configurations the tune run keeps (default: tune.ELITE_COUNT)")
+    tun.add_argument("--experiment", default=None, help="MLflow experiment (default: stagelab-<family>-tune)")
+    tun.add_argument("--promote", action="store_true",
+                     help="write the best configuration into the stage's defines in stages.yaml (diff recorded)")
+    tun.set_defaults(func=_cmd_tune)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="stagelab", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -232,17 +247,7 @@ def build_parser() -> argparse.ArgumentParser:
     nbs.add_argument("--check", action="store_true", help="write nothing; exit 1 when a notebook is stale")
     nbs.set_defaults(func=_cmd_notebooks)
 
-    tun = sub.add_parser("tune", help="build, gate, check and time every configuration of a stage's "
-                         "search_space; nested MLflow runs under one tune run that keeps the elites")
-    tun.add_argument("stage")
-    tun.add_argument("--params", default="params/acceptance.yaml", help="parameter file")
-    tun.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="parallel builds (default: every core)")
-    tun.add_argument("--elites", type=int, default=None,
-                     help="how many of the best configurations the tune run keeps (default: tune.ELITE_COUNT)")
-    tun.add_argument("--experiment", default=None, help="MLflow experiment (default: stagelab-<family>)")
-    tun.add_argument("--promote", action="store_true",
-                     help="write the best configuration into the stage's defines in stages.yaml (diff recorded)")
-    tun.set_defaults(func=_cmd_tune)
+    _add_tune_parser(sub)
 
     imp = sub.add_parser("import", help="merge a store brought back from another machine (its mlruns/ folder "
                          "or mlflow.db) into stagelab's store; runs already imported are skipped")

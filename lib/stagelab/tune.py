@@ -17,6 +17,7 @@ same tune run (same source hash, parameter file and GPU) is not built or measure
 from __future__ import annotations
 
 import math
+import multiprocessing
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field, replace
 
@@ -116,7 +117,9 @@ def compile_all(trials: list[Trial], registry: Registry, jobs: int) -> None:
             _note_build(trial, _compile(trial.ctx.stage, registry))
             bar.update(1)
     else:
-        with ProcessPoolExecutor(max_workers=jobs) as pool:
+        # spawned, not forked: this process may hold a CUDA context already (the GPU's name for the
+        # tune run's tags), and a forked child of a CUDA process is not supported by the driver
+        with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
             futures = {pool.submit(_compile, t.ctx.stage, registry): t for t in trials}
             for future in as_completed(futures):
                 _note_build(futures[future], future.result())

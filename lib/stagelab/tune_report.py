@@ -35,8 +35,10 @@ def _artifacts(result: TuneResult, folder: Path) -> None:
     if frame[m.TUNE_SCORE_US.name].notna().any():
         from .plots import search_plot
 
-        search_plot(frame, folder / "search.png", score=m.TUNE_SCORE_US.name,
-                    title=f"tune of {result.stage_id}: geometric-mean p50 per configuration")
+        import matplotlib.pyplot as plt
+
+        plt.close(search_plot(frame, folder / "search.png", score=m.TUNE_SCORE_US.name,
+                              title=f"tune of {result.stage_id}: geometric-mean p50 per configuration"))
 
 
 def finish_parent(store: TuneStore, result: TuneResult) -> None:

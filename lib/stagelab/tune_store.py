@@ -42,7 +42,7 @@ def _quoted(value: str) -> str:
 class TuneStore:
     def __init__(self, ctx: StageContext, experiment: str | None = None):
         self.ctx = ctx
-        self.experiment = experiment or ctx.family.experiment
+        self.experiment = experiment or ctx.family.tune_experiment
         self.experiment_id = tracking.init_store(self.experiment)
         self.gpu = gpu_info().get(m.TAG_GPU, "none")
 
