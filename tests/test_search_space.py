@@ -49,8 +49,12 @@ def test_no_search_space_is_an_empty_one(family):
     ("    search_space: [BLOCK_N]\n", "stage a: search_space: expected a mapping"),
     ("    search_space: {BLOCK_N: [32, 32]}\n", "stage a: search_space.BLOCK_N: duplicate values"),
     ("    search_space: {BLOCK_N: [[32]]}\n", "stage a: search_space.BLOCK_N: values must be numbers or names"),
+    ("    variants: {tuned: {WARPS: 4}}\n", "stage a: variants.tuned: ['WARPS'] are not defines of this stage"),
+    ("    variants: {tuned: 32}\n", "stage a: variants.tuned: expected a non-empty mapping"),
+    ("    variants: {'a b': {BLOCK_N: 32}}\n", "stage a: variants key 'a b' is not a name"),
+    ("    variants: [tuned]\n", "stage a: variants: expected a mapping"),
 ])
-def test_bad_search_space_names_stage_and_key(family, space, message):
+def test_bad_search_space_or_variants_name_stage_and_key(family, space, message):
     with pytest.raises(ConfigError) as err:
         load(family, space)
     assert message in str(err.value)
@@ -65,3 +69,11 @@ def test_shipped_spaces_cover_the_tuned_stages():
         # stage's own defaults are one of them, so a tune can only match or beat them
         defaults = {name: registry.get(stage_id).defines[name] for name, _ in space.axes}
         assert defaults in space.configurations()
+
+
+def test_variants_are_named_define_overrides(family):
+    stage = load(family, "    variants: {tuned: {BLOCK_N: 32}}\n").get("a")
+    assert stage.variants == {"tuned": {"BLOCK_N": "32"}}
+    assert stage.variant("tuned").defines == {"BLOCK_N": "32", "STAGES": "2"}
+    with pytest.raises(ConfigError, match="stage a has no variant 'other'; known: \\['tuned'\\]"):
+        stage.variant("other")

@@ -207,3 +207,32 @@ def test_real_builds_without_a_gpu_stop_before_timing(root, nvcc_available, caps
     failed = children(first.parent_run_id)["BLOCK_THREADS=40"]
     log = tracking.client().download_artifacts(failed["run_id"], "build.log")
     assert "BLOCK_THREADS must be whole warps" in Path(log).read_text()
+
+
+def test_promotion_as_a_named_variant_adds_then_replaces_one_line(tmp_path):
+    from stagelab.promote import promote_variant
+    from stagelab.registry import load_registry
+
+    family = tmp_path / "sdpa"
+    shutil.copytree(ROOT / "kernels" / "sdpa", family)
+    registry_file = family / "stages.yaml"
+    lines = len(registry_file.read_text().splitlines())
+    promote_variant(registry_file, "s3b_register_softmax", "h100", {"BLOCK_N": "32", "Q_IN_REGISTERS": "0"})
+    promote_variant(registry_file, "s3b_register_softmax", "h200", {"BLOCK_N": "128"})
+    diff = promote_variant(registry_file, "s3b_register_softmax", "h100", {"BLOCK_N": "128"})
+    assert "-      h100: {BLOCK_N: 32, Q_IN_REGISTERS: 0}" in diff and "+      h100: {BLOCK_N: 128}" in diff
+    registry = load_registry(registry_file)
+    assert registry.get("s3b_register_softmax").variants == {"h100": {"BLOCK_N": "128"}, "h200": {"BLOCK_N": "128"}}
+    assert registry.get("s3b_register_softmax").variant("h100").defines["BLOCK_N"] == "128"
+    assert not registry.get("s4_pipeline3").variants
+    assert len(registry_file.read_text().splitlines()) == lines + 3
+
+
+def test_a_stage_run_context_takes_a_variant_by_name(root):
+    from stagelab.steps import StageContext
+
+    registry = root / "kernels" / "softmax" / "stages.yaml"
+    registry.write_text(registry.read_text().replace(
+        f"    search_space:\n      {SPACE}\n", f"    search_space:\n      {SPACE}\n    variants: {{wide: {{BLOCK_THREADS: 512}}}}\n"))
+    assert StageContext.load(STAGE, PARAMS, "wide").stage.defines["BLOCK_THREADS"] == "512"
+    assert StageContext.load(STAGE, PARAMS, {"BLOCK_THREADS": 64}).stage.defines["BLOCK_THREADS"] == "64"

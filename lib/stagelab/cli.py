@@ -184,14 +184,24 @@ def _cmd_tune(args) -> int:
         print(f"timing needs a GPU: {len(result.trials)} configurations of {args.stage} were built and gated; "
               f"run `stagelab tune {args.stage}` on a machine with a CUDA device to check and time them")
         return 0
-    if args.promote and result.elites:
-        from .promote import promote_defaults, record_promotion
-
-        best = result.elites[0]
-        diff = promote_defaults(best.ctx.registry.directory / "stages.yaml", args.stage, best.defines)
-        record_promotion(result.parent_run_id, diff, best.label)
-        print(diff or f"{args.stage}: its defaults already are {best.label}")
+    if (args.promote or args.promote_as) and result.elites:
+        _promote(result, args.stage, args.promote_as)
     return 0 if result.elites else 1
+
+
+def _promote(result, stage_id: str, variant: str | None) -> None:
+    """The best configuration into stages.yaml, as the defaults or as a named variant; the diff is recorded."""
+    from .promote import promote_defaults, promote_variant, record_promotion
+
+    best = result.elites[0]
+    registry_file = best.ctx.registry.directory / "stages.yaml"
+    if variant:
+        diff = promote_variant(registry_file, stage_id, variant, best.defines)
+        record_promotion(result.parent_run_id, diff, f"variant {variant}: {best.label}")
+    else:
+        diff = promote_defaults(registry_file, stage_id, best.defines)
+        record_promotion(result.parent_run_id, diff, f"defaults: {best.label}")
+    print(diff or f"{stage_id}: stages.yaml already holds {best.label}")
 
 
 def _add_tune_parser(sub) -> None:
@@ -205,6 +215,9 @@ def _add_tune_parser(sub) -> None:
     tun.add_argument("--experiment", default=None, help="MLflow experiment (default: stagelab-<family>-tune)")
     tun.add_argument("--promote", action="store_true",
                      help="write the best configuration into the stage's defines in stages.yaml (diff recorded)")
+    tun.add_argument("--promote-as", metavar="VARIANT", default=None,
+                     help="write the best configuration as the stage's named variant in stages.yaml (diff "
+                          "recorded); run it with StageRun(stage, params, defines=VARIANT) or knobs = 'VARIANT'")
     tun.set_defaults(func=_cmd_tune)
 
 

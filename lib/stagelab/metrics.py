@@ -115,6 +115,7 @@ TAG_TUNE_ROLE = "tune_role"           # TUNE_ROLE_PARENT on the tune run, TUNE_R
 TUNE_ROLE_PARENT = "tune"
 TUNE_ROLE_CONFIG = "configuration"
 TAG_TUNE_CONFIG = "tune_config"       # the configuration's label, BLOCK_N=32,PIPELINE_STAGES=2
+TAG_TUNE_SPACE = "tune_space"         # the search space of the latest tune on the run (it may grow)
 TAG_PROMOTED = "tune_promoted"        # what the best configuration was promoted to
 
 

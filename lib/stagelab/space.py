@@ -84,3 +84,26 @@ def parse_search_space(where: str, raw: Any, defines: dict[str, str]) -> SearchS
                               f"declare it in compile_options.defines (known: {sorted(defines) or 'none'})")
         axes.append((name, _values(where, name, values)))
     return SearchSpace(tuple(axes))
+
+
+def parse_variants(where: str, raw: Any, defines: dict[str, str]) -> dict[str, dict[str, str]]:
+    """A stage's named variants, {name: {DEFINE: value}} (a promoted tune result, say); each define
+    must be one the stage declares."""
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{where}: variants: expected a mapping NAME: {{DEFINE: value}}, got {type(raw).__name__}")
+    variants = {}
+    for name, overrides in raw.items():
+        if not isinstance(name, str) or not _DEFINE_RE.match(name):
+            raise ConfigError(f"{where}: variants key {name!r} is not a name of letters, digits and underscores")
+        if not isinstance(overrides, dict) or not overrides:
+            raise ConfigError(f"{where}: variants.{name}: expected a non-empty mapping DEFINE: value")
+        unknown = sorted(set(map(str, overrides)) - set(defines))
+        if unknown:
+            raise ConfigError(f"{where}: variants.{name}: {unknown} are not defines of this stage "
+                              f"(known: {sorted(defines) or 'none'})")
+        if not all(isinstance(v, (int, str)) for v in overrides.values()):
+            raise ConfigError(f"{where}: variants.{name}: values must be numbers or names, got {overrides!r}")
+        variants[name] = {str(k): str(int(v)) if isinstance(v, bool) else str(v) for k, v in overrides.items()}
+    return variants

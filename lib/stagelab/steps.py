@@ -47,9 +47,12 @@ class StageContext:
         return torch.device("cuda" if self.gpu_available else "cpu")
 
     @classmethod
-    def load(cls, stage_id: str, params: str | Path, defines: dict | None = None) -> "StageContext":
-        """Reads the registry and the parameter file; no build, no store, no subprocess."""
+    def load(cls, stage_id: str, params: str | Path, defines: dict | str | None = None) -> "StageContext":
+        """Reads the registry and the parameter file; no build, no store, no subprocess.
+        `defines`: overrides of the stage's defines, or the name of one of its variants."""
         registry, stage = find_stage(stage_id)
+        if isinstance(defines, str):
+            stage, defines = stage.variant(defines), None
         run_params = load_params(resolve_params_path(params))
         if run_params.family.name != registry.family:
             raise ConfigError(f"stage {stage_id} is in the {registry.family} family, but "

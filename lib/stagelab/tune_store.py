@@ -55,20 +55,22 @@ class TuneStore:
         """The tune run of this stage, parameter file, source and GPU: found (and reopened) or created."""
         key = {m.TAG_TUNE_ROLE: m.TUNE_ROLE_PARENT, m.TAG_STAGE: self.ctx.stage.id,
                m.TAG_PARAMS_FILE: self.ctx.params.name, m.TAG_SOURCE_HASH: source_hash, m.TAG_GPU: self.gpu}
+        stage = self.ctx.stage
+        space = ", ".join(f"{name} in [{', '.join(values)}]" for name, values in stage.search_space.axes)
         found = self._search(key)
         if found:
             run_id = found[0].info.run_id
             tracking.client().update_run(run_id, status="RUNNING")
+            tracking.set_tags(run_id, {m.TAG_TUNE_SPACE: space})
             return run_id
         from .provenance import run_params, run_tags
 
-        stage = self.ctx.stage
         run_id = tracking.create_run(self.experiment_id, stage.id, self.ctx.params.name, tags=key,
                                      name=f"tune:{tracking.run_name(stage.id, self.ctx.params.name)}")
+        # the space as first tuned (params cannot change later; the tag follows a grown space)
         tracking.log_params(run_id, {**run_params(self.ctx), **stage.search_space.as_params()})
-        space = ", ".join(f"{name} in [{', '.join(values)}]" for name, values in stage.search_space.axes)
-        tracking.set_tags(run_id, {**run_tags(self.ctx), **key, "mlflow.source.name": "stagelab tune",
-                                   "mlflow.source.type": "LOCAL",
+        tracking.set_tags(run_id, {**run_tags(self.ctx), **key, m.TAG_TUNE_SPACE: space,
+                                   "mlflow.source.name": "stagelab tune", "mlflow.source.type": "LOCAL",
                                    "mlflow.note.content": f"### Tune of {stage.title}\n\n{space}"})
         return run_id
 
