@@ -65,6 +65,7 @@ def builds(monkeypatch, tmp_path):
         return ResourceReport([], [GateResult("no_spills", "kernel", 0, spills, spills == 0)])
 
     monkeypatch.setattr(tune_module, "build_stage", fake_build)
+    monkeypatch.setattr(BuildResult, "sass_opcodes", lambda self: {})
     monkeypatch.setattr(tune_module, "resource_step", fake_gates)
     return compiled
 

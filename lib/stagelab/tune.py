@@ -98,10 +98,17 @@ def _compile(stage: Stage, registry: Registry) -> tuple[str, str] | None:
     """In a worker process: build one configuration into the cache; (message, log) if it fails.
     (A BuildError does not survive the trip back from a worker, so its parts travel instead.)"""
     try:
-        build_stage(stage, registry, load=False)
+        # The SASS listing is cached beside the build: disassembling here runs it in parallel
+        # too, and the gates later only read it.
+        build_stage(stage, registry, load=False).sass_opcodes()
     except BuildError as exc:
-        return str(exc).splitlines()[0], exc.log
+        return _failure(exc)
     return None
+
+
+def _failure(exc: BuildError) -> tuple[str, str]:
+    """What a trial keeps of a build error: its first line (the reason) and the compiler log."""
+    return str(exc).splitlines()[0], exc.log
 
 
 def _note_build(trial: Trial, failure: tuple[str, str] | None) -> None:
@@ -132,18 +139,19 @@ def gate(trial: Trial) -> None:
     try:
         trial.results.built = Built(build_stage(trial.ctx.stage, trial.ctx.registry))
     except BuildError as exc:
-        trial.results.build_error, trial.build_log = str(exc).splitlines()[0], exc.log
+        _note_build(trial, _failure(exc))
         return
     trial.results.resources = resource_step(trial.ctx, trial.results.built)
 
 
 def check(trial: Trial) -> None:
-    """Correctness of one configuration; a lost CUDA context stops the tune after recording it."""
+    """Correctness of one configuration; an exception out of the checks (check_all lets only a lost
+    CUDA context through) stops the tune, the configuration counted incorrect."""
     try:
         trial.results.checks = check_step(trial.ctx, trial.results.built)
-    except Exception as exc:  # check_all re-raises only when the CUDA context is gone
+    except Exception as exc:  # nothing after a lost CUDA context can be trusted in this process
         trial.results.checks = CheckReport([])
-        raise TuneInterrupted(f"{trial.ctx.stage.id} [{trial.label}] lost the CUDA context in its checks "
+        raise TuneInterrupted(f"{trial.ctx.stage.id} [{trial.label}] stopped the tune in its checks "
                               f"({type(exc).__name__}: {exc}); it is recorded incorrect; run the tune again "
                               "to go on with the configurations not yet recorded") from exc
 
@@ -156,6 +164,7 @@ def own_timing(joint: TimingReport, label: str) -> TimingReport:
 
 
 def time_side_by_side(base: StageContext, trials: list[Trial]) -> None:
+    """Every correct configuration timed in one go (same process, same inputs), then scored."""
     joint = time_builds(base, {t.label: t.results.built.stage for t in trials}, desc="tune: timing")
     for trial in trials:
         trial.results.timing = own_timing(joint, trial.label)
