@@ -4,6 +4,7 @@ regenerate notebooks, open the MLflow UI."""
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from .errors import StagelabError
@@ -137,10 +138,11 @@ def _cmd_ui(args) -> int:
         tracking.relocate_local_store()  # a store copied from another machine opens with its artifacts
     base = uri if remote else f"http://{args.host}:{args.port}"
     for family in _families():
-        found = tracking.client().get_experiment_by_name(family.experiment)
-        if found is not None:
-            runs_view.install(tracking.client(), found)  # a store written before stagelab set its columns
-            print(f"{family.name}: {runs_view.runs_url(base, found.experiment_id)}")
+        for experiment in (family.experiment, family.tune_experiment):
+            found = tracking.client().get_experiment_by_name(experiment)
+            if found is not None:
+                runs_view.install(tracking.client(), found)  # a store written before stagelab set its columns
+                print(f"{experiment}: {runs_view.runs_url(base, found.experiment_id)}")
     if remote:
         print(f"MLFLOW_TRACKING_URI points at a tracking server: open {uri} in a browser")
         return 0
@@ -184,6 +186,58 @@ def _cmd_import(args) -> int:
     return 0
 
 
+def _cmd_tune(args) -> int:
+    """Build and gate every configuration of a stage's search space; check and time them on a GPU."""
+    import pandas as pd
+
+    from .tune import tune
+
+    result = tune(args.stage, args.params, jobs=args.jobs, experiment=args.experiment, elite_count=args.elites)
+    rows = pd.DataFrame(result.rows()).drop(columns=["run_id"])
+    print(rows.to_markdown(index=False, floatfmt=".4g"))
+    print(f"tune run {result.parent_run_id}: " +
+          ("; ".join(f"#{i} {t.label} {t.score_us:.4g} us" for i, t in enumerate(result.elites, 1)) or "no elites"))
+    if not result.gpu_available:
+        print(f"timing needs a GPU: {len(result.trials)} configurations of {args.stage} were built and gated; "
+              f"run `stagelab tune {args.stage}` on a machine with a CUDA device to check and time them")
+        return 0
+    if (args.promote or args.promote_as) and result.elites:
+        _promote(result, args.stage, args.promote_as)
+    return 0 if result.elites else 1
+
+
+def _promote(result, stage_id: str, variant: str | None) -> None:
+    """The best configuration into stages.yaml, as the defaults or as a named variant; the diff is recorded."""
+    from .promote import promote_defaults, promote_variant, record_promotion
+
+    best = result.elites[0]
+    registry_file = best.ctx.registry.directory / "stages.yaml"
+    if variant:
+        diff = promote_variant(registry_file, stage_id, variant, best.defines)
+        record_promotion(result.parent_run_id, diff, f"variant {variant}: {best.label}")
+    else:
+        diff = promote_defaults(registry_file, stage_id, best.defines)
+        record_promotion(result.parent_run_id, diff, f"defaults: {best.label}")
+    print(diff or f"{stage_id}: stages.yaml already holds {best.label}")
+
+
+def _add_tune_parser(sub) -> None:
+    tun = sub.add_parser("tune", help="build, gate, check and time every configuration of a stage's "
+                         "search_space; nested MLflow runs under one tune run that keeps the elites")
+    tun.add_argument("stage")
+    tun.add_argument("--params", default="params/acceptance.yaml", help="parameter file")
+    tun.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="parallel builds (default: every core)")
+    tun.add_argument("--elites", type=int, default=None,
+                     help="how many of the best configurations the tune run keeps (default: tune.ELITE_COUNT)")
+    tun.add_argument("--experiment", default=None, help="MLflow experiment (default: stagelab-<family>-tune)")
+    tun.add_argument("--promote", action="store_true",
+                     help="write the best configuration into the stage's defines in stages.yaml (diff recorded)")
+    tun.add_argument("--promote-as", metavar="VARIANT", default=None,
+                     help="write the best configuration as the stage's named variant in stages.yaml (diff "
+                          "recorded); run it with StageRun(stage, params, defines=VARIANT) or knobs = 'VARIANT'")
+    tun.set_defaults(func=_cmd_tune)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="stagelab", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -222,6 +276,8 @@ def build_parser() -> argparse.ArgumentParser:
     nbs = sub.add_parser("notebooks", help="regenerate stage notebooks from stages.yaml and notebooks/explore/")
     nbs.add_argument("--check", action="store_true", help="write nothing; exit 1 when a notebook is stale")
     nbs.set_defaults(func=_cmd_notebooks)
+
+    _add_tune_parser(sub)
 
     imp = sub.add_parser("import", help="merge a store brought back from another machine (its mlruns/ folder "
                          "or mlflow.db) into stagelab's store; runs already imported are skipped")

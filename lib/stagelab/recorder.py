@@ -129,16 +129,22 @@ class MlflowRecorder:
         tracking.log_metrics(run_id, flatten.sweep_metrics(name, frame))
 
     def _plots(self, results: StageResults) -> None:
+        import matplotlib.pyplot as plt
+
         from .plots import error_plot, latency_plot
 
         stage = self.ctx.stage.id
+        figures = []
         if results.timing and results.timing.stats:
             frame = results.timing.frame()
             for mode in self.ctx.params.timing.modes:
-                latency_plot(frame, self.artifacts / f"latency_{mode}.png", mode=mode,
-                             title=f"{stage}: p50 latency per problem ({mode})")
+                figures.append(latency_plot(frame, self.artifacts / f"latency_{mode}.png", mode=mode,
+                                            title=f"{stage}: p50 latency per problem ({mode})"))
         if results.checks and results.checks.results:
-            error_plot(results.checks.frame(), self.artifacts / "error_budget.png", title=f"{stage}: error / budget")
+            figures.append(error_plot(results.checks.frame(), self.artifacts / "error_budget.png",
+                                      title=f"{stage}: error / budget"))
+        for figure in figures:  # saved already; a tune records dozens of runs in one process
+            plt.close(figure)
 
     def _log_sources(self, run_id: str) -> None:
         ctx = self.ctx

@@ -16,9 +16,11 @@ import yaml
 
 from .errors import ConfigError
 from .paths import kernels_dir, kernels_root
+from .space import SearchSpace, parse_search_space, parse_variants
 
 _TOP_KEYS = {"family", "binding", "defaults", "stages"}
-_STAGE_KEYS = {"id", "title", "parent", "changes", "compile_options", "arch", "hypothesis", "min_gain", "gates"}
+_STAGE_KEYS = {"id", "title", "parent", "changes", "compile_options", "arch", "hypothesis", "min_gain", "gates",
+               "search_space", "variants"}
 _DEFAULT_KEYS = {"compile_options", "arch", "min_gain", "gates"}
 _COMPILE_KEYS = {"defines", "nvcc_flags"}
 _GATE_KEYS = {"max_registers", "max_shared_memory_bytes", "spills_allowed", "sass_require", "sass_forbid"}
@@ -52,6 +54,10 @@ class Stage:
     changes: str = ""
     min_gain: float = 0.0
     gates: ResourceGates = ResourceGates()
+    # Candidate values of some defines, for `stagelab tune` (empty: the stage is not tuned).
+    search_space: SearchSpace = SearchSpace()
+    # Named sets of define overrides (`stagelab tune --promote-as NAME` writes one).
+    variants: dict[str, dict[str, str]] = field(default_factory=dict)
 
     def with_defines(self, overrides: dict[str, Any] | None) -> "Stage":
         """A copy with knob overrides (e.g. a notebook sweeping BLOCK_N)."""
@@ -60,6 +66,12 @@ class Stage:
         merged = dict(self.defines)
         merged.update({str(k): str(v) for k, v in overrides.items()})
         return Stage(**{**self.__dict__, "defines": merged})
+
+    def variant(self, name: str) -> "Stage":
+        """The stage with a named variant's defines."""
+        if name not in self.variants:
+            raise ConfigError(f"stage {self.id} has no variant {name!r}; known: {sorted(self.variants) or 'none'}")
+        return self.with_defines(self.variants[name])
 
 
 @dataclass(frozen=True)
@@ -210,18 +222,21 @@ def _stage(path: Path, index: int, entry: Any, base: Stage) -> Stage:
     if not source.is_file():
         raise ConfigError(f"{where}: source file {source.name} does not exist in {path.parent}")
     defines, flags = _compile_options(where, entry.get("compile_options") or {})
+    defines = {**base.defines, **defines}
     return Stage(
         id=stage_id,
         title=str(entry.get("title") or stage_id),
         parent=entry.get("parent"),
         source=source,
-        defines={**base.defines, **defines},
+        defines=defines,
         nvcc_flags=base.nvcc_flags + flags,
         arch=_arch(where, entry["arch"]) if "arch" in entry else base.arch,
         hypothesis=str(entry.get("hypothesis") or "").strip(),
         changes=str(entry.get("changes") or "").strip(),
         min_gain=_min_gain(where, entry["min_gain"]) if "min_gain" in entry else base.min_gain,
         gates=_gates(where, entry.get("gates") or {}, base.gates),
+        search_space=parse_search_space(where, entry.get("search_space"), defines),
+        variants=parse_variants(where, entry.get("variants"), defines),
     )
 
 

@@ -103,9 +103,11 @@ def run_name(stage_id: str, params_name: str) -> str:
     return f"{stage_id}@{params_name}"
 
 
-def create_run(experiment_id: str, stage_id: str, params_name: str, tags: dict[str, str] | None = None) -> str:
-    """A run in RUNNING state that a notebook (or the batch runner) fills in; returns its id."""
-    run = client().create_run(experiment_id, run_name=run_name(stage_id, params_name),
+def create_run(experiment_id: str, stage_id: str, params_name: str, tags: dict[str, str] | None = None,
+               name: str | None = None) -> str:
+    """A run in RUNNING state that a notebook (or the batch runner, or a tune) fills in; returns its id.
+    Named `<stage>@<params>` unless `name` says otherwise."""
+    run = client().create_run(experiment_id, run_name=name or run_name(stage_id, params_name),
                               tags={"stage": stage_id, "params_file": params_name, **(tags or {})})
     return run.info.run_id
 
