@@ -247,23 +247,27 @@ struct Consumer {
   }
 
   // Tile j of the item sits at ring index ring + j. The first tile: S only.
+  // A warpgroup with no tile still takes the turn. The wgmma issue and its
+  // wait stay in one branch: split across a merge point, ptxas cannot prove
+  // the accumulators idle and serializes every wgmma of the kernel (C7514).
   __device__ __forceinline__ void first_tile(int ring, int key0, bool active) {
+    if (!active) {
+      turn_begin();
+      turn_end();
+      return;
+    }
     turn_begin();
-    if (active) {
-      wait_full(kFullK, ring);
-      fence_regs(tile.s_acc);
-      wgmma_fence();
-      tile.template issue_qk<Cfg::kBlockM>(desc_q(), desc_k(ring));
-      wgmma_commit();
-    }
+    wait_full(kFullK, ring);
+    fence_regs(tile.s_acc);
+    wgmma_fence();
+    tile.template issue_qk<Cfg::kBlockM>(desc_q(), desc_k(ring));
+    wgmma_commit();
     turn_end();
-    if (active) {
-      wgmma_wait<0>();
-      fence_regs(tile.s_acc);
-      release(ring_bar<kStages>(bars, kEmptyK, ring));
-      tile.softmax(key0, prm.p.seq_len);
-      tile.pack_p();
-    }
+    wgmma_wait<0>();
+    fence_regs(tile.s_acc);
+    release(ring_bar<kStages>(bars, kEmptyK, ring));
+    tile.softmax(key0, prm.p.seq_len);
+    tile.pack_p();
   }
   // S(idx) and P(idx-1).V(idx-1) issued back to back; softmax(idx) under the P.V.
   __device__ __forceinline__ void middle_tile(int idx, int key0) {
