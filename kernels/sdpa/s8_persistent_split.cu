@@ -149,7 +149,8 @@ extern "C" const char* sdpa_stage_config() {
   return "s8_persistent_split long: persistent grid=SMs, longest-first, BLOCK_M=128 pingpong BLOCK_N_D64=" SDPA_STR(
       BLOCK_N_D64) " BLOCK_N_D128=" SDPA_STR(BLOCK_N_D128) " STAGES_D64=" SDPA_STR(STAGES_D64) " STAGES_D128=" SDPA_STR(
       STAGES_D128) "; short: BLOCK_M=64 BLOCK_N=128 split-KV cluster SPLITS=" SDPA_STR(SPLITS) " (0=auto)"
-      " FORCE_POLICY=" SDPA_STR(FORCE_POLICY) " PINGPONG=" SDPA_STR(PINGPONG);
+      " FORCE_POLICY=" SDPA_STR(FORCE_POLICY) " PINGPONG=" SDPA_STR(PINGPONG)
+         " setmaxnreg producer/consumer: long 24/240, short 24/232 (2 blocks per SM)";
 }
 
 extern "C" int64_t sdpa_dynamic_shared_memory_bytes(int32_t head_dim, int32_t dtype) {

@@ -23,7 +23,9 @@ _STAGE_KEYS = {"id", "title", "parent", "changes", "compile_options", "arch", "h
                "search_space", "variants"}
 _DEFAULT_KEYS = {"compile_options", "arch", "min_gain", "gates"}
 _COMPILE_KEYS = {"defines", "nvcc_flags"}
-_GATE_KEYS = {"max_registers", "max_shared_memory_bytes", "spills_allowed", "sass_require", "sass_forbid"}
+_GATE_KEYS = {"max_registers", "max_shared_memory_bytes", "spills_allowed", "sass_require", "sass_forbid",
+              "ptxas_forbid"}
+_ADVISORY_CODE_RE = re.compile(r"^C\d{4}$")
 _OPCODE_RE = re.compile(r"^[A-Z][A-Z0-9_]*$")
 _ARCH_RE = re.compile(r"^sm_\d{2,3}a?$")
 _ID_RE = re.compile(r"^[A-Za-z0-9_]+$")
@@ -39,6 +41,8 @@ class ResourceGates:
     # SASS opcodes every kernel instance must contain (e.g. HGMMA) and must not (e.g. LDL, STL).
     sass_require: tuple[str, ...] = ()
     sass_forbid: tuple[str, ...] = ()
+    # ptxas advisory codes no kernel instance may draw (e.g. C7514: wgmma serialized).
+    ptxas_forbid: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -130,6 +134,11 @@ def _gates(where: str, raw: dict, base: ResourceGates) -> ResourceGates:
             if not isinstance(opcodes, list) or not all(isinstance(o, str) and _OPCODE_RE.match(o) for o in opcodes):
                 raise ConfigError(f"{where}.gates.{key}: expected a list of SASS opcodes like [HGMMA], got {opcodes!r}")
             values[key] = tuple(opcodes)
+    if "ptxas_forbid" in raw:
+        codes = raw["ptxas_forbid"] or []
+        if not isinstance(codes, list) or not all(isinstance(c, str) and _ADVISORY_CODE_RE.match(c) for c in codes):
+            raise ConfigError(f"{where}.gates.ptxas_forbid: expected a list of ptxas codes like [C7514], got {codes!r}")
+        values["ptxas_forbid"] = tuple(codes)
     return ResourceGates(**values)
 
 
