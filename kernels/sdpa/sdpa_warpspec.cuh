@@ -106,7 +106,9 @@ struct Layout {
   static constexpr int kPartialOBytes = Cfg::kConsumerThreads * (D / 2) * 4;
   static constexpr int kPartialStatOffset = kKOffset + kPartialOBytes;
   static constexpr int kPartialBytes = kPartialOBytes + Cfg::kConsumerThreads * 16;
-  static_assert(kPartialBytes <= 2 * Cfg::kStages * static_cast<int>(kKVBytes), "partials fit the K/V rings");
+  // Split-KV needs the partials to fit the drained rings; a config where they do not
+  // (e.g. two warpgroups at D=128 with 64-key tiles) runs unsplit only.
+  static constexpr bool kCanSplit = kPartialBytes <= 2 * Cfg::kStages * static_cast<int>(kKVBytes);
   static_assert(kQBytes % kSw128Align == 0 && kKVBytes % kSw128Align == 0, "every tile starts 1024-aligned");
   static_assert(static_cast<size_t>(kSmemBytes) <= kSdpaMaxSmemPerBlock, "tiles exceed Hopper shared memory");
   static_assert(kSmemBytes <= (1 << 18), "shared addresses fit the 14-bit descriptor field (>> 4)");
@@ -416,7 +418,7 @@ struct Consumer {
       const WorkTile wt = decode_work<Cfg, kCausal>(prm, w, split, splits);
       mbarrier_wait(full_q_bar(bars), local & 1);
       ring += mainloop(wt, ring);
-      if (splits > 1) {
+      if (L::kCanSplit && splits > 1) {
         combine_and_store(wt, split, splits);
       } else {
         float l[Tile::kRowsPerThread];
@@ -505,7 +507,8 @@ cudaError_t launch_instance(const Params& prm, int splits, cudaStream_t stream) 
 // splits: CTAs per work item (1 = no split; ignored by persistent configs).
 template <typename T, int D, class Cfg>
 cudaError_t launch(const SdpaProblem& p, int splits, cudaStream_t stream) {
-  if (splits < 1 || splits > kMaxClusterSplits || (Cfg::kPersistent && splits != 1)) return cudaErrorInvalidValue;
+  if (splits < 1 || splits > kMaxClusterSplits) return cudaErrorInvalidValue;
+  if (splits > 1 && (Cfg::kPersistent || !Layout<T, D, Cfg>::kCanSplit)) return cudaErrorInvalidValue;
   Params prm{};
   prm.p = p;
   prm.m_tiles = sdpa_ceil_div(p.seq_len, Cfg::kBlockM);
