@@ -1,19 +1,22 @@
 """The `stagelab` command: run stage notebooks, list stages, build, show resources, write reports,
-regenerate notebooks, open the MLflow UI."""
+regenerate notebooks, open the MLflow UI, close runs left RUNNING."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 
-from .errors import StagelabError
+from .errors import RunnerStopped, StagelabError
+
+# The shell's convention for a process ended by signal N: exit status 128 + N (130 for SIGINT).
+SIGNAL_EXIT_BASE = 128
 
 
 def _cmd_run(args) -> int:
     from .batch import run_batch
 
     summary = run_batch(args.stages or None, args.params, timeout_s=args.timeout, experiment=args.experiment,
-                        kernel_name=args.kernel)
+                        kernel_name=args.kernel, resume=args.resume)
     print(summary.drop(columns=["run_id"]).to_markdown(index=False, floatfmt=".4g"))
     bad = summary["outcome"].isin(["error", "build_failed", "incorrect", "resource_fail"])
     return 1 if bad.any() and args.strict else 0
@@ -154,6 +157,25 @@ def _cmd_ui(args) -> int:
     return subprocess.call(command)
 
 
+def _cmd_runs(args) -> int:
+    """Stage runs still RUNNING, each with its owner and whether that owner is gone; --repair closes
+    the ones whose owner is gone as killed."""
+    from .repair import close_stale, open_runs
+
+    found = open_runs()
+    for run in found:
+        owner = f"pid {run.owner.pid} on {run.owner.host}" if run.owner.host else "owner not recorded"
+        state = f"stale: {run.gone_reason}" if run.gone_reason else "owner alive"
+        action = " -> marked KILLED" if args.repair and run.gone_reason else ""
+        if action:
+            close_stale(run)
+        print(f"{run.experiment}  {run.name}  {run.run_id}  {owner}  {state}{action}")
+    stale = sum(1 for run in found if run.gone_reason)
+    print(f"{len(found)} running stage run(s), {stale} with their owner gone"
+          + ("" if args.repair or not stale else " (stagelab runs --repair closes them)"))
+    return 0
+
+
 def _cmd_import(args) -> int:
     from pathlib import Path
 
@@ -167,6 +189,13 @@ def _cmd_import(args) -> int:
     return 0
 
 
+def _add_store_commands(sub) -> None:
+    """`runs`: looking after the store rather than running stages."""
+    runs = sub.add_parser("runs", help="list stage runs still RUNNING and whether their owner is gone")
+    runs.add_argument("--repair", action="store_true", help="mark runs whose owner is gone KILLED")
+    runs.set_defaults(func=_cmd_runs)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="stagelab", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -178,6 +207,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--experiment", default=None, help="MLflow experiment (default: stagelab-<family>)")
     run.add_argument("--kernel", default="python3", help="Jupyter kernel name")
     run.add_argument("--strict", action="store_true", help="exit 1 when any stage errs, fails to build or is incorrect")
+    run.add_argument("--resume", action="store_true",
+                     help="skip stages that have a finished run of their current source on this parameter file")
     run.set_defaults(func=_cmd_run)
 
     stages = sub.add_parser("stages", help="list every family's stage registry")
@@ -211,6 +242,8 @@ def build_parser() -> argparse.ArgumentParser:
     imp.add_argument("store")
     imp.set_defaults(func=_cmd_import)
 
+    _add_store_commands(sub)
+
     ui = sub.add_parser("ui", help="the MLflow UI on stagelab's store (honours MLFLOW_TRACKING_URI)")
     ui.add_argument("--host", default="127.0.0.1")
     ui.add_argument("--port", type=int, default=5000)
@@ -223,6 +256,9 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
+    except RunnerStopped as exc:
+        print(f"stagelab: {exc}", file=sys.stderr)
+        return SIGNAL_EXIT_BASE + exc.signum
     except StagelabError as exc:
         print(f"stagelab: error: {exc}", file=sys.stderr)
         return 2

@@ -91,10 +91,17 @@ def run_name(stage_id: str, params_name: str) -> str:
     return f"{stage_id}@{params_name}"
 
 
-def create_run(experiment_id: str, stage_id: str, params_name: str, tags: dict[str, str] | None = None) -> str:
-    """A run in RUNNING state that a notebook (or the batch runner) fills in; returns its id."""
+def create_run(experiment_id: str, stage_id: str, params_name: str, tags: dict[str, str] | None = None,
+               timeout_s: int | None = None) -> str:
+    """A run in RUNNING state that a notebook (or the batch runner) fills in; returns its id.
+    This process is recorded as its owner (see `owner`), with the time-out after which a silent
+    owner on another host counts as gone."""
+    from . import tags as keys
+    from .owner import owner_tags
+
     run = client().create_run(experiment_id, run_name=run_name(stage_id, params_name),
-                              tags={"stage": stage_id, "params_file": params_name, **(tags or {})})
+                              tags={keys.STAGE: stage_id, keys.PARAMS_FILE: params_name,
+                                    **owner_tags(timeout_s), **(tags or {})})
     return run.info.run_id
 
 
