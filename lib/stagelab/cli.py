@@ -1,5 +1,5 @@
 """The `stagelab` command: run stage notebooks, list stages, build, show resources, write reports,
-regenerate notebooks, open the MLflow UI, close runs left RUNNING."""
+regenerate notebooks, open the MLflow UI, close runs left RUNNING, back up the store."""
 
 from __future__ import annotations
 
@@ -176,6 +176,25 @@ def _cmd_runs(args) -> int:
     return 0
 
 
+def _cmd_backup(args) -> int:
+    from pathlib import Path
+
+    from . import tracking
+    from .errors import StoreError
+    from .portable import sqlite_path
+    from .sqlite_store import backup
+
+    db = sqlite_path(tracking.tracking_uri())
+    if db is None:
+        raise StoreError(f"stagelab backup copies SQLite stores; {tracking.tracking_uri()} is a server: "
+                         "back up its database with the database's own tools (pg_dump, say)")
+    if not db.is_file():
+        raise StoreError(f"no MLflow store at {db} yet: nothing to back up")
+    tracking.check_store()  # a damaged store is reported, not copied over as if it were a good backup
+    print(f"backed up {db} to {backup(db, Path(args.to) if args.to else None)}")
+    return 0
+
+
 def _cmd_import(args) -> int:
     from pathlib import Path
 
@@ -190,10 +209,15 @@ def _cmd_import(args) -> int:
 
 
 def _add_store_commands(sub) -> None:
-    """`runs`: looking after the store rather than running stages."""
+    """`runs` and `backup`: looking after the store rather than running stages."""
     runs = sub.add_parser("runs", help="list stage runs still RUNNING and whether their owner is gone")
     runs.add_argument("--repair", action="store_true", help="mark runs whose owner is gone KILLED")
     runs.set_defaults(func=_cmd_runs)
+
+    bak = sub.add_parser("backup", help="copy the SQLite store with SQLite's online backup API "
+                         "(default: mlruns/backups/mlflow-<time>.db beside it)")
+    bak.add_argument("--to", default=None, help="file to write the copy to")
+    bak.set_defaults(func=_cmd_backup)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import fcntl
 import math
 import os
+import sys
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -50,9 +51,36 @@ def _store_lock():
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
+_checked: set[str] = set()
+
+
+def check_store() -> None:
+    """Once per process and store, before MLflow touches it: a tracking server must answer; a
+    SQLite file must be intact, and is backed up before its schema is migrated (under the lock,
+    so concurrent runners migrate once)."""
+    from .portable import sqlite_path
+    from .server_probe import check_reachable
+    from .sqlite_store import check_intact, migrate_with_backup
+
+    uri = tracking_uri()
+    if uri in _checked:
+        return
+    db = sqlite_path(uri)
+    if uri.startswith(("http://", "https://")):
+        check_reachable(uri)
+    elif db is not None and db.is_file():
+        check_intact(db)
+        with _store_lock():
+            saved = migrate_with_backup(db)
+        if saved is not None:
+            print(f"stagelab: backed up {db} to {saved} before migrating its schema", file=sys.stderr)
+    _checked.add(uri)
+
+
 def client():
     from mlflow.tracking import MlflowClient
 
+    check_store()
     return MlflowClient(tracking_uri=tracking_uri())
 
 
@@ -60,6 +88,7 @@ def init_store(experiment: str) -> str:
     """Create the database (schema migrations run on first use) and the experiment; returns its id."""
     import mlflow
 
+    check_store()  # before the lock: it takes the lock itself to migrate
     mlflow.set_tracking_uri(tracking_uri())
     with _store_lock():
         c = client()
