@@ -10,12 +10,16 @@ migrates the schema (migrations on SQLite are not transactional).
 from __future__ import annotations
 
 import sqlite3
+from contextlib import closing
 from datetime import datetime, timezone
 from pathlib import Path
 
 from .errors import StoreError
 
 BACKUPS = "backups"
+# Concurrent runners commit to the store in milliseconds each; a reader waits this long for their
+# locks before giving up, so a busy store is never mistaken for a damaged one.
+BUSY_TIMEOUT_S = 60
 
 
 def backups_dir(db: Path) -> Path:
@@ -36,15 +40,18 @@ def _recovery_step(db: Path) -> str:
 
 
 def _read_only(db: Path) -> sqlite3.Connection:
-    return sqlite3.connect(f"{db.resolve().as_uri()}?mode=ro", uri=True)
+    return sqlite3.connect(f"{db.resolve().as_uri()}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_S)
 
 
 def check_intact(db: Path) -> None:
     """Raise StoreError naming the file and the recovery step when SQLite finds it damaged."""
     try:
-        with _read_only(db) as conn:
+        with closing(_read_only(db)) as conn:
             problems = [row[0] for row in conn.execute("PRAGMA quick_check").fetchall()]
-    except sqlite3.DatabaseError as exc:
+    except sqlite3.OperationalError as exc:  # locked past the time-out, unreadable: not known to be damaged
+        raise StoreError(f"cannot read the MLflow store {db} ({exc}): check its permissions and "
+                         "whether another process holds it locked") from None
+    except sqlite3.DatabaseError as exc:  # "file is not a database", "database disk image is malformed"
         problems = [str(exc)]
     if problems != ["ok"]:
         # quick_check's report is multi-line ("*** in database main ***", "Page 445: ..."): its first finding
@@ -60,18 +67,14 @@ def backup(db: Path, dest: Path | None = None) -> Path:
     stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S-%f")
     dest = dest or backups_dir(db) / f"{db.stem}-{stamp}.db"
     dest.parent.mkdir(parents=True, exist_ok=True)
-    source, target = _read_only(db), sqlite3.connect(dest)
-    try:
+    with closing(_read_only(db)) as source, closing(sqlite3.connect(dest)) as target:
         source.backup(target)
-    finally:
-        target.close()
-        source.close()
     return dest
 
 
 def schema_revision(db: Path) -> str | None:
     """The store's MLflow schema revision; None for a file MLflow has not initialized yet."""
-    with _read_only(db) as conn:
+    with closing(_read_only(db)) as conn:
         if conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'alembic_version'").fetchone() is None:
             return None
         row = conn.execute("SELECT version_num FROM alembic_version").fetchone()
