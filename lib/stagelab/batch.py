@@ -177,6 +177,8 @@ class _Progress:
     def say(self, line: str) -> None:
         if self.bar is not None:
             self.bar.write(line)
+        else:
+            print(line)
 
     def start(self, stage: str) -> None:
         if self.bar is not None:
@@ -222,23 +224,23 @@ def run_batch(stages: list[str] | None = None, params: str | Path = "params/acce
     folder = runs_dir() / f"{stamp}-{params_path.stem}"
     folder.mkdir(parents=True, exist_ok=True)
     timeout = timeout_s or run_params.timeout_s
-    progress_ = _Progress(len(stages), params_path.stem, progress)
-    for stale in repair_stale_runs():
-        progress_.say(f"closed {stale.name} ({stale.run_id}) as killed: {stale.gone_reason}")
+    console = _Progress(len(stages), params_path.stem, progress)
     rows = []
     try:
         with stop_on_signals():
+            for stale in repair_stale_runs():
+                console.say(f"closed {stale.name} ({stale.run_id}) as killed: {stale.gone_reason}")
             for stage in stages:
-                progress_.start(stage)
+                console.start(stage)
                 kept = _resumed(experiment_id, registry, stage, params_path.stem) if resume else None
                 result = kept or run_stage_notebook(stage, params_path, experiment_id, experiment, folder,
                                                     timeout, kernel_name)
                 rows.append(summary_row(result))
-                progress_.done(result, " (resumed: finished at this source)" if kept else "")
+                console.done(result, " (resumed: finished at this source)" if kept else "")
     except RunnerStopped as stop:
         stop.not_run = stages[len(rows) + (1 if stop.killed else 0):]
         raise
     finally:
-        progress_.close()
+        console.close()
         summary = _write_summary(rows, folder)
     return summary
