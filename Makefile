@@ -7,12 +7,17 @@ TORCH_SPEC ?= torch>=2.4
 PARAMS ?= params/acceptance.yaml
 STAGES ?=
 UI_PORT ?= 5000
+# The team server (`make server`): a PostgreSQL store, artifacts proxied into SERVER_ARTIFACTS.
+SERVER_DB ?= postgresql://$(USER)@localhost:5432/stagelab
+SERVER_ARTIFACTS ?= $(CURDIR)/server-artifacts
+SERVER_HOST ?= 127.0.0.1
+SERVER_PORT ?= 5000
 # Wheels for an offline GPU machine: its Python and platform, not this one's.
 WHEEL_PYTHON ?= 3.12
 WHEEL_PLATFORMS ?= manylinux_2_28_x86_64 manylinux_2_17_x86_64 manylinux2014_x86_64 any
 WHEELHOUSE ?= wheelhouse
 
-.PHONY: setup run test test-fast test-gpu ui lab wheelhouse resources notebooks report clean FORCE
+.PHONY: setup run test test-fast test-gpu ui server lab wheelhouse resources notebooks report clean FORCE
 
 # The torch spec in use, rewritten only when it changes, so a new TORCH_SPEC reinstalls torch.
 TORCH_STAMP := $(VENV)/.torch-spec
@@ -57,6 +62,11 @@ notebooks: setup
 # The store stagelab writes to: MLFLOW_TRACKING_URI when set, else the default SQLite store.
 ui: setup
 	$(VENV)/bin/stagelab ui --port $(UI_PORT)
+
+# Clients: export MLFLOW_TRACKING_URI=http://<server>:$(SERVER_PORT). SERVER_HOST=0.0.0.0 opens it to the network.
+server: setup
+	$(VENV)/bin/stagelab server --backend-store-uri $(SERVER_DB) --artifacts-destination $(SERVER_ARTIFACTS) \
+		--host $(SERVER_HOST) --port $(SERVER_PORT)
 
 lab: setup
 	$(PY) -m ipykernel install --sys-prefix --name stagelab --display-name "Python (stagelab)"

@@ -88,5 +88,5 @@ def test_second_family_runs_through_the_same_core(tmp_store):
     client = mlflow.tracking.MlflowClient()
     child = runs[runs["tags.stage"] == "sm1_warp_online"].iloc[0]
     source = {a.path for a in client.list_artifacts(child["run_id"], "source")}
-    assert "source/sm0_block_three_pass_to_sm1_warp_online.diff" in source, source
+    assert "source/sm0_block_three_pass_to_sm1_warp_online.diff.txt" in source, source
     assert mlflow.search_runs(experiment_names=["stagelab-sdpa"]).empty

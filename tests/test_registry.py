@@ -71,3 +71,10 @@ def test_unknown_stage_lookup(family):
     registry = load(family, "stages:\n  - {id: a}\n")
     with pytest.raises(ConfigError, match="unknown stage 'zz'.*known: a"):
         registry.get("zz")
+
+
+def test_ptxas_forbid_names_advisory_codes(family):
+    registry = load(family, "defaults: {gates: {ptxas_forbid: [C7514]}}\nstages:\n  - {id: a}\n")
+    assert registry.get("a").gates.ptxas_forbid == ("C7514",)
+    with pytest.raises(ConfigError, match="ptxas_forbid: expected a list of ptxas codes"):
+        load(family, "stages:\n  - {id: a, gates: {ptxas_forbid: [wgmma_serialized]}}\n")

@@ -59,3 +59,32 @@ def test_parse_real_nvcc_output(stage_id, tmp_path, nvcc_available):
 ])
 def test_parse_mangled(mangled, name, args):
     assert parse_mangled(mangled) == (name, args)
+
+
+# Real ptxas 13.0 lines (s7_pingpong before its fix): advisories name their function.
+ADVISORY_SAMPLE = """\
+ptxas info    : (C7517) warpgroup.wait is injected in around line 4090 by compiler to allow use of registers defined by GMMA in function '_Z6kernelILi64EEvPf'
+ptxas info    : (C7514) Potential Performance Loss: wgmma.mma_async instructions are serialized due to non wgmma instructions reading accumulator registers of  a wgmma between start and end of the pipeline stage in the function '_Z6kernelILi64EEvPf'
+ptxas info    : Compiling entry function '_Z6kernelILi64EEvPf' for 'sm_90a'
+ptxas info    : Function properties for _Z6kernelILi64EEvPf
+    0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+ptxas info    : Used 168 registers, used 16 barriers
+ptxas info    : Compiling entry function '_Z5cleanv' for 'sm_90a'
+ptxas info    : Function properties for _Z5cleanv
+    0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+ptxas info    : Used 8 registers
+"""
+
+
+def test_advisories_attach_to_their_function_and_fail_the_gate():
+    from stagelab.registry import ResourceGates
+    from stagelab.resources import evaluate_gates
+
+    serialized, clean = parse_ptxas(ADVISORY_SAMPLE)
+    assert serialized.advisories == ("C7514", "C7517") and serialized.registers == 168
+    assert clean.advisories == ()
+    gates = evaluate_gates([serialized, clean], ResourceGates(ptxas_forbid=("C7514", "C7508")))
+    verdict = {(g.gate, g.kernel.split(".")[0]): g.passed for g in gates if g.gate.startswith("ptxas")}
+    assert verdict == {("ptxas_forbids_C7514", "kernel"): False, ("ptxas_forbids_C7508", "kernel"): True,
+                       ("ptxas_forbids_C7514", "clean"): True, ("ptxas_forbids_C7508", "clean"): True}
+

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One call on a lent GPU machine (no network): install the wheelhouse, run the
 # stage batch(es), the GPU tests and the report, and leave everything under $OUT.
-#   usage: [SANITIZE="stage ..."] tools/device_run.sh "<stagelab run args>;<stagelab run args>..." [pytest-args]
+#   usage: [SANITIZE="stage ..."] [TUNE="stage ..."] tools/device_run.sh "<stagelab run args>;<stagelab run args>..." [pytest-args]
 # Needs `make wheelhouse` beforehand and the folder carried along (carry: ["wheelhouse"]);
 # to keep adding to one store across calls, also carry "mlruns" and "runs".
 # The copy has no .git: export STAGELAB_GIT_COMMIT=<the commit sent> and STAGELAB_GIT_DIRTY
@@ -13,14 +13,20 @@ python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site w
 export PYTHONPATH="$PWD/lib:/tmp/site" PATH="/tmp/site/bin:$PATH"
 python3 -m ipykernel install --user --name python3 > /dev/null
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv | tee "$OUT/gpu.txt"
-echo "=== prebuild"; timeout 300 python3 -m stagelab build --jobs 8 2>&1 | tail -8
 IFS=';' read -ra BATCHES <<< "${1:-}"
+# Only batches need every stage prebuilt; a tune-only call ("" as batches) builds what it tunes.
+if [ -n "${1:-}" ]; then echo "=== prebuild"; timeout 300 python3 -m stagelab build --jobs 8 2>&1 | tail -8; fi
 for batch in "${BATCHES[@]}"; do
   [ -n "$batch" ] || continue
   echo "=== stagelab run $batch"
   start=$(date +%s)
   timeout "${BATCH_TIMEOUT:-480}" python3 -m stagelab run $batch 2>&1 | grep -v '^\s*$' | tee -a "$OUT/batch.log"
   echo "=== elapsed $(( $(date +%s) - start ))s for: $batch" | tee -a "$OUT/batch.log"
+done
+for stage in ${TUNE:-}; do
+  echo "=== stagelab tune $stage" | tee -a "$OUT/tune.log"
+  timeout "${TUNE_TIMEOUT:-540}" python3 -m stagelab tune "$stage" --params "${TUNE_PARAMS:-params/acceptance.yaml}" \
+    --jobs "$(nproc)" 2>&1 | grep -v '^\s*$' | tee -a "$OUT/tune.log"
 done
 for stage in ${SANITIZE:-}; do
   for tool in memcheck racecheck; do

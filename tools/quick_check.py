@@ -85,6 +85,8 @@ def main(argv=None) -> int:
     ap.add_argument("--time", action="store_true")
     ap.add_argument("--contenders", nargs="*", default=["cudnn", "flash", "fa4"])
     ap.add_argument("--repetitions", type=int, default=50)
+    ap.add_argument("--variant", action="append", default=[], metavar="LABEL=STAGE:KEY=VAL,KEY=VAL",
+                    help="also check and time STAGE built with these defines, under LABEL")
     args = ap.parse_args(argv)
     registry, _ = find_stage(args.stages[0])
     family = load_family(registry.family)
@@ -92,6 +94,12 @@ def main(argv=None) -> int:
     for stage_id in args.stages:
         reg, stage = find_stage(stage_id)
         kernels[stage_id] = family.stage_kernel(build_stage(stage, reg).module, stage_id)
+    for spec in args.variant:
+        label, rest = spec.split("=", 1)
+        stage_id, _, defines = rest.partition(":")
+        reg, stage = find_stage(stage_id)
+        values = dict(kv.split("=", 1) for kv in defines.split(",") if kv)
+        kernels[label] = family.stage_kernel(build_stage(stage.with_defines(values), reg).module, stage_id)
     print(f"[gpu] {torch.cuda.get_device_name()}", flush=True)
     ok = check(family, kernels)
     if args.time:

@@ -13,6 +13,9 @@
 //                                                  on an mbarrier
 //   prefetch.tensormap                             pull a tensor map into the descriptor cache
 //   setmaxnreg.{inc,dec}.sync.aligned.u32          re-split the register file by warpgroup
+//   %cluster_ctarank, barrier.cluster.{arrive.release,wait.acquire}, mapa.shared::cluster,
+//   ld.shared::cluster.v4.f32                      a thread-block cluster's CTAs read each
+//                                                  other's shared memory (split-KV combine)
 //
 // Why our own wrappers and not CuTe's atoms: the stages already speak raw PTX
 // (sdpa_mma.cuh, sdpa_wgmma.cuh), the layouts are fixed (SW128, 64-element
@@ -104,6 +107,32 @@ template <int kRegs>
 __device__ __forceinline__ void setmaxnreg_dec() {
   static_assert(kRegs % 8 == 0 && kRegs >= 24 && kRegs <= 256, "setmaxnreg takes 24..256 in steps of 8");
   asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kRegs));
+}
+
+// ---------------------------------------------------------------- clusters --
+__device__ __forceinline__ uint32_t cluster_ctarank() {
+  uint32_t rank;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(rank));
+  return rank;
+}
+// Every thread of every CTA of the cluster; release/acquire orders the shared
+// memory writes before the barrier with the peers' reads after it.
+__device__ __forceinline__ void cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+}
+// The shared::cluster address of `smem_addr` (this CTA's shared window) in CTA `rank`.
+__device__ __forceinline__ uint32_t map_to_rank(uint32_t smem_addr, uint32_t rank) {
+  uint32_t out;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(out) : "r"(smem_addr), "r"(rank));
+  return out;
+}
+__device__ __forceinline__ float4 ld_cluster_f4(uint32_t cluster_addr) {
+  float4 v;
+  asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];\n"
+               : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+               : "r"(cluster_addr)
+               : "memory");
+  return v;
 }
 
 // ------------------------------------------------------- host: tensor maps --

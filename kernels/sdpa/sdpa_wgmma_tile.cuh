@@ -143,16 +143,21 @@ struct WgAttentionTile {
       for (int i = 0; i < 4; ++i) p_frag[kk][i] = sdpa_mma::pack2<T>(s_acc[8 * kk + 2 * i], s_acc[8 * kk + 2 * i + 1]);
   }
 
-  // O / l into this warp's 16 rows (from tile row `row_base`) of an SW128 tile
+  // The full row sums (the lanes of a quad hold partial sums of one row).
+  __device__ __forceinline__ void reduced_row_sums(float (&l)[kRowsPerThread]) const {
+#pragma unroll
+    for (int r = 0; r < kRowsPerThread; ++r) l[r] = sdpa_mma::quad_sum(row_sum[r]);
+  }
+
+  // O / l (l: reduced_row_sums, or merged split sums) into this warp's 16 rows (from tile row `row_base`) of an SW128 tile
   // of kTileRows rows at `staging`, then 16-byte stores of the rows < valid_rows
   // to `out` (row 0 = tile row 0). Only this warp touches those rows.
   template <int kTileRows>
   __device__ __forceinline__ void store_o(unsigned char* staging, int row_base, T* out, int64_t row_stride,
-                                          int valid_rows, int lane) {
+                                          int valid_rows, int lane, const float (&l)[kRowsPerThread]) {
 #pragma unroll
     for (int r = 0; r < kRowsPerThread; ++r) {
-      const float l = sdpa_mma::quad_sum(row_sum[r]);
-      const float inv_sum = l > 0.0f ? 1.0f / l : 0.0f;
+      const float inv_sum = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
       const int row = row_base + g + r * kRowsApart;
 #pragma unroll
       for (int j = 0; j < kOTiles; ++j) {

@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -221,8 +222,10 @@ def run_batch(stages: list[str] | None = None, params: str | Path = "params/acce
     experiment = experiment or run_params.family.experiment
     experiment_id = tracking.init_store(experiment)
     stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
-    folder = runs_dir() / f"{stamp}-{params_path.stem}"
-    folder.mkdir(parents=True, exist_ok=True)
+    runs_dir().mkdir(parents=True, exist_ok=True)
+    # A folder of its own even when another batch starts in the same second (concurrent runs on one
+    # checkout would otherwise write their executed notebooks over each other's).
+    folder = Path(tempfile.mkdtemp(prefix=f"{stamp}-{params_path.stem}-", dir=runs_dir()))
     timeout = timeout_s or run_params.timeout_s
     console = _Progress(len(stages), params_path.stem, progress)
     rows = []

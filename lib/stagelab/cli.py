@@ -4,9 +4,11 @@ regenerate notebooks, open the MLflow UI, close runs left RUNNING, back up the s
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from .errors import RunnerStopped, StagelabError
+from .server import DEFAULT_HOST, DEFAULT_PORT
 
 # The shell's convention for a process ended by signal N: exit status 128 + N (130 for SIGINT).
 SIGNAL_EXIT_BASE = 128
@@ -131,7 +133,7 @@ def _cmd_ui(args) -> int:
     """The MLflow UI on the store stagelab writes to: MLFLOW_TRACKING_URI when set, else the default SQLite store."""
     import subprocess
 
-    from . import tracking
+    from . import runs_view, tracking
 
     uri = tracking.tracking_uri()
     remote = uri.startswith(("http://", "https://"))
@@ -139,9 +141,11 @@ def _cmd_ui(args) -> int:
         tracking.relocate_local_store()  # a store copied from another machine opens with its artifacts
     base = uri if remote else f"http://{args.host}:{args.port}"
     for family in _families():
-        found = tracking.client().get_experiment_by_name(family.experiment)
-        if found is not None:
-            print(f"{family.name}: {tracking.runs_url(base, found.experiment_id)}")
+        for experiment in (family.experiment, family.tune_experiment):
+            found = tracking.client().get_experiment_by_name(experiment)
+            if found is not None:
+                runs_view.install(tracking.client(), found)  # a store written before stagelab set its columns
+                print(f"{experiment}: {runs_view.runs_url(base, found.experiment_id)}")
     if remote:
         print(f"MLFLOW_TRACKING_URI points at a tracking server: open {uri} in a browser")
         return 0
@@ -195,6 +199,21 @@ def _cmd_backup(args) -> int:
     return 0
 
 
+def _cmd_server(args) -> int:
+    """The team server: PostgreSQL store, proxied artifacts; clients set MLFLOW_TRACKING_URI to its address."""
+    import subprocess
+
+    from .server import server_command
+
+    command = server_command(args.backend_store_uri, args.artifacts_destination, args.host, args.port)
+    print(f"team server on http://{args.host}:{args.port}; on each client: "
+          f"export MLFLOW_TRACKING_URI=http://<this machine>:{args.port}", flush=True)
+    if args.dry_run:
+        print(" ".join(command))
+        return 0
+    return subprocess.call(command)
+
+
 def _cmd_import(args) -> int:
     from pathlib import Path
 
@@ -218,6 +237,58 @@ def _add_store_commands(sub) -> None:
                          "(default: mlruns/backups/mlflow-<time>.db beside it)")
     bak.add_argument("--to", default=None, help="file to write the copy to")
     bak.set_defaults(func=_cmd_backup)
+
+
+def _cmd_tune(args) -> int:
+    """Build and gate every configuration of a stage's search space; check and time them on a GPU."""
+    import pandas as pd
+
+    from .tune import tune
+
+    result = tune(args.stage, args.params, jobs=args.jobs, experiment=args.experiment, elite_count=args.elites)
+    rows = pd.DataFrame(result.rows()).drop(columns=["run_id"])
+    print(rows.to_markdown(index=False, floatfmt=".4g"))
+    print(f"tune run {result.parent_run_id}: " +
+          ("; ".join(f"#{i} {t.label} {t.score_us:.4g} us" for i, t in enumerate(result.elites, 1)) or "no elites"))
+    if not result.gpu_available:
+        print(f"timing needs a GPU: {len(result.trials)} configurations of {args.stage} were built and gated; "
+              f"run `stagelab tune {args.stage}` on a machine with a CUDA device to check and time them")
+        return 0
+    if (args.promote or args.promote_as) and result.elites:
+        _promote(result, args.stage, args.promote_as)
+    return 0 if result.elites else 1
+
+
+def _promote(result, stage_id: str, variant: str | None) -> None:
+    """The best configuration into stages.yaml, as the defaults or as a named variant; the diff is recorded."""
+    from .promote import promote_defaults, promote_variant, record_promotion
+
+    best = result.elites[0]
+    registry_file = best.ctx.registry.directory / "stages.yaml"
+    if variant:
+        diff = promote_variant(registry_file, stage_id, variant, best.defines)
+        record_promotion(result.parent_run_id, diff, f"variant {variant}: {best.label}")
+    else:
+        diff = promote_defaults(registry_file, stage_id, best.defines)
+        record_promotion(result.parent_run_id, diff, f"defaults: {best.label}")
+    print(diff or f"{stage_id}: stages.yaml already holds {best.label}")
+
+
+def _add_tune_parser(sub) -> None:
+    tun = sub.add_parser("tune", help="build, gate, check and time every configuration of a stage's "
+                         "search_space; nested MLflow runs under one tune run that keeps the elites")
+    tun.add_argument("stage")
+    tun.add_argument("--params", default="params/acceptance.yaml", help="parameter file")
+    tun.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="parallel builds (default: every core)")
+    tun.add_argument("--elites", type=int, default=None,
+                     help="how many of the best configurations the tune run keeps (default: tune.ELITE_COUNT)")
+    tun.add_argument("--experiment", default=None, help="MLflow experiment (default: stagelab-<family>-tune)")
+    tun.add_argument("--promote", action="store_true",
+                     help="write the best configuration into the stage's defines in stages.yaml (diff recorded)")
+    tun.add_argument("--promote-as", metavar="VARIANT", default=None,
+                     help="write the best configuration as the stage's named variant in stages.yaml (diff "
+                          "recorded); run it with StageRun(stage, params, defines=VARIANT) or knobs = 'VARIANT'")
+    tun.set_defaults(func=_cmd_tune)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -261,16 +332,26 @@ def build_parser() -> argparse.ArgumentParser:
     nbs.add_argument("--check", action="store_true", help="write nothing; exit 1 when a notebook is stale")
     nbs.set_defaults(func=_cmd_notebooks)
 
+    _add_tune_parser(sub)
+
     imp = sub.add_parser("import", help="merge a store brought back from another machine (its mlruns/ folder "
                          "or mlflow.db) into stagelab's store; runs already imported are skipped")
     imp.add_argument("store")
     imp.set_defaults(func=_cmd_import)
 
+    srv = sub.add_parser("server", help="the team's MLflow server: PostgreSQL store, artifacts proxied into a folder")
+    srv.add_argument("--backend-store-uri", required=True, help="postgresql://user@host:port/database")
+    srv.add_argument("--artifacts-destination", required=True, help="folder the server keeps artifacts in")
+    srv.add_argument("--host", default=DEFAULT_HOST, help="address to listen on (default: this machine only)")
+    srv.add_argument("--port", type=int, default=DEFAULT_PORT)
+    srv.add_argument("--dry-run", action="store_true", help="print the server command instead of running it")
+    srv.set_defaults(func=_cmd_server)
+
     _add_store_commands(sub)
 
     ui = sub.add_parser("ui", help="the MLflow UI on stagelab's store (honours MLFLOW_TRACKING_URI)")
-    ui.add_argument("--host", default="127.0.0.1")
-    ui.add_argument("--port", type=int, default=5000)
+    ui.add_argument("--host", default=DEFAULT_HOST)
+    ui.add_argument("--port", type=int, default=DEFAULT_PORT)
     ui.add_argument("--dry-run", action="store_true", help="print the server command instead of running it")
     ui.set_defaults(func=_cmd_ui)
     return parser

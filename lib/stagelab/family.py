@@ -70,6 +70,12 @@ class Family:
         return f"stagelab-{self.name}"
 
     @property
+    def tune_experiment(self) -> str:
+        """Tunes log apart: their many configuration runs must not read as a stage's latest run
+        in the report, the batch summary or the comparison notebook."""
+        return f"{self.experiment}-tune"
+
+    @property
     def library_prefix(self) -> str:
         """Library contenders are labelled <family>_<name> in timing tables (e.g. sdpa_flash)."""
         return f"{self.name}_"

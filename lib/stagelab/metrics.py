@@ -94,3 +94,36 @@ def speedup_geomean(contender: str) -> Metric:
 # contender's own name, and `best` for the fastest library contender per problem.
 PARENT = "parent"
 BEST_CONTENDER = "best"
+
+# -- tuning (stagelab tune) ------------------------------------------------------------
+TUNE_SCORE_US = Metric("tune_geomean_p50_us", "us",
+                       "geometric mean over the timed problems of a configuration's p50, primary mode: "
+                       "the tune ranks configurations by it (lower is better)")
+ELITE_SCORE_US = Metric("elite_geomean_p50_us", "us", "the tune score of the elite of a given rank (1 = best)")
+TUNE_CONFIGS = Metric("tune_configurations", "count", "configurations in the tune's search space, by outcome")
+
+# Tags of tune runs, and the run tags a tune reads back to resume. `mlflow.parentRunId`
+# is MLflow's own: the UI nests a configuration's run under its tune run through it.
+TAG_STAGE = "stage"
+TAG_PARAMS_FILE = "params_file"
+TAG_GPU = "gpu"
+TAG_OUTCOME = "outcome"
+TAG_OUTCOME_REASON = "outcome_reason"
+TAG_SOURCE_HASH = "source_hash"
+TAG_PARENT_RUN = "mlflow.parentRunId"
+TAG_TUNE_ROLE = "tune_role"           # TUNE_ROLE_PARENT on the tune run, TUNE_ROLE_CONFIG on each configuration
+TUNE_ROLE_PARENT = "tune"
+TUNE_ROLE_CONFIG = "configuration"
+TAG_TUNE_CONFIG = "tune_config"       # the configuration's label, BLOCK_N=32,PIPELINE_STAGES=2
+TAG_TUNE_SPACE = "tune_space"         # the search space of the latest tune on the run (it may grow)
+TAG_PROMOTED = "tune_promoted"        # what the best configuration was promoted to
+
+
+def elite_tag(rank: int) -> str:
+    """The tune run's tag holding the configuration label of the elite of this rank (1 = best)."""
+    return f"elite_{rank}"
+
+
+def elite_run_tag(rank: int) -> str:
+    """The tune run's tag holding the run id of the elite of this rank."""
+    return f"elite_{rank}_run"

@@ -47,3 +47,30 @@ def error_plot(checks: pd.DataFrame, path: Path | None = None, title: str = ""):
     if path is not None:
         fig.savefig(path, dpi=120)
     return fig
+
+
+def search_plot(tune: pd.DataFrame, path: Path | None = None, *, score: str, title: str = ""):
+    """A tune's search: each timed configuration's score (in search-space order), elites marked.
+    `tune` has columns configuration, `score` and elite (its rank, or empty)."""
+    import matplotlib
+
+    if path is not None:
+        matplotlib.use("Agg", force=False)
+    import matplotlib.pyplot as plt
+
+    timed = tune[tune[score].notna()].reset_index(drop=True)
+    elites = timed[timed["elite"].notna()]
+    fig, ax = plt.subplots(figsize=(max(6, 0.25 * len(timed) + 3), 4.5))
+    ax.plot(timed.index, timed[score], "o", color="tab:blue", label="correct configuration")
+    ax.plot(elites.index, elites[score], "*", color="tab:red", markersize=16, label="elite")
+    for index, row in elites.iterrows():
+        ax.annotate(f"#{int(row['elite'])} {row['configuration']}", (index, row[score]), fontsize=7,
+                    xytext=(4, 6), textcoords="offset points")
+    ax.set_xticks(timed.index, timed["configuration"], rotation=90, fontsize=6)
+    ax.set_ylabel("geometric-mean p50 (us)")
+    ax.set_title(title or "tune: time against configuration")
+    ax.legend()
+    fig.tight_layout()
+    if path is not None:
+        fig.savefig(path, dpi=120)
+    return fig

@@ -53,6 +53,11 @@ def source_diff(parent: Path, stage: Path) -> str:
                                         tofile=f"kernels/{stage.parent.name}/{stage.name}"))
 
 
+def diff_name(parent_id: str, stage_id: str) -> str:
+    """`.txt` last: the MLflow UI previews only extensions it knows as text, and `.diff` is not one."""
+    return f"{parent_id}_to_{stage_id}.diff.txt"
+
+
 class MlflowRecorder:
     def __init__(self, ctx: StageContext, experiment: str | None = None, run_id: str | None = None):
         self.ctx = ctx
@@ -125,23 +130,29 @@ class MlflowRecorder:
         tracking.log_metrics(run_id, flatten.sweep_metrics(name, frame))
 
     def _plots(self, results: StageResults) -> None:
+        import matplotlib.pyplot as plt
+
         from .plots import error_plot, latency_plot
 
         stage = self.ctx.stage.id
+        figures = []
         if results.timing and results.timing.stats:
             frame = results.timing.frame()
             for mode in self.ctx.params.timing.modes:
-                latency_plot(frame, self.artifacts / f"latency_{mode}.png", mode=mode,
-                             title=f"{stage}: p50 latency per problem ({mode})")
+                figures.append(latency_plot(frame, self.artifacts / f"latency_{mode}.png", mode=mode,
+                                            title=f"{stage}: p50 latency per problem ({mode})"))
         if results.checks and results.checks.results:
-            error_plot(results.checks.frame(), self.artifacts / "error_budget.png", title=f"{stage}: error / budget")
+            figures.append(error_plot(results.checks.frame(), self.artifacts / "error_budget.png",
+                                      title=f"{stage}: error / budget"))
+        for figure in figures:  # saved already; a tune records dozens of runs in one process
+            plt.close(figure)
 
     def _log_sources(self, run_id: str) -> None:
         ctx = self.ctx
         for path in [ctx.stage.source, *ctx.registry.header_files()]:
             tracking.log_artifact(run_id, path, "source")
         if ctx.parent is not None:
-            diff = self.artifacts / f"{ctx.parent.id}_to_{ctx.stage.id}.diff"
+            diff = self.artifacts / diff_name(ctx.parent.id, ctx.stage.id)
             diff.write_text(source_diff(ctx.parent.source, ctx.stage.source))
             tracking.log_artifact(run_id, diff, "source")
             diff.unlink()

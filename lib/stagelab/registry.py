@@ -16,12 +16,16 @@ import yaml
 
 from .errors import ConfigError
 from .paths import kernels_dir, kernels_root
+from .space import SearchSpace, parse_search_space, parse_variants
 
 _TOP_KEYS = {"family", "binding", "defaults", "stages"}
-_STAGE_KEYS = {"id", "title", "parent", "changes", "compile_options", "arch", "hypothesis", "min_gain", "gates"}
+_STAGE_KEYS = {"id", "title", "parent", "changes", "compile_options", "arch", "hypothesis", "min_gain", "gates",
+               "search_space", "variants"}
 _DEFAULT_KEYS = {"compile_options", "arch", "min_gain", "gates"}
 _COMPILE_KEYS = {"defines", "nvcc_flags"}
-_GATE_KEYS = {"max_registers", "max_shared_memory_bytes", "spills_allowed", "sass_require", "sass_forbid"}
+_GATE_KEYS = {"max_registers", "max_shared_memory_bytes", "spills_allowed", "sass_require", "sass_forbid",
+              "ptxas_forbid"}
+_ADVISORY_CODE_RE = re.compile(r"^C\d{4}$")
 _OPCODE_RE = re.compile(r"^[A-Z][A-Z0-9_]*$")
 _ARCH_RE = re.compile(r"^sm_\d{2,3}a?$")
 _ID_RE = re.compile(r"^[A-Za-z0-9_]+$")
@@ -37,6 +41,8 @@ class ResourceGates:
     # SASS opcodes every kernel instance must contain (e.g. HGMMA) and must not (e.g. LDL, STL).
     sass_require: tuple[str, ...] = ()
     sass_forbid: tuple[str, ...] = ()
+    # ptxas advisory codes no kernel instance may draw (e.g. C7514: wgmma serialized).
+    ptxas_forbid: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -52,6 +58,10 @@ class Stage:
     changes: str = ""
     min_gain: float = 0.0
     gates: ResourceGates = ResourceGates()
+    # Candidate values of some defines, for `stagelab tune` (empty: the stage is not tuned).
+    search_space: SearchSpace = SearchSpace()
+    # Named sets of define overrides (`stagelab tune --promote-as NAME` writes one).
+    variants: dict[str, dict[str, str]] = field(default_factory=dict)
 
     def with_defines(self, overrides: dict[str, Any] | None) -> "Stage":
         """A copy with knob overrides (e.g. a notebook sweeping BLOCK_N)."""
@@ -60,6 +70,12 @@ class Stage:
         merged = dict(self.defines)
         merged.update({str(k): str(v) for k, v in overrides.items()})
         return Stage(**{**self.__dict__, "defines": merged})
+
+    def variant(self, name: str) -> "Stage":
+        """The stage with a named variant's defines."""
+        if name not in self.variants:
+            raise ConfigError(f"stage {self.id} has no variant {name!r}; known: {sorted(self.variants) or 'none'}")
+        return self.with_defines(self.variants[name])
 
 
 @dataclass(frozen=True)
@@ -118,6 +134,11 @@ def _gates(where: str, raw: dict, base: ResourceGates) -> ResourceGates:
             if not isinstance(opcodes, list) or not all(isinstance(o, str) and _OPCODE_RE.match(o) for o in opcodes):
                 raise ConfigError(f"{where}.gates.{key}: expected a list of SASS opcodes like [HGMMA], got {opcodes!r}")
             values[key] = tuple(opcodes)
+    if "ptxas_forbid" in raw:
+        codes = raw["ptxas_forbid"] or []
+        if not isinstance(codes, list) or not all(isinstance(c, str) and _ADVISORY_CODE_RE.match(c) for c in codes):
+            raise ConfigError(f"{where}.gates.ptxas_forbid: expected a list of ptxas codes like [C7514], got {codes!r}")
+        values["ptxas_forbid"] = tuple(codes)
     return ResourceGates(**values)
 
 
@@ -210,18 +231,21 @@ def _stage(path: Path, index: int, entry: Any, base: Stage) -> Stage:
     if not source.is_file():
         raise ConfigError(f"{where}: source file {source.name} does not exist in {path.parent}")
     defines, flags = _compile_options(where, entry.get("compile_options") or {})
+    defines = {**base.defines, **defines}
     return Stage(
         id=stage_id,
         title=str(entry.get("title") or stage_id),
         parent=entry.get("parent"),
         source=source,
-        defines={**base.defines, **defines},
+        defines=defines,
         nvcc_flags=base.nvcc_flags + flags,
         arch=_arch(where, entry["arch"]) if "arch" in entry else base.arch,
         hypothesis=str(entry.get("hypothesis") or "").strip(),
         changes=str(entry.get("changes") or "").strip(),
         min_gain=_min_gain(where, entry["min_gain"]) if "min_gain" in entry else base.min_gain,
         gates=_gates(where, entry.get("gates") or {}, base.gates),
+        search_space=parse_search_space(where, entry.get("search_space"), defines),
+        variants=parse_variants(where, entry.get("variants"), defines),
     )
 
 

@@ -30,6 +30,9 @@ _USED_RE = re.compile(r"Used (?P<regs>\d+) registers")
 _BARRIERS_RE = re.compile(r"used (?P<barriers>\d+) barriers")
 _SMEM_RE = re.compile(r"(?P<smem>\d+) bytes smem")
 _CMEM_RE = re.compile(r"(?P<cmem>\d+) bytes cmem\[0\]")
+# ptxas advisories that name their function, e.g. "(C7514) Potential Performance Loss: wgmma.mma_async
+# instructions are serialized ... in the function '<mangled>'" or "(C7508) ... setmaxnreg ignored".
+_ADVISORY_RE = re.compile(r"\((?P<code>C\d{4})\).*function '(?P<name>[^']+)'")
 
 
 @dataclass
@@ -45,6 +48,8 @@ class KernelResources:
     spill_load_bytes: int = 0
     barriers: int = 0
     constant_memory_bytes: int = 0
+    # ptxas advisory codes about this function (C7514 wgmma serialized, C7508 setmaxnreg ignored, ...)
+    advisories: tuple[str, ...] = ()
 
     @property
     def total_shared_memory_bytes(self) -> int:
@@ -68,6 +73,7 @@ class KernelResources:
     def as_row(self) -> dict:
         row = asdict(self)
         row.pop("mangled")
+        row["advisories"] = ",".join(self.advisories)
         row["total_shared_memory_bytes"] = self.total_shared_memory_bytes
         return row
 
@@ -138,7 +144,11 @@ def parse_ptxas(log: str) -> list[KernelResources]:
     records: list[KernelResources] = []
     by_name: dict[str, KernelResources] = {}
     current: KernelResources | None = None
+    advisories: dict[str, list[str]] = {}
     for line in log.splitlines():
+        if m := _ADVISORY_RE.search(line):
+            advisories.setdefault(m["name"], []).append(m["code"])
+            continue
         if m := _ENTRY_RE.search(line):
             current = KernelResources(kernel=m["name"], mangled=m["name"], arch=m["arch"])
             records.append(current)
@@ -165,6 +175,7 @@ def parse_ptxas(log: str) -> list[KernelResources]:
     names = demangle([r.mangled for r in records])
     for record in records:
         record.kernel = names.get(record.mangled, record.mangled)
+        record.advisories = tuple(sorted(set(advisories.get(record.mangled, ()))))
     return records
 
 
@@ -204,6 +215,8 @@ def evaluate_gates(resources: list[KernelResources], gates: ResourceGates,
             results.append(GateResult("no_spills", r.tag, 0, r.spills, r.spills == 0))
         if gates.sass_require or gates.sass_forbid:
             results += sass_gates(r.tag, (opcodes or {}).get(r.tag, {}), gates)
+        results += [GateResult(f"ptxas_forbids_{code}", r.tag, 0, r.advisories.count(code), code not in r.advisories)
+                    for code in gates.ptxas_forbid]
     return results
 
 

@@ -88,6 +88,14 @@ class TimingReport:
             out[metrics.speedup(metrics.BEST_CONTENDER).name] = wide[library].min(axis=1) / mine
         return out.reset_index()
 
+    def stage_p50_geomean(self) -> float:
+        """Geometric mean of the stage's p50 over the timed problems, primary mode (nan when never timed)."""
+        frame = self.frame()
+        if frame.empty:
+            return float("nan")
+        mine = frame[(frame["contender"] == self.stage_label) & (frame["mode"] == self.primary_mode)]
+        return geometric_mean(mine["p50_us"].tolist())
+
     def speedup_geomean(self, contender: str) -> float | None:
         """Geometric mean over the timed problems, primary mode; None when never timed."""
         table = self.speedups()

@@ -29,7 +29,7 @@ from .steps import StageContext, build_step, check_step, resource_step, timing_s
 
 class StageRun:
     def __init__(self, stage: str, params: str | Path = "params/acceptance.yaml", *,
-                 defines: dict | None = None, mlflow_run_id: str | None = None,
+                 defines: dict | str | None = None, mlflow_run_id: str | None = None,
                  experiment: str | None = None, track: bool = True):
         self.ctx = StageContext.load(stage, params, defines)
         self.recorder = MlflowRecorder(self.ctx, experiment, mlflow_run_id) if track else NullRecorder()

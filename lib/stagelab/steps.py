@@ -47,9 +47,12 @@ class StageContext:
         return torch.device("cuda" if self.gpu_available else "cpu")
 
     @classmethod
-    def load(cls, stage_id: str, params: str | Path, defines: dict | None = None) -> "StageContext":
-        """Reads the registry and the parameter file; no build, no store, no subprocess."""
+    def load(cls, stage_id: str, params: str | Path, defines: dict | str | None = None) -> "StageContext":
+        """Reads the registry and the parameter file; no build, no store, no subprocess.
+        `defines`: overrides of the stage's defines, or the name of one of its variants."""
         registry, stage = find_stage(stage_id)
+        if isinstance(defines, str):
+            stage, defines = stage.variant(defines), None
         run_params = load_params(resolve_params_path(params))
         if run_params.family.name != registry.family:
             raise ConfigError(f"stage {stage_id} is in the {registry.family} family, but "
@@ -91,10 +94,12 @@ def check_step(ctx: StageContext, built: Built) -> CheckReport:
     return CheckReport(results)
 
 
-def _contenders(ctx: StageContext, built: Built, shape, inputs, unavailable: dict[str, str]) -> dict:
+def _contenders(ctx: StageContext, builds: dict[str, BuildResult | None], shape, inputs,
+                unavailable: dict[str, str]) -> dict:
+    """Each labelled build that has a loaded module, then the parameter file's library contenders."""
     family = ctx.family
     contenders = {}
-    for label, result in ((ctx.stage.id, built.stage), (PARENT_PREFIX + (ctx.stage.parent or ""), built.parent)):
+    for label, result in builds.items():
         if result is not None and result.module is not None:
             out = family.new_output(shape, inputs)
             contenders[label] = family.module_launch(result.module, shape, inputs, out)
@@ -107,14 +112,21 @@ def _contenders(ctx: StageContext, built: Built, shape, inputs, unavailable: dic
 
 
 def timing_step(ctx: StageContext, built: Built) -> TimingReport:
+    """The stage beside its parent and the library contenders."""
+    return time_builds(ctx, {ctx.stage.id: built.stage, PARENT_PREFIX + (ctx.stage.parent or ""): built.parent})
+
+
+def time_builds(ctx: StageContext, builds: dict[str, BuildResult | None], desc: str | None = None) -> TimingReport:
+    """Labelled builds and the library contenders, timed in this process on the same inputs per problem
+    (a tune passes one build per configuration); `ctx.stage.id` labels the report's stage."""
     spec = ctx.params.timing
     dtype = ctx.family.torch_dtype(spec.dtype)
     flush = L2Flusher(ctx.device)
     report = TimingReport([], ctx.stage.id, ctx.family.library_prefix, spec.primary_mode,
                           floor_us=time_floor(spec, flush))
-    for shape in progress_bar(ctx.params.timed_shapes(), desc=f"{ctx.stage.id} timing"):
+    for shape in progress_bar(ctx.params.timed_shapes(), desc=desc or f"{ctx.stage.id} timing"):
         inputs = ctx.family.make_inputs(shape, dtype, ctx.params.seeds[0], ctx.device)
-        contenders = _contenders(ctx, built, shape, inputs, report.unavailable)
+        contenders = _contenders(ctx, builds, shape, inputs, report.unavailable)
         report.stats += time_contenders(contenders, shape, spec, flush, element_bytes=dtype.itemsize)
         del inputs, contenders
         torch.cuda.empty_cache()

@@ -84,22 +84,39 @@ def client():
     return MlflowClient(tracking_uri=tracking_uri())
 
 
+def _open_experiment(c, name: str):
+    """The experiment, created when missing. Several machines can share one tracking server, which
+    the local lock does not cover: a creation that lost the race reads the winner's experiment."""
+    from mlflow.exceptions import MlflowException
+
+    found = c.get_experiment_by_name(name)  # creates the schema on first use
+    if found is not None:
+        return found
+    try:
+        c.create_experiment(name, artifact_location=artifact_location())
+    except MlflowException as exc:
+        if exc.error_code != "RESOURCE_ALREADY_EXISTS":
+            raise
+    return c.get_experiment_by_name(name)
+
+
 def init_store(experiment: str) -> str:
     """Create the database (schema migrations run on first use) and the experiment; returns its id."""
     import mlflow
+
+    from . import runs_view
 
     check_store()  # before the lock: it takes the lock itself to migrate
     mlflow.set_tracking_uri(tracking_uri())
     with _store_lock():
         c = client()
-        found = c.get_experiment_by_name(experiment)  # creates the schema on first use
-        relocate_local_store()
-        experiment_id = found.experiment_id if found is not None else \
-            c.create_experiment(experiment, artifact_location=artifact_location())
+        found = _open_experiment(c, experiment)
+        relocate_local_store()  # after the schema exists; only artifact URIs change
         # MLflow 3 opens an untagged experiment on its GenAI overview; these are training-style runs.
-        if found is None or found.tags.get(EXPERIMENT_KIND_TAG) != EXPERIMENT_KIND:
-            c.set_experiment_tag(experiment_id, EXPERIMENT_KIND_TAG, EXPERIMENT_KIND)
-        return experiment_id
+        if found.tags.get(EXPERIMENT_KIND_TAG) != EXPERIMENT_KIND:
+            c.set_experiment_tag(found.experiment_id, EXPERIMENT_KIND_TAG, EXPERIMENT_KIND)
+        runs_view.install(c, found)
+        return found.experiment_id
 
 
 def relocate_local_store() -> None:
@@ -111,24 +128,19 @@ def relocate_local_store() -> None:
         relocate(db)
 
 
-def runs_url(base_url: str, experiment_id: str) -> str:
-    """The experiment's runs table in the MLflow UI (the machine-learning view, not GenAI traces)."""
-    return f"{base_url.rstrip('/')}/#/experiments/{experiment_id}/runs?workflowType=machine_learning"
-
-
 def run_name(stage_id: str, params_name: str) -> str:
     return f"{stage_id}@{params_name}"
 
 
 def create_run(experiment_id: str, stage_id: str, params_name: str, tags: dict[str, str] | None = None,
-               timeout_s: int | None = None) -> str:
-    """A run in RUNNING state that a notebook (or the batch runner) fills in; returns its id.
-    This process is recorded as its owner (see `owner`), with the time-out after which a silent
-    owner on another host counts as gone."""
+               name: str | None = None, timeout_s: int | None = None) -> str:
+    """A run in RUNNING state that a notebook (or the batch runner, or a tune) fills in; returns its id.
+    Named `<stage>@<params>` unless `name` says otherwise. This process is recorded as its owner
+    (see `owner`), with the time-out after which a silent owner on another host counts as gone."""
     from . import tags as keys
     from .owner import owner_tags
 
-    run = client().create_run(experiment_id, run_name=run_name(stage_id, params_name),
+    run = client().create_run(experiment_id, run_name=name or run_name(stage_id, params_name),
                               tags={keys.STAGE: stage_id, keys.PARAMS_FILE: params_name,
                                     **owner_tags(timeout_s), **(tags or {})})
     return run.info.run_id

@@ -1,0 +1,158 @@
+/*
+s8_persistent_split: a persistent grid with a longest-first tile scheduler
+for long sequences, and split-KV over thread-block clusters for short ones,
+on s7's pingpong kernel.
+
+What it is
+  Two policies of sdpa_warpspec.cuh, picked per problem at launch:
+  - Long (>= one wave of 128-row work items, items = ceil(S/128) * H * B):
+    persistent. grid = number of SMs; block i takes work items i, i + grid,
+    ... in the order (query tile descending, head, batch), so for causal
+    attention every block starts with the longest items and ends with the
+    shortest (longest-first, statically striped). The K/V ring position and
+    the Q buffer's phase carry across items: the producer loads the next
+    item's Q as soon as the epilogue has staged O out of the Q buffer
+    ("empty_q" mbarrier) and its first K/V tiles while the consumers finish
+    the previous item. Two consumer warpgroups in pingpong (s7).
+  - Short (fewer items than SMs, the mission shape): 64-row query tiles (one
+    consumer warpgroup), and the key range of each tile split across a
+    thread-block cluster of 2 or 4 CTAs (cudaLaunchKernelEx with a cluster
+    dimension). Each CTA attends to a contiguous share of the key tiles and
+    parks its unnormalised O (fp32), row max and row sum in its own shared
+    memory (over its drained K/V ring); rank 0 reads the peers' partials
+    through distributed shared memory (mapa + ld.shared::cluster), rescales
+    them to the merged row max and stores the normalised O. Two blocks per
+    SM (launch bounds cap registers at 128 on entry; setmaxnreg 24/232).
+    Mission (2,8,512,64): 128 tiles of 64 rows (s7: 64 blocks of 128 rows);
+    with SPLITS=2, 256 CTAs of two 128-key tiles each.
+
+Changes vs parent s7_pingpong, and why
+  - Launch and tail: a non-persistent grid pays a block launch and a cold
+    prologue (barrier init, tensor-map prefetch, Q load) per work item and
+    ends in a ragged last wave; the persistent producer overlaps the next
+    item's loads with the current item's math.
+  - Short sequences are latency-bound: each block walks its key tiles one
+    after another, so the time is the chain of per-tile steps, not the FLOPs;
+    splitting keys shortens the chain and fills the SMs that 128-row blocks
+    leave idle, at the cost of one DSMEM combine.
+
+Knobs (-D overrides)
+  BLOCK_N_D64=128, BLOCK_N_D128=128, STAGES_D64=3, STAGES_D128=2: the long
+                        policy's tiles and ring depth (as s6/s7)
+  SPLITS=1              CTAs per work item on the short policy: 0 picks the
+                        fewest of 1, 2, 4 that give at least one CTA per SM
+                        (capped by the key tiles); 1, 2 or 4 force it.
+                        Measured on an H100 at the mission shape (throughput,
+                        per launch): 1: 6.78 us, auto (2): 8.42 us, 4: 18.5 us;
+                        the cluster split is kept as a knob, off by default.
+  FORCE_POLICY=0        0 by shape, 1 always long (persistent), 2 always short
+  PINGPONG=0            the long policy's consumer warpgroups in pingpong (s7)
+                        or not (s6): pingpong measured 0.75x on the long shapes
+
+Shared memory: long as s7; short (64 + 4*128) * D * 2 + barriers + 1024.
+
+Scope: as s6: head_dim 64 and 128, fp16 and bf16, causal or not, any
+  seq_len >= 1 and scale, 16-byte-addressable strides (cudaErrorInvalidValue
+  otherwise, before launch).
+
+Run: stagelab run --stage s8_persistent_split
+Build / SASS (UTMALDG, HGMMA, SYNCS, USETMAXREG; LDS/LD through mapa for DSMEM):
+  nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a --resource-usage \
+       -cubin -I kernels/sdpa kernels/sdpa/s8_persistent_split.cu -o /tmp/s8.cubin
+*/
+#include <cuda_runtime.h>
+
+#include "sdpa_api.h"
+#include "sdpa_export.cuh"
+#include "sdpa_warpspec.cuh"
+
+#ifndef BLOCK_N_D64
+#define BLOCK_N_D64 128
+#endif
+#ifndef BLOCK_N_D128
+#define BLOCK_N_D128 128
+#endif
+#ifndef STAGES_D64
+#define STAGES_D64 3
+#endif
+#ifndef STAGES_D128
+#define STAGES_D128 2
+#endif
+#ifndef SPLITS
+#define SPLITS 1
+#endif
+#ifndef FORCE_POLICY
+#define FORCE_POLICY 0
+#endif
+#ifndef PINGPONG
+#define PINGPONG 0
+#endif
+
+namespace {
+
+using sdpa_warpspec::Config;
+
+constexpr int kProducerRegs = 24;
+// Long: one block per SM, 3 warpgroups: 128 * (24 + 2 * 240) = 64512 <= 65536.
+template <int D>
+using LongConfig = Config<2, D == 64 ? BLOCK_N_D64 : BLOCK_N_D128, D == 64 ? STAGES_D64 : STAGES_D128,
+                          /*pingpong=*/PINGPONG != 0, /*persistent=*/true, /*blocks per SM=*/1, kProducerRegs, 240>;
+// Short: two blocks per SM of 2 warpgroups: 2 * 128 * (24 + 232) = 65536.
+constexpr int kShortBlockN = 128;
+constexpr int kShortStages = 2;
+using ShortConfig = Config<1, kShortBlockN, kShortStages, /*pingpong=*/false, /*persistent=*/false,
+                           /*blocks per SM=*/2, kProducerRegs, 232>;
+static_assert(SPLITS == 0 || SPLITS == 1 || SPLITS == 2 || SPLITS == 4, "SPLITS: 0 (auto), 1, 2 or 4");
+static_assert(FORCE_POLICY >= 0 && FORCE_POLICY <= 2, "FORCE_POLICY: 0 by shape, 1 long, 2 short");
+
+enum Policy : int { kByShape = 0, kLong = 1, kShort = 2 };
+
+// Fewest splits (1, 2, 4) whose CTAs cover every SM, never more than the key tiles.
+inline int auto_splits(const SdpaProblem& p, int sms) {
+  const int items = sdpa_ceil_div(p.seq_len, ShortConfig::kBlockM) * p.heads * p.batch;
+  const int key_tiles = sdpa_ceil_div(p.seq_len, kShortBlockN);
+  int splits = 1;
+  while (splits < sdpa_warpspec::kMaxClusterSplits && items * splits < sms && splits * 2 <= key_tiles) splits *= 2;
+  return splits;
+}
+
+inline bool use_long_policy(const SdpaProblem& p, int sms) {
+  if (FORCE_POLICY != kByShape) return FORCE_POLICY == kLong;
+  const int long_items = sdpa_ceil_div(p.seq_len, 2 * sdpa_wgmma::kWgmmaM) * p.heads * p.batch;
+  return long_items >= sms;
+}
+
+struct SmemOf {  // the larger of the two policies' footprints
+  template <class T, int D>
+  static constexpr size_t smem_bytes() {
+    constexpr size_t a = sdpa_warpspec::Layout<T, D, LongConfig<D>>::kSmemBytes;
+    constexpr size_t b = sdpa_warpspec::Layout<T, D, ShortConfig>::kSmemBytes;
+    return a > b ? a : b;
+  }
+};
+
+}  // namespace
+
+extern "C" cudaError_t sdpa_forward(const SdpaProblem* problem, cudaStream_t stream) {
+  return sdpa_warpspec::forward(problem, [&](auto tag, auto hd) {
+    using T = typename decltype(tag)::type;
+    constexpr int D = decltype(hd)::value;
+    const int sms = sdpa_warpspec::sm_count();
+    if (sms <= 0) return cudaErrorNoDevice;
+    if (use_long_policy(*problem, sms)) return sdpa_warpspec::launch<T, D, LongConfig<D>>(*problem, 1, stream);
+    const int splits = SPLITS > 0 ? SPLITS : auto_splits(*problem, sms);
+    return sdpa_warpspec::launch<T, D, ShortConfig>(*problem, splits, stream);
+  });
+}
+
+extern "C" const char* sdpa_stage_config() {
+  return "s8_persistent_split long: persistent grid=SMs, longest-first, BLOCK_M=128 pingpong BLOCK_N_D64=" SDPA_STR(
+      BLOCK_N_D64) " BLOCK_N_D128=" SDPA_STR(BLOCK_N_D128) " STAGES_D64=" SDPA_STR(STAGES_D64) " STAGES_D128=" SDPA_STR(
+      STAGES_D128) "; short: BLOCK_M=64 BLOCK_N=128 split-KV cluster SPLITS=" SDPA_STR(SPLITS) " (0=auto)"
+      " FORCE_POLICY=" SDPA_STR(FORCE_POLICY) " PINGPONG=" SDPA_STR(PINGPONG)
+         " setmaxnreg producer/consumer: long 24/240, short 24/232 (2 blocks per SM)";
+}
+
+extern "C" int64_t sdpa_dynamic_shared_memory_bytes(int32_t head_dim, int32_t dtype) {
+  return sdpa_stage_smem_bytes<SmemOf>(head_dim, dtype);
+}

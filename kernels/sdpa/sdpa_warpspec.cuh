@@ -1,0 +1,539 @@
+// sdpa_warpspec.cuh -- the warp-specialized Hopper attention kernel that s6, s7
+// and s8 instantiate with different policies (Config below):
+//
+//   producer warpgroup   setmaxnreg.dec; one thread issues TMA boxes of Q (once
+//                        per work item) and K(n), V(n) into rings of kStages
+//                        buffers, each with a "full" (transaction bytes) and an
+//                        "empty" (one arrival per consumer warp) mbarrier.
+//   consumer warpgroups  setmaxnreg.inc; 64 query rows each; per key tile the
+//                        intra-warpgroup overlap of s5 (S(n) issued before
+//                        P(n-1).V(n-1), softmax(n) under P(n-1).V(n-1)).
+//
+// Policies:
+//   kPingpong    (2 consumer warpgroups) named barriers hand the tensor cores
+//                back and forth: a warpgroup issues its GEMMs of a tile only in
+//                its turn, so one's softmax runs under the other's GEMMs.
+//   kPersistent  grid = min(work items, SMs); each block walks work items
+//                blockIdx.x, + gridDim.x, ... with the K/V ring position and
+//                the Q buffer's phase carried across items ("empty_q" frees Q
+//                once the epilogue has staged O through it).
+//   split-KV     (not persistent) a thread-block cluster of 1, 2 or 4 CTAs
+//                shares one work item; CTA r takes a contiguous share of its
+//                key tiles, writes its unnormalised O, row max and row sum to
+//                its own shared memory, and rank 0 combines the partials over
+//                DSMEM (mapa + ld.shared::cluster). The cluster size is chosen
+//                at launch.
+// Work items are (query tile, head, batch), query tiles fastest and in
+// descending order: for causal attention each head's longest items go first
+// (statically striped over the persistent blocks).
+#pragma once
+
+#include <cstdint>
+
+#include <cuda_runtime.h>
+
+#include "sdpa_api.h"
+#include "sdpa_common.cuh"
+#include "sdpa_mma.cuh"
+#include "sdpa_tma.cuh"
+#include "sdpa_wgmma.cuh"
+#include "sdpa_wgmma_tile.cuh"
+
+namespace sdpa_warpspec {
+
+using namespace sdpa_wgmma;
+using namespace sdpa_tma;
+
+constexpr int kWarpSize = 32;
+constexpr int kRegisterFile = 64 * 1024;  // 32-bit registers per SM
+constexpr int kMaxClusterSplits = 4;      // key-range splits per work item (cluster size)
+constexpr int kBarBytes = 8;
+// Pingpong details, measured in s7's notebook: where K(n)'s wait and O's
+// rescale sit relative to a warpgroup's turn.
+#ifndef WS_WAIT_K_IN_TURN
+#define WS_WAIT_K_IN_TURN 0
+#endif
+#ifndef WS_RESCALE_IN_TURN
+#define WS_RESCALE_IN_TURN 0
+#endif
+constexpr bool kWaitKInTurn = WS_WAIT_K_IN_TURN != 0;
+constexpr bool kRescaleInTurn = WS_RESCALE_IN_TURN != 0;
+
+struct Params {
+  SdpaProblem p;
+  CUtensorMap q_map, k_map, v_map;
+  int m_tiles;     // query tiles per (batch, head)
+  int work_items;  // m_tiles * heads * batch
+};
+
+template <int kConsumerWGs_, int kBlockN_, int kStages_, bool kPingpong_, bool kPersistent_, int kMinBlocks_,
+          int kProducerRegs_, int kConsumerRegs_>
+struct Config {
+  static constexpr int kConsumerWGs = kConsumerWGs_;
+  static constexpr int kBlockN = kBlockN_;
+  static constexpr int kStages = kStages_;
+  static constexpr bool kPingpong = kPingpong_;
+  static constexpr bool kPersistent = kPersistent_;
+  static constexpr int kMinBlocks = kMinBlocks_;  // blocks per SM the register cap at entry allows
+  static constexpr int kProducerRegs = kProducerRegs_;
+  static constexpr int kConsumerRegs = kConsumerRegs_;
+  static constexpr int kThreads = (1 + kConsumerWGs) * kWarpgroupThreads;  // producer first
+  static constexpr int kBlockM = kConsumerWGs * kWgmmaM;
+  static constexpr int kConsumerThreads = kConsumerWGs * kWarpgroupThreads;
+  static constexpr int kConsumerWarps = kConsumerWGs * kWarpgroupWarps;
+  static_assert(kConsumerWGs == 1 || kConsumerWGs == 2, "one or two consumer warpgroups (64 or 128 rows)");
+  static_assert(!kPingpong || kConsumerWGs == 2, "pingpong needs two consumer warpgroups");
+  static_assert(kStages >= 2, "a buffer is refilled while the other is read: >= 2 per ring");
+  static_assert(kBlockN == 64 || kBlockN == 128, "BLOCK_N: 64 or 128 (TMA box rows <= 256, wgmma N)");
+  static_assert(kMinBlocks * kWarpgroupThreads * (kProducerRegs + kConsumerWGs * kConsumerRegs) <= kRegisterFile,
+                "the setmaxnreg split of every resident block must fit the register file");
+};
+
+template <typename T, int D, class Cfg>
+struct Layout {
+  static_assert(sizeof(T) == 2, "16-bit storage types only");
+  static_assert(D % kSw128BlockElems == 0, "head_dim is whole 64-element TMA boxes / swizzle column blocks");
+  static constexpr int kColumnBlocks = D / kSw128BlockElems;  // TMA boxes per tile
+  static constexpr uint32_t kQBytes = Cfg::kBlockM * D * 2;
+  static constexpr uint32_t kKVBytes = Cfg::kBlockN * D * 2;
+  static constexpr int kQOffset = 0;
+  static constexpr int kKOffset = kQOffset + kQBytes;
+  static constexpr int kVOffset = kKOffset + Cfg::kStages * kKVBytes;
+  static constexpr int kBarOffset = kVOffset + Cfg::kStages * kKVBytes;
+  static constexpr int kBarriers = 2 + 4 * Cfg::kStages;  // full_q, empty_q, then four rings
+  static constexpr int kSmemBytes = kBarOffset + kBarriers * kBarBytes + kSw128Align;  // + alignment slack
+  // Split-KV partials (fp32 O per consumer thread + row max / sum) reuse the K ring.
+  static constexpr int kPartialOBytes = Cfg::kConsumerThreads * (D / 2) * 4;
+  static constexpr int kPartialStatOffset = kKOffset + kPartialOBytes;
+  static constexpr int kPartialBytes = kPartialOBytes + Cfg::kConsumerThreads * 16;
+  static_assert(kPartialBytes <= 2 * Cfg::kStages * static_cast<int>(kKVBytes), "partials fit the K/V rings");
+  static_assert(kQBytes % kSw128Align == 0 && kKVBytes % kSw128Align == 0, "every tile starts 1024-aligned");
+  static_assert(static_cast<size_t>(kSmemBytes) <= kSdpaMaxSmemPerBlock, "tiles exceed Hopper shared memory");
+  static_assert(kSmemBytes <= (1 << 18), "shared addresses fit the 14-bit descriptor field (>> 4)");
+};
+
+enum Ring : int { kFullK = 0, kFullV = 1, kEmptyK = 2, kEmptyV = 3 };
+template <int kStages>
+__device__ __forceinline__ uint32_t ring_bar(uint32_t bars, int ring, int index) {
+  return bars + (2 + ring * kStages + index % kStages) * kBarBytes;
+}
+template <int kStages>
+__device__ __forceinline__ uint32_t ring_parity(int index) {
+  return static_cast<uint32_t>((index / kStages) & 1);
+}
+__device__ __forceinline__ uint32_t full_q_bar(uint32_t bars) { return bars; }
+__device__ __forceinline__ uint32_t empty_q_bar(uint32_t bars) { return bars + kBarBytes; }
+
+// One work item as a block (or a cluster rank) sees it.
+struct WorkTile {
+  int q_begin, h, b;
+  int kt_begin, kt_end;  // this CTA's key tiles
+};
+template <class Cfg, bool kCausal>
+__device__ __forceinline__ WorkTile decode_work(const Params& prm, int w, int split, int splits) {
+  const SdpaProblem& p = prm.p;
+  // Query tiles of one (batch, head) are consecutive items: blocks running at
+  // the same time share that head's K/V in L2 (items spread over all heads
+  // streamed 4x more DRAM traffic at (4,16,4096,128) and lost 15%). Within a
+  // head the tiles go in descending order: causal longest first.
+  const int bh = w / prm.m_tiles;
+  WorkTile t;
+  t.q_begin = (prm.m_tiles - 1 - w % prm.m_tiles) * Cfg::kBlockM;
+  t.h = bh % p.heads;
+  t.b = bh / p.heads;
+  const int n_tiles = sdpa_ceil_div(sdpa_kv_end(t.q_begin, Cfg::kBlockM, p.seq_len, kCausal), Cfg::kBlockN);
+  const int share = sdpa_ceil_div(n_tiles, splits);
+  t.kt_begin = min(split * share, n_tiles);
+  t.kt_end = min(t.kt_begin + share, n_tiles);
+  return t;
+}
+
+// Producer: one thread issues Q and every K/V tile of each work item in order.
+template <typename T, int D, class Cfg, bool kCausal>
+__device__ __forceinline__ void produce(const Params& prm, uint32_t s_base, int split, int splits) {
+  using L = Layout<T, D, Cfg>;
+  constexpr int kStages = Cfg::kStages;
+  const uint32_t bars = s_base + L::kBarOffset;
+  prefetch_tensor_map(&prm.q_map);
+  prefetch_tensor_map(&prm.k_map);
+  prefetch_tensor_map(&prm.v_map);
+  const int first = Cfg::kPersistent ? static_cast<int>(blockIdx.x) : static_cast<int>(blockIdx.x) / splits;
+  const int stride = Cfg::kPersistent ? static_cast<int>(gridDim.x) : prm.work_items;
+  int ring = 0;  // K/V tiles issued so far: the ring position carries across work items
+  int local = 0;
+  for (int w = first; w < prm.work_items; w += stride, ++local) {
+    const WorkTile wt = decode_work<Cfg, kCausal>(prm, w, split, splits);
+    if (local > 0) mbarrier_wait(empty_q_bar(bars), (local - 1) & 1);  // the epilogue is done with Q
+    mbarrier_arrive_expect_tx(full_q_bar(bars), L::kQBytes);
+#pragma unroll
+    for (int cb = 0; cb < L::kColumnBlocks; ++cb)
+      tma_load_4d(s_base + L::kQOffset + cb * Cfg::kBlockM * kSw128RowBytes, &prm.q_map, full_q_bar(bars),
+                  cb * kSw128BlockElems, wt.q_begin, wt.h, wt.b);
+    for (int n = wt.kt_begin; n < wt.kt_end; ++n, ++ring) {
+      const uint32_t freed = ring_parity<kStages>(ring) ^ 1;  // a fresh buffer counts as freed
+      const uint32_t k_dst = s_base + L::kKOffset + (ring % kStages) * L::kKVBytes;
+      const uint32_t v_dst = s_base + L::kVOffset + (ring % kStages) * L::kKVBytes;
+      mbarrier_wait(ring_bar<kStages>(bars, kEmptyK, ring), freed);
+      mbarrier_arrive_expect_tx(ring_bar<kStages>(bars, kFullK, ring), L::kKVBytes);
+#pragma unroll
+      for (int cb = 0; cb < L::kColumnBlocks; ++cb)
+        tma_load_4d(k_dst + cb * Cfg::kBlockN * kSw128RowBytes, &prm.k_map, ring_bar<kStages>(bars, kFullK, ring),
+                    cb * kSw128BlockElems, n * Cfg::kBlockN, wt.h, wt.b);
+      mbarrier_wait(ring_bar<kStages>(bars, kEmptyV, ring), freed);
+      mbarrier_arrive_expect_tx(ring_bar<kStages>(bars, kFullV, ring), L::kKVBytes);
+#pragma unroll
+      for (int cb = 0; cb < L::kColumnBlocks; ++cb)
+        tma_load_4d(v_dst + cb * Cfg::kBlockN * kSw128RowBytes, &prm.v_map, ring_bar<kStages>(bars, kFullV, ring),
+                    cb * kSw128BlockElems, n * Cfg::kBlockN, wt.h, wt.b);
+    }
+  }
+}
+
+
+// Named barriers (0 is __syncthreads): the pingpong turn of consumer warpgroup
+// c is barrier kTurnBarrier0 + c; kConsumersDone joins all consumer warps.
+constexpr int kTurnBarrier0 = 1;
+constexpr int kConsumersDone = 3;
+__device__ __forceinline__ void bar_sync(int id, int threads) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+__device__ __forceinline__ void bar_arrive(int id, int threads) {
+  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+
+template <typename T, int D, class Cfg, bool kCausal, bool kScalePositive>
+struct Consumer {
+  using L = Layout<T, D, Cfg>;
+  using Tile = WgAttentionTile<T, D, Cfg::kBlockN, kCausal, kScalePositive>;
+  static constexpr int kStages = Cfg::kStages;
+  static constexpr int kBlockN = Cfg::kBlockN;
+  static constexpr int kTurnThreads = 2 * kWarpgroupThreads;  // both consumer warpgroups
+
+  const Params& prm;
+  uint32_t s_base, bars;
+  unsigned char* smem;
+  int cwg, ctid, warp_in_wg, lane;
+  Tile tile;
+
+  __device__ __forceinline__ Consumer(const Params& prm_, uint32_t s_base_, unsigned char* smem_, int cwg_)
+      : prm(prm_), s_base(s_base_), bars(s_base_ + L::kBarOffset), smem(smem_), cwg(cwg_) {
+    ctid = static_cast<int>(threadIdx.x) - kWarpgroupThreads;
+    warp_in_wg = (ctid % kWarpgroupThreads) / kWarpSize;
+    lane = ctid % kWarpSize;
+  }
+
+  __device__ __forceinline__ void turn_begin() const {
+    if constexpr (Cfg::kPingpong) bar_sync(kTurnBarrier0 + cwg, kTurnThreads);
+  }
+  __device__ __forceinline__ void turn_end() const {
+    if constexpr (Cfg::kPingpong) bar_arrive(kTurnBarrier0 + (1 - cwg), kTurnThreads);
+  }
+  __device__ __forceinline__ void wait_full(int ring, int index) const {
+    mbarrier_wait(ring_bar<kStages>(bars, ring, index), ring_parity<kStages>(index));
+  }
+  // A buffer is free once every consumer warp's wgmma reading it has completed.
+  __device__ __forceinline__ void release(uint32_t bar) const {
+    __syncwarp();
+    if (lane == 0) mbarrier_arrive(bar);
+  }
+  __device__ __forceinline__ uint64_t desc_q() const {
+    return make_desc_kmajor(s_base + L::kQOffset + cwg * kWgmmaM * kSw128RowBytes);
+  }
+  __device__ __forceinline__ uint64_t desc_k(int index) const {
+    return make_desc_kmajor(s_base + L::kKOffset + (index % kStages) * L::kKVBytes);
+  }
+  __device__ __forceinline__ uint64_t desc_v(int index) const {
+    return make_desc_mnmajor(s_base + L::kVOffset + (index % kStages) * L::kKVBytes, kBlockN * kSw128RowBytes);
+  }
+
+  // Tile j of the item sits at ring index ring + j. The first tile: S only.
+  // A warpgroup with no tile still takes the turn. The wgmma issue and its
+  // wait stay in one branch: split across a merge point, ptxas cannot prove
+  // the accumulators idle and serializes every wgmma of the kernel (C7514).
+  __device__ __forceinline__ void first_tile(int ring, int key0, bool active) {
+    if (!active) {
+      turn_begin();
+      turn_end();
+      return;
+    }
+    turn_begin();
+    wait_full(kFullK, ring);
+    fence_regs(tile.s_acc);
+    wgmma_fence();
+    tile.template issue_qk<Cfg::kBlockM>(desc_q(), desc_k(ring));
+    wgmma_commit();
+    turn_end();
+    wgmma_wait<0>();
+    fence_regs(tile.s_acc);
+    release(ring_bar<kStages>(bars, kEmptyK, ring));
+    tile.softmax(key0, prm.p.seq_len);
+    tile.pack_p();
+  }
+  // S(idx) and P(idx-1).V(idx-1) issued back to back; softmax(idx) under the P.V.
+  __device__ __forceinline__ void middle_tile(int idx, int key0) {
+    if constexpr (Cfg::kPingpong && !kRescaleInTurn) {  // the other warpgroup's GEMMs cover it
+      fence_regs(tile.o_acc);
+      tile.rescale_o();
+    }
+    if constexpr (!kWaitKInTurn) wait_full(kFullK, idx);  // FlashAttention-3 waits before its turn
+    turn_begin();
+    if constexpr (kWaitKInTurn) wait_full(kFullK, idx);
+    fence_regs(tile.s_acc);
+    fence_regs(tile.p_frag);
+    fence_regs(tile.o_acc);
+    wgmma_fence();  // p_frag (and a rescaled o_acc) were written by ordinary instructions
+    tile.template issue_qk<Cfg::kBlockM>(desc_q(), desc_k(idx));
+    wgmma_commit();
+    if constexpr (!Cfg::kPingpong || kRescaleInTurn) {  // under S(idx) on the tensor cores
+      fence_regs(tile.o_acc);
+      tile.rescale_o();
+      fence_regs(tile.o_acc);
+    }
+    wait_full(kFullV, idx - 1);
+    wgmma_fence();
+    tile.issue_pv(desc_v(idx - 1));
+    wgmma_commit();
+    turn_end();
+    wgmma_wait<1>();  // S(idx) done; P(idx-1).V(idx-1) may still run
+    fence_regs(tile.s_acc);
+    release(ring_bar<kStages>(bars, kEmptyK, idx));
+    tile.softmax(key0, prm.p.seq_len);
+    schedule_boundary(prm.p.seq_len < 0);  // keep the wait below the softmax (sdpa_wgmma.cuh)
+    wgmma_wait<0>();
+    fence_regs(tile.o_acc);
+    fence_regs(tile.p_frag);
+    release(ring_bar<kStages>(bars, kEmptyV, idx - 1));
+    tile.pack_p();
+  }
+  __device__ __forceinline__ void last_pv(int idx) {
+    fence_regs(tile.o_acc);
+    tile.rescale_o();
+    fence_regs(tile.o_acc);
+    fence_regs(tile.p_frag);
+    turn_begin();
+    wait_full(kFullV, idx);
+    wgmma_fence();
+    tile.issue_pv(desc_v(idx));
+    wgmma_commit();
+    turn_end();
+    wgmma_wait<0>();
+    fence_regs(tile.o_acc);
+    release(ring_bar<kStages>(bars, kEmptyV, idx));
+  }
+
+  // One work item's key tiles; returns how many ring slots it consumed. Both
+  // warpgroups take (tiles + 1) pingpong turns per item, whatever they compute.
+  __device__ __forceinline__ int mainloop(const WorkTile& wt, int ring) {
+    const int S = prm.p.seq_len;
+    const int wg_q0 = wt.q_begin + cwg * kWgmmaM;
+    const int needed = wg_q0 < S ? sdpa_ceil_div(sdpa_kv_end(wg_q0, kWgmmaM, S, kCausal), kBlockN) : 0;
+    const int tiles = wt.kt_end - wt.kt_begin;
+    const int mine = max(0, min(wt.kt_end, needed) - wt.kt_begin);
+    tile.init(prm.p.softmax_scale, wg_q0 + warp_in_wg * Tile::kWarpRows, lane);
+    first_tile(ring, wt.kt_begin * kBlockN, mine > 0);
+    for (int j = 1; j < mine; ++j) middle_tile(ring + j, (wt.kt_begin + j) * kBlockN);
+    if (mine > 0) last_pv(ring + mine - 1);
+    // Tiles only the other warpgroup needs: free them in order once landed.
+    for (int j = mine; j < tiles; ++j) {
+      turn_begin();
+      turn_end();
+      wait_full(kFullK, ring + j);
+      release(ring_bar<kStages>(bars, kEmptyK, ring + j));
+      wait_full(kFullV, ring + j);
+      release(ring_bar<kStages>(bars, kEmptyV, ring + j));
+    }
+    return tiles;
+  }
+
+  __device__ __forceinline__ void store(const WorkTile& wt, const float (&l)[Tile::kRowsPerThread]) {
+    const SdpaProblem& p = prm.p;
+    if (wt.q_begin + cwg * kWgmmaM < p.seq_len) {
+      T* o_g = sdpa_head_ptr(static_cast<T*>(p.out), p.out_strides, wt.b, wt.h) +
+               static_cast<int64_t>(wt.q_begin) * p.out_strides.seq;
+      tile.template store_o<Cfg::kBlockM>(smem + L::kQOffset, cwg * kWgmmaM + warp_in_wg * Tile::kWarpRows, o_g,
+                                          p.out_strides.seq, p.seq_len - wt.q_begin, lane, l);
+    }
+    fence_proxy_async_shared();  // the staging writes precede the next Q's TMA overwrite
+    release(empty_q_bar(bars));
+  }
+
+  // Split-KV: every rank parks its partial; rank 0 folds the peers' in and stores.
+  __device__ __forceinline__ void combine_and_store(const WorkTile& wt, int split, int splits) {
+    float l[Tile::kRowsPerThread];
+    tile.reduced_row_sums(l);
+    bar_sync(kConsumersDone, Cfg::kConsumerThreads);  // every consumer is done reading the rings
+    const uint32_t o_part = s_base + L::kKOffset;
+    const uint32_t stat_part = s_base + L::kPartialStatOffset + ctid * 16;
+    float4* o_mine = reinterpret_cast<float4*>(smem + L::kKOffset);
+#pragma unroll
+    for (int i = 0; i < Tile::kOAcc / 4; ++i)
+      o_mine[i * Cfg::kConsumerThreads + ctid] =
+          make_float4(tile.o_acc[4 * i], tile.o_acc[4 * i + 1], tile.o_acc[4 * i + 2], tile.o_acc[4 * i + 3]);
+    *reinterpret_cast<float4*>(smem + L::kPartialStatOffset + ctid * 16) =
+        make_float4(tile.row_max[0], tile.row_max[1], l[0], l[1]);
+    cluster_sync();  // partials visible cluster-wide
+    if (split == 0) {
+      for (int r = 1; r < splits; ++r) {
+        const float4 st = ld_cluster_f4(map_to_rank(stat_part, r));
+        float w_mine[2], w_peer[2];
+        merge_stats(0, st.x, st.z, l, w_mine, w_peer);
+        merge_stats(1, st.y, st.w, l, w_mine, w_peer);
+#pragma unroll
+        for (int i = 0; i < Tile::kOAcc / 4; ++i) {
+          const float4 v = ld_cluster_f4(map_to_rank(o_part + (i * Cfg::kConsumerThreads + ctid) * 16, r));
+          tile.o_acc[4 * i] = tile.o_acc[4 * i] * w_mine[0] + v.x * w_peer[0];
+          tile.o_acc[4 * i + 1] = tile.o_acc[4 * i + 1] * w_mine[0] + v.y * w_peer[0];
+          tile.o_acc[4 * i + 2] = tile.o_acc[4 * i + 2] * w_mine[1] + v.z * w_peer[1];
+          tile.o_acc[4 * i + 3] = tile.o_acc[4 * i + 3] * w_mine[1] + v.w * w_peer[1];
+        }
+      }
+      store(wt, l);
+    }
+    cluster_sync();  // peers keep their shared memory until rank 0 has read it
+  }
+  // Row r's running max / sum merged with a peer's; the weights rescale both
+  // partial O rows to the merged base. A side that saw only masked keys (max
+  // -inf) weighs 0, never 0 * inf.
+  __device__ __forceinline__ void merge_stats(int r, float peer_max, float peer_sum, float (&l)[2],
+                                              float (&w_mine)[2], float (&w_peer)[2]) {
+    const float merged = fmaxf(tile.row_max[r], peer_max);
+    const float base = sdpa_softmax_base(merged);
+    w_mine[r] = tile.row_max[r] == -INFINITY ? 0.0f : ex2_approx(tile.row_max[r] - base);
+    w_peer[r] = peer_max == -INFINITY ? 0.0f : ex2_approx(peer_max - base);
+    l[r] = l[r] * w_mine[r] + peer_sum * w_peer[r];
+    tile.row_max[r] = merged;
+  }
+
+  __device__ __forceinline__ void run(int split, int splits) {
+    if constexpr (Cfg::kPingpong) {
+      if (cwg == 1) bar_arrive(kTurnBarrier0, kTurnThreads);  // warpgroup 0 takes the first turn
+    }
+    const int first = Cfg::kPersistent ? static_cast<int>(blockIdx.x) : static_cast<int>(blockIdx.x) / splits;
+    const int stride = Cfg::kPersistent ? static_cast<int>(gridDim.x) : prm.work_items;
+    int ring = 0;
+    int local = 0;
+    for (int w = first; w < prm.work_items; w += stride, ++local) {
+      const WorkTile wt = decode_work<Cfg, kCausal>(prm, w, split, splits);
+      mbarrier_wait(full_q_bar(bars), local & 1);
+      ring += mainloop(wt, ring);
+      if (splits > 1) {
+        combine_and_store(wt, split, splits);
+      } else {
+        float l[Tile::kRowsPerThread];
+        tile.reduced_row_sums(l);
+        store(wt, l);
+      }
+    }
+  }
+};
+
+template <typename T, int D, class Cfg, bool kCausal, bool kScalePositive>
+__global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) warpspec_kernel(const __grid_constant__ Params prm) {
+  using L = Layout<T, D, Cfg>;
+  extern __shared__ __align__(1024) unsigned char smem_raw[];
+  const uint32_t raw_base = sdpa_mma::smem_addr(smem_raw);
+  const uint32_t s_base = (raw_base + (kSw128Align - 1)) & ~static_cast<uint32_t>(kSw128Align - 1);
+  unsigned char* smem = smem_raw + (s_base - raw_base);
+  uint32_t splits = 1, split = 0;
+  if constexpr (!Cfg::kPersistent) {
+    asm volatile("mov.u32 %0, %%cluster_nctarank;\n" : "=r"(splits));
+    split = cluster_ctarank();
+  }
+  if (threadIdx.x == 0) {
+    const uint32_t bars = s_base + L::kBarOffset;
+    mbarrier_init(full_q_bar(bars), 1);  // the producer's expect_tx arrival
+    mbarrier_init(empty_q_bar(bars), Cfg::kConsumerWarps);
+    for (int s = 0; s < Cfg::kStages; ++s) {
+      mbarrier_init(ring_bar<Cfg::kStages>(bars, kFullK, s), 1);
+      mbarrier_init(ring_bar<Cfg::kStages>(bars, kFullV, s), 1);
+      mbarrier_init(ring_bar<Cfg::kStages>(bars, kEmptyK, s), Cfg::kConsumerWarps);
+      mbarrier_init(ring_bar<Cfg::kStages>(bars, kEmptyV, s), Cfg::kConsumerWarps);
+    }
+    fence_mbarrier_init();
+  }
+  __syncthreads();  // the last block-wide barrier: roles diverge below
+  // Broadcast so ptxas can prove every role branch warp-uniform (wgmma and
+  // setmaxnreg under a divergent-looking branch get serialized or ignored).
+  const int wg = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x) / kWarpgroupThreads, 0);
+  if (wg == 0) {
+    setmaxnreg_dec<Cfg::kProducerRegs>();
+    if (threadIdx.x == 0) produce<T, D, Cfg, kCausal>(prm, s_base, split, splits);
+    __syncwarp();
+    if (splits > 1) {  // the consumers' two cluster barriers count every thread
+      cluster_sync();
+      cluster_sync();
+    }
+  } else {
+    setmaxnreg_inc<Cfg::kConsumerRegs>();
+    Consumer<T, D, Cfg, kCausal, kScalePositive> consumer(prm, s_base, smem, wg - 1);
+    consumer.run(split, splits);
+  }
+}
+
+// ------------------------------------------------------------------ host --
+inline int sm_count() {
+  int device = 0, sms = 0;
+  if (cudaGetDevice(&device) != cudaSuccess) return 0;
+  if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) return 0;
+  return sms;
+}
+
+template <typename T, int D, class Cfg, bool kCausal, bool kScalePositive>
+cudaError_t launch_instance(const Params& prm, int splits, cudaStream_t stream) {
+  constexpr size_t smem = Layout<T, D, Cfg>::kSmemBytes;
+  auto kernel = warpspec_kernel<T, D, Cfg, kCausal, kScalePositive>;
+  cudaError_t err = sdpa_set_smem(kernel, smem);
+  if (err != cudaSuccess) return err;
+  const int blocks = Cfg::kPersistent ? min(prm.work_items, sm_count() * Cfg::kMinBlocks) : prm.work_items * splits;
+  cudaLaunchConfig_t config{};
+  config.gridDim = dim3(static_cast<unsigned>(blocks));
+  config.blockDim = dim3(Cfg::kThreads);
+  config.dynamicSmemBytes = smem;
+  config.stream = stream;
+  cudaLaunchAttribute cluster{};
+  cluster.id = cudaLaunchAttributeClusterDimension;
+  cluster.val.clusterDim.x = static_cast<unsigned>(splits);
+  cluster.val.clusterDim.y = 1;
+  cluster.val.clusterDim.z = 1;
+  config.attrs = &cluster;
+  config.numAttrs = 1;
+  err = cudaLaunchKernelEx(&config, kernel, prm);
+  return err != cudaSuccess ? err : cudaGetLastError();
+}
+
+// Tensor maps, work count and the (causal, scale sign) instance for one config.
+// splits: CTAs per work item (1 = no split; ignored by persistent configs).
+template <typename T, int D, class Cfg>
+cudaError_t launch(const SdpaProblem& p, int splits, cudaStream_t stream) {
+  if (splits < 1 || splits > kMaxClusterSplits || (Cfg::kPersistent && splits != 1)) return cudaErrorInvalidValue;
+  Params prm{};
+  prm.p = p;
+  prm.m_tiles = sdpa_ceil_div(p.seq_len, Cfg::kBlockM);
+  prm.work_items = prm.m_tiles * p.heads * p.batch;
+  const CUtensorMapDataType dtype = tensor_map_dtype(p.dtype);
+  cudaError_t err = encode_tensor_map(&prm.q_map, p.q, p.q_strides, p, dtype, Cfg::kBlockM);
+  if (err == cudaSuccess) err = encode_tensor_map(&prm.k_map, p.k, p.k_strides, p, dtype, Cfg::kBlockN);
+  if (err == cudaSuccess) err = encode_tensor_map(&prm.v_map, p.v, p.v_strides, p, dtype, Cfg::kBlockN);
+  if (err != cudaSuccess) return err;
+  const bool positive = p.softmax_scale > 0.0f;
+  if (p.causal)
+    return positive ? launch_instance<T, D, Cfg, true, true>(prm, splits, stream)
+                    : launch_instance<T, D, Cfg, true, false>(prm, splits, stream);
+  return positive ? launch_instance<T, D, Cfg, false, true>(prm, splits, stream)
+                  : launch_instance<T, D, Cfg, false, false>(prm, splits, stream);
+}
+
+// sdpa_forward's common front: validation, then (dtype, head_dim) dispatch to
+// pick(tag, hd), which launches.
+template <class Pick>
+cudaError_t forward(const SdpaProblem* problem, Pick&& pick) {
+  if (problem == nullptr) return cudaErrorInvalidValue;
+  const cudaError_t ok = sdpa_check_problem(*problem);
+  if (ok != cudaSuccess) return ok;
+  if (sdpa_problem_is_empty(*problem)) return cudaSuccess;
+  // O is written with 16-byte stores; Q/K/V are checked by the tensor maps.
+  if (!sdpa_problem_vec16_ok(*problem)) return cudaErrorInvalidValue;
+  return sdpa_dispatch(*problem, pick);
+}
+
+}  // namespace sdpa_warpspec
