@@ -12,7 +12,8 @@ from datetime import datetime, timedelta, timezone
 import psutil
 from mlflow.tracking import MlflowClient
 
-from stagelab import tags, tracking
+from stagelab import metrics, tracking
+from stagelab.owner import heartbeat_tags
 from stagelab.supervise import wait_with_heartbeat
 
 CREATE_RUN = """
@@ -33,18 +34,18 @@ def run_created_by_a_process_that_exits() -> tuple[str, int]:
 def test_a_run_records_its_owner(tmp_store):
     run_id = tracking.create_run(tracking.init_store("stagelab-sdpa"), "s0_baseline", "smoke", timeout_s=900)
     recorded = MlflowClient().get_run(run_id).data.tags
-    assert recorded[tags.OWNER_HOST] == socket.gethostname()
-    assert recorded[tags.OWNER_PID] == str(os.getpid())
-    started = datetime.fromisoformat(recorded[tags.OWNER_START]).timestamp()
+    assert recorded[metrics.TAG_OWNER_HOST] == socket.gethostname()
+    assert recorded[metrics.TAG_OWNER_PID] == str(os.getpid())
+    started = datetime.fromisoformat(recorded[metrics.TAG_OWNER_START]).timestamp()
     assert abs(started - psutil.Process().create_time()) < 1
-    assert recorded[tags.OWNER_TIMEOUT_S] == "900" and tags.HEARTBEAT in recorded
+    assert recorded[metrics.TAG_OWNER_TIMEOUT_S] == "900"
 
 
 def elsewhere(run_id: str, silent_for_s: float, timeout_s: int) -> None:
     """Make a run look owned by a process on another host that last beat `silent_for_s` ago."""
     beat = datetime.now(timezone.utc) - timedelta(seconds=silent_for_s)
-    tracking.set_tags(run_id, {tags.OWNER_HOST: "another-host", tags.OWNER_PID: "4242",
-                               tags.OWNER_TIMEOUT_S: str(timeout_s), tags.HEARTBEAT: beat.isoformat()})
+    tracking.set_tags(run_id, {metrics.TAG_OWNER_HOST: "another-host", metrics.TAG_OWNER_PID: "4242",
+                               metrics.TAG_OWNER_TIMEOUT_S: str(timeout_s), metrics.TAG_HEARTBEAT: beat.isoformat()})
 
 
 def test_runs_repair_closes_runs_whose_owner_is_gone(tmp_store, stagelab_cli):
@@ -57,10 +58,12 @@ def test_runs_repair_closes_runs_whose_owner_is_gone(tmp_store, stagelab_cli):
     elsewhere(silent_elsewhere, silent_for_s=120, timeout_s=60)
     beating_elsewhere = tracking.create_run(experiment_id, "s3a_no_sp", "smoke")
     elsewhere(beating_elsewhere, silent_for_s=5, timeout_s=60)
+    not_beating_elsewhere = tracking.create_run(experiment_id, "s3b_register_softmax", "smoke")  # a tune, say
+    tracking.set_tags(not_beating_elsewhere, {metrics.TAG_OWNER_HOST: "another-host"})
 
     listed = stagelab_cli("runs")
     assert listed.returncode == 0, listed.stderr[-2000:]
-    assert "4 running stage run(s), 2 with their owner gone" in listed.stdout
+    assert "5 running stage run(s), 2 with their owner gone" in listed.stdout
     assert MlflowClient().get_run(dead_owner).info.status == "RUNNING"  # listing changes nothing
 
     proc = stagelab_cli("runs", "--repair")
@@ -69,20 +72,22 @@ def test_runs_repair_closes_runs_whose_owner_is_gone(tmp_store, stagelab_cli):
     for run_id, reason in ((dead_owner, f"pid {dead_pid} on {socket.gethostname()}"),
                            (silent_elsewhere, "no heartbeat from pid 4242 on another-host")):
         run = client.get_run(run_id)
-        assert run.info.status == "KILLED" and run.data.tags[tags.OUTCOME] == tags.KILLED
-        assert reason in run.data.tags[tags.OUTCOME_REASON]
-    assert {client.get_run(r).info.status for r in (alive_here, beating_elsewhere)} == {"RUNNING"}
+        assert run.info.status == "KILLED" and run.data.tags[metrics.TAG_OUTCOME] == metrics.OUTCOME_KILLED
+        assert reason in run.data.tags[metrics.TAG_OUTCOME_REASON]
+    left_alone = (alive_here, beating_elsewhere, not_beating_elsewhere)
+    assert {client.get_run(r).info.status for r in left_alone} == {"RUNNING"}
 
 
 def test_runner_renews_the_heartbeat_while_its_notebook_runs(tmp_store):
     run_id = tracking.create_run(tracking.init_store("stagelab-sdpa"), "s0_baseline", "smoke", timeout_s=4)
-    first = MlflowClient().get_run(run_id).data.tags[tags.HEARTBEAT]
+    tracking.set_tags(run_id, heartbeat_tags())  # as the batch runner creates its runs
+    first = MlflowClient().get_run(run_id).data.tags[metrics.TAG_HEARTBEAT]
     # time-out 4 s: a beat each second (BEATS_PER_TIMEOUT), so a 1.5 s "notebook" sees one
     notebook = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(1.5)"], stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True, start_new_session=True)
     code, _ = wait_with_heartbeat(notebook, 4, run_id)
     assert code == 0
-    last = MlflowClient().get_run(run_id).data.tags[tags.HEARTBEAT]
+    last = MlflowClient().get_run(run_id).data.tags[metrics.TAG_HEARTBEAT]
     assert datetime.fromisoformat(last) > datetime.fromisoformat(first)
 
 

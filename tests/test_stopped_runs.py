@@ -13,7 +13,7 @@ import psutil
 import pytest
 from mlflow.tracking import MlflowClient
 
-from stagelab import tags, tracking
+from stagelab import metrics, tracking
 from stagelab.build import source_hash
 from stagelab.registry import family_registry
 
@@ -75,7 +75,7 @@ def test_signal_stops_the_notebook_and_records_the_run_killed(tmp_store, signum)
     name = signal.Signals(signum).name
     assert f"stopped by {name}; s0_baseline recorded as killed; not run: s1_cp_async" in stderr.strip().splitlines()[-1]
     run = stage_runs("s0_baseline").iloc[0]
-    assert run["status"] == "KILLED" and run["tags.outcome"] == tags.KILLED
+    assert run["status"] == "KILLED" and run["tags.outcome"] == metrics.OUTCOME_KILLED
     assert name in run["tags.outcome_reason"]
     assert stage_runs("s1_cp_async").empty
 
@@ -97,13 +97,13 @@ def test_kill_9_leaves_a_run_the_next_start_closes(tmp_store, stagelab_cli):
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert f"closed s0_baseline@smoke ({orphan['run_id']}) as killed" in proc.stdout
     run = MlflowClient().get_run(orphan["run_id"])
-    assert run.info.status == "KILLED" and run.data.tags[tags.OUTCOME] == tags.KILLED
-    assert f"its owner, pid {runner.pid}" in run.data.tags[tags.OUTCOME_REASON]
+    assert run.info.status == "KILLED" and run.data.tags[metrics.TAG_OUTCOME] == metrics.OUTCOME_KILLED
+    assert f"its owner, pid {runner.pid}" in run.data.tags[metrics.TAG_OUTCOME_REASON]
 
 
 def finished_run(experiment_id: str, stage: str, source: str, status: str = "FINISHED") -> str:
     run_id = tracking.create_run(experiment_id, stage, "smoke")
-    tracking.set_tags(run_id, {tags.SOURCE_HASH: source, tags.OUTCOME: "no_gpu"})
+    tracking.set_tags(run_id, {metrics.TAG_SOURCE_HASH: source, metrics.TAG_OUTCOME: "no_gpu"})
     tracking.end_run(run_id, status)
     return run_id
 

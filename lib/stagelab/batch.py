@@ -23,8 +23,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from . import metrics, tags, tracking
+from . import metrics, tracking
 from .errors import ConfigError, RunnerStopped
+from .owner import heartbeat_tags
 from .params import RunParams, load_params
 from .paths import repo_root, resolve_params_path, runs_dir
 from .registry import Registry, family_registry
@@ -92,13 +93,13 @@ def execute_notebook(notebook: Path, executed: Path, parameters: dict, timeout_s
 
 def _record_error(run_id: str, outcome: str, error: str) -> str:
     """The outcome to report; a run the notebook never finished is closed as `error` with why."""
-    if outcome == tags.RUNNING:  # the notebook never reached finish(): record why
-        tracking.set_tags(run_id, {tags.OUTCOME: tags.ERROR,
-                                   tags.OUTCOME_REASON: error or "notebook ended before finish()"})
+    if outcome == metrics.OUTCOME_RUNNING:  # the notebook never reached finish(): record why
+        tracking.set_tags(run_id, {metrics.TAG_OUTCOME: metrics.OUTCOME_ERROR,
+                                   metrics.TAG_OUTCOME_REASON: error or "notebook ended before finish()"})
         tracking.end_run(run_id, "FAILED")
-        return tags.ERROR
+        return metrics.OUTCOME_ERROR
     if error:
-        tracking.set_tags(run_id, {tags.NOTEBOOK_ERROR: error})
+        tracking.set_tags(run_id, {metrics.TAG_NOTEBOOK_ERROR: error})
     return outcome
 
 
@@ -125,7 +126,7 @@ def _execute_and_record(stage: str, run_id: str, params_path: Path, experiment: 
         error = f"notebook timed out after {timeout_s}s"
     elif code != 0:
         error = _notebook_error(executed, stderr) if executed.is_file() else stderr.strip()[-2000:]
-    outcome = _record_error(run_id, tracking.get_tag(run_id, tags.OUTCOME) or tags.RUNNING, error)
+    outcome = _record_error(run_id, tracking.get_tag(run_id, metrics.TAG_OUTCOME) or metrics.OUTCOME_RUNNING, error)
     return NotebookResult(stage, run_id, outcome, seconds, executed, error)
 
 
@@ -133,8 +134,8 @@ def run_stage_notebook(stage: str, params_path: Path, experiment_id: str, experi
                        timeout_s: int, kernel_name: str = "python3") -> NotebookResult:
     """One stage's notebook under its own MLflow run, created here so a notebook that dies still
     leaves a record. A stop (RunnerStopped) while the run is open records it as killed."""
-    run_id = tracking.create_run(experiment_id, stage, params_path.stem, tags={tags.BATCH: folder.name},
-                                 timeout_s=timeout_s)
+    run_id = tracking.create_run(experiment_id, stage, params_path.stem, timeout_s=timeout_s,
+                                 tags={metrics.TAG_BATCH: folder.name, **heartbeat_tags()})
     try:
         return _execute_and_record(stage, run_id, params_path, experiment, folder, timeout_s, kernel_name)
     except RunnerStopped as stop:
@@ -201,7 +202,7 @@ def _resumed(experiment_id: str, registry: Registry, stage: str, params_name: st
     run_id = finished_run(experiment_id, registry, stage, params_name)
     if run_id is None:
         return None
-    return NotebookResult(stage, run_id, tracking.get_tag(run_id, tags.OUTCOME) or "", 0.0, None)
+    return NotebookResult(stage, run_id, tracking.get_tag(run_id, metrics.TAG_OUTCOME) or "", 0.0, None)
 
 
 def _write_summary(rows: list[dict], folder: Path) -> pd.DataFrame:

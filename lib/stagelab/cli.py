@@ -169,11 +169,10 @@ def _cmd_runs(args) -> int:
     found = open_runs()
     for run in found:
         owner = f"pid {run.owner.pid} on {run.owner.host}" if run.owner.host else "owner not recorded"
-        state = f"stale: {run.gone_reason}" if run.gone_reason else "owner alive"
         action = " -> marked KILLED" if args.repair and run.gone_reason else ""
         if action:
             close_stale(run)
-        print(f"{run.experiment}  {run.name}  {run.run_id}  {owner}  {state}{action}")
+        print(f"{run.experiment}  {run.name}  {run.run_id}  {owner}  {run.state}{action}")
     stale = sum(1 for run in found if run.gone_reason)
     print(f"{len(found)} running stage run(s), {stale} with their owner gone"
           + ("" if args.repair or not stale else " (stagelab runs --repair closes them)"))

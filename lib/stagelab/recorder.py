@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from . import flatten, metrics, tags, tracking
+from . import flatten, metrics, tracking
 from .outcome import Outcome
 from .results import Built, CheckReport, ResourceReport, StageResults, TimingReport
 from .steps import StageContext
@@ -93,7 +93,7 @@ class MlflowRecorder:
             return
         b = built.stage
         (self.artifacts / "ptxas.log").write_text(b.ptxas_log)
-        tracking.set_tags(run_id, {tags.SOURCE_HASH: b.source_hash, "build_key": b.key,
+        tracking.set_tags(run_id, {metrics.TAG_SOURCE_HASH: b.source_hash, "build_key": b.key,
                                    "build_cached": str(b.cached).lower(),
                                    "stage_config": b.module.stage_config() if b.module else ""})
         tracking.log_metrics(run_id, {metrics.BUILD_SECONDS.key(): b.seconds})
@@ -163,7 +163,7 @@ class MlflowRecorder:
             self._plots(results)
         except Exception as exc:  # a plot must never cost the record
             (self.artifacts / "plot_error.txt").write_text(repr(exc))
-        tracking.set_tags(run_id, {tags.OUTCOME: outcome.outcome, tags.OUTCOME_REASON: outcome.reason})
+        tracking.set_tags(run_id, {metrics.TAG_OUTCOME: outcome.outcome, metrics.TAG_OUTCOME_REASON: outcome.reason})
         self._log_sources(run_id)
         for path in sorted(self.artifacts.iterdir()):
             subfolder = "results" if path.suffix in {".csv", ".md", ".json"} or path.is_dir() else None

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from . import tags, tracking
+from . import metrics, tracking
 from .owner import Owner
 from .params import RunParams
 
@@ -25,6 +25,14 @@ class OpenRun:
     owner: Owner
     gone_reason: str | None
 
+    @property
+    def state(self) -> str:
+        if self.gone_reason:
+            return f"stale: {self.gone_reason}"
+        if self.owner.heartbeat is None and not self.owner.on_this_host:
+            return "owner on another host and not beating: cannot tell from here"
+        return "owner alive"
+
 
 def open_runs() -> list[OpenRun]:
     """Every stage run still RUNNING in the store, with its owner and why it is stale (if it is)."""
@@ -36,7 +44,7 @@ def open_runs() -> list[OpenRun]:
                                max_results=MAX_OPEN_RUNS)
     result = []
     for run in found:
-        if tags.STAGE not in run.data.tags:
+        if metrics.TAG_STAGE not in run.data.tags:
             continue  # not a stage run: someone else's, not ours to close
         owner = Owner.from_tags(run.data.tags, run.info.start_time, RunParams.timeout_s)
         result.append(OpenRun(run.info.run_id, run.info.run_name, experiments[run.info.experiment_id],
@@ -45,7 +53,7 @@ def open_runs() -> list[OpenRun]:
 
 
 def mark_killed(run_id: str, reason: str) -> None:
-    tracking.set_tags(run_id, {tags.OUTCOME: tags.KILLED, tags.OUTCOME_REASON: reason})
+    tracking.set_tags(run_id, {metrics.TAG_OUTCOME: metrics.OUTCOME_KILLED, metrics.TAG_OUTCOME_REASON: reason})
     tracking.end_run(run_id, "KILLED")
 
 

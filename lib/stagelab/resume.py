@@ -7,7 +7,7 @@ incorrect, resource_fail, no_gpu). Runs that erred, failed to build or were kill
 
 from __future__ import annotations
 
-from . import tags, tracking
+from . import metrics, tracking
 from .build import source_hash
 from .registry import Registry
 
@@ -16,9 +16,9 @@ def finished_run(experiment_id: str, registry: Registry, stage_id: str, params_n
     """The newest FINISHED run of `stage_id` on `params_name` at the stage's current source hash."""
     current = source_hash(registry.stages[stage_id], registry)
     runs = tracking.client().search_runs(
-        [experiment_id], filter_string=f"tags.{tags.STAGE} = '{stage_id}' AND attributes.status = 'FINISHED'",
+        [experiment_id], filter_string=f"tags.{metrics.TAG_STAGE} = '{stage_id}' AND attributes.status = 'FINISHED'",
         order_by=["attributes.start_time DESC"])
     for run in runs:  # params_file compared here: a file name may hold quotes a filter string cannot
-        if run.data.tags.get(tags.PARAMS_FILE) == params_name and run.data.tags.get(tags.SOURCE_HASH) == current:
+        if run.data.tags.get(metrics.TAG_PARAMS_FILE) == params_name and run.data.tags.get(metrics.TAG_SOURCE_HASH) == current:
             return run.info.run_id
     return None

@@ -18,7 +18,7 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
-from .metrics import safe_key
+from .metrics import TAG_PARAMS_FILE, TAG_STAGE, safe_key
 from .paths import mlruns_dir
 
 
@@ -137,11 +137,10 @@ def create_run(experiment_id: str, stage_id: str, params_name: str, tags: dict[s
     """A run in RUNNING state that a notebook (or the batch runner, or a tune) fills in; returns its id.
     Named `<stage>@<params>` unless `name` says otherwise. This process is recorded as its owner
     (see `owner`), with the time-out after which a silent owner on another host counts as gone."""
-    from . import tags as keys
     from .owner import owner_tags
 
     run = client().create_run(experiment_id, run_name=name or run_name(stage_id, params_name),
-                              tags={keys.STAGE: stage_id, keys.PARAMS_FILE: params_name,
+                              tags={TAG_STAGE: stage_id, TAG_PARAMS_FILE: params_name,
                                     **owner_tags(timeout_s), **(tags or {})})
     return run.info.run_id
 
