@@ -29,3 +29,20 @@ def nvcc_available():
     if shutil.which("nvcc") is None:
         pytest.skip("nvcc is not installed")
     return True
+
+
+@pytest.fixture
+def stagelab_cli(tmp_store):
+    """`python -m stagelab ARGS` in a real subprocess on the test's store; returns the CompletedProcess."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+
+    def run(*args, timeout=120, **env):
+        return subprocess.run([sys.executable, "-m", "stagelab", *args], capture_output=True, text=True, cwd=root,
+                              env={**os.environ, "MLFLOW_TRACKING_URI": tmp_store, **env}, timeout=timeout)
+
+    return run

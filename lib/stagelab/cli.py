@@ -1,5 +1,5 @@
 """The `stagelab` command: run stage notebooks, list stages, build, show resources, write reports,
-regenerate notebooks, open the MLflow UI."""
+regenerate notebooks, open the MLflow UI, close runs left RUNNING, back up the store."""
 
 from __future__ import annotations
 
@@ -7,15 +7,18 @@ import argparse
 import os
 import sys
 
-from .errors import StagelabError
+from .errors import RunnerStopped, StagelabError
 from .server import DEFAULT_HOST, DEFAULT_PORT
+
+# The shell's convention for a process ended by signal N: exit status 128 + N (130 for SIGINT).
+SIGNAL_EXIT_BASE = 128
 
 
 def _cmd_run(args) -> int:
     from .batch import run_batch
 
     summary = run_batch(args.stages or None, args.params, timeout_s=args.timeout, experiment=args.experiment,
-                        kernel_name=args.kernel)
+                        kernel_name=args.kernel, resume=args.resume)
     print(summary.drop(columns=["run_id"]).to_markdown(index=False, floatfmt=".4g"))
     bad = summary["outcome"].isin(["error", "build_failed", "incorrect", "resource_fail"])
     return 1 if bad.any() and args.strict else 0
@@ -158,6 +161,43 @@ def _cmd_ui(args) -> int:
     return subprocess.call(command)
 
 
+def _cmd_runs(args) -> int:
+    """Stage runs still RUNNING, each with its owner and whether that owner is gone; --repair closes
+    the ones whose owner is gone as killed."""
+    from .repair import close_stale, open_runs
+
+    found = open_runs()
+    for run in found:
+        owner = f"pid {run.owner.pid} on {run.owner.host}" if run.owner.host else "owner not recorded"
+        action = " -> marked KILLED" if args.repair and run.gone_reason else ""
+        if action:
+            close_stale(run)
+        print(f"{run.experiment}  {run.name}  {run.run_id}  {owner}  {run.state}{action}")
+    stale = sum(1 for run in found if run.gone_reason)
+    print(f"{len(found)} running stage run(s), {stale} with their owner gone"
+          + ("" if args.repair or not stale else " (stagelab runs --repair closes them)"))
+    return 0
+
+
+def _cmd_backup(args) -> int:
+    from pathlib import Path
+
+    from . import tracking
+    from .errors import StoreError
+    from .portable import sqlite_path
+    from .sqlite_store import backup
+
+    db = sqlite_path(tracking.tracking_uri())
+    if db is None:
+        raise StoreError(f"stagelab backup copies SQLite stores; {tracking.tracking_uri()} is a server: "
+                         "back up its database with the database's own tools (pg_dump, say)")
+    if not db.is_file():
+        raise StoreError(f"no MLflow store at {db} yet: nothing to back up")
+    tracking.check_store()  # a damaged store is reported, not copied over as if it were a good backup
+    print(f"backed up {db} to {backup(db, Path(args.to) if args.to else None)}")
+    return 0
+
+
 def _cmd_server(args) -> int:
     """The team server: PostgreSQL store, proxied artifacts; clients set MLFLOW_TRACKING_URI to its address."""
     import subprocess
@@ -184,6 +224,18 @@ def _cmd_import(args) -> int:
     copied = import_store(db)
     print(f"imported {copied} new run(s) from {db} into {tracking.tracking_uri()}")
     return 0
+
+
+def _add_store_commands(sub) -> None:
+    """`runs` and `backup`: looking after the store rather than running stages."""
+    runs = sub.add_parser("runs", help="list stage runs still RUNNING and whether their owner is gone")
+    runs.add_argument("--repair", action="store_true", help="mark runs whose owner is gone KILLED")
+    runs.set_defaults(func=_cmd_runs)
+
+    bak = sub.add_parser("backup", help="copy the SQLite store with SQLite's online backup API "
+                         "(default: mlruns/backups/mlflow-<time>.db beside it)")
+    bak.add_argument("--to", default=None, help="file to write the copy to")
+    bak.set_defaults(func=_cmd_backup)
 
 
 def _cmd_tune(args) -> int:
@@ -249,6 +301,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--experiment", default=None, help="MLflow experiment (default: stagelab-<family>)")
     run.add_argument("--kernel", default="python3", help="Jupyter kernel name")
     run.add_argument("--strict", action="store_true", help="exit 1 when any stage errs, fails to build or is incorrect")
+    run.add_argument("--resume", action="store_true",
+                     help="skip stages that have a finished run of their current source on this parameter file")
     run.set_defaults(func=_cmd_run)
 
     stages = sub.add_parser("stages", help="list every family's stage registry")
@@ -292,6 +346,8 @@ def build_parser() -> argparse.ArgumentParser:
     srv.add_argument("--dry-run", action="store_true", help="print the server command instead of running it")
     srv.set_defaults(func=_cmd_server)
 
+    _add_store_commands(sub)
+
     ui = sub.add_parser("ui", help="the MLflow UI on stagelab's store (honours MLFLOW_TRACKING_URI)")
     ui.add_argument("--host", default=DEFAULT_HOST)
     ui.add_argument("--port", type=int, default=DEFAULT_PORT)
@@ -304,6 +360,9 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
+    except RunnerStopped as exc:
+        print(f"stagelab: {exc}", file=sys.stderr)
+        return SIGNAL_EXIT_BASE + exc.signum
     except StagelabError as exc:
         print(f"stagelab: error: {exc}", file=sys.stderr)
         return 2

@@ -19,3 +19,30 @@ class BuildError(StagelabError):
     def __init__(self, message: str, log: str):
         super().__init__(f"{message}\n--- compiler log ---\n{log}")
         self.log = log
+
+
+class StoreError(StagelabError):
+    """The MLflow store cannot be used (server unreachable, SQLite file damaged); the message
+    names the store and what to do."""
+
+
+class RunnerStopped(StagelabError):
+    """SIGINT or SIGTERM reached the batch runner. The runner fills in the stage whose run it
+    recorded as killed and the stages that never ran, so the one-line message says both."""
+
+    def __init__(self, signum: int):
+        super().__init__()
+        self.signum = signum
+        self.killed: str | None = None
+        self.not_run: list[str] = []
+
+    @property
+    def signal_name(self) -> str:
+        import signal
+
+        return signal.Signals(self.signum).name
+
+    def __str__(self) -> str:
+        killed = f"; {self.killed} recorded as killed" if self.killed else ""
+        not_run = f"; not run: {', '.join(self.not_run)}" if self.not_run else "; every stage had run"
+        return f"stopped by {self.signal_name}{killed}{not_run}"

@@ -118,6 +118,19 @@ TAG_TUNE_CONFIG = "tune_config"       # the configuration's label, BLOCK_N=32,PI
 TAG_TUNE_SPACE = "tune_space"         # the search space of the latest tune on the run (it may grow)
 TAG_PROMOTED = "tune_promoted"        # what the best configuration was promoted to
 
+# -- batch runs: what the runner writes besides the judged outcome, and who owns a run ---------
+TAG_BATCH = "batch"                   # the runs/ folder of the batch that made the run
+TAG_NOTEBOOK_ERROR = "notebook_error"  # a notebook that failed after it had decided its outcome
+OUTCOME_RUNNING = "running"           # the outcome tag's value until the notebook decides
+OUTCOME_ERROR = "error"               # the notebook crashed or timed out before deciding
+OUTCOME_KILLED = "killed"             # stopped by a signal, or left RUNNING by an owner that is gone
+# The process that created the run (see `owner`), and when it last said it was alive.
+TAG_OWNER_HOST = "stagelab.owner.host"
+TAG_OWNER_PID = "stagelab.owner.pid"
+TAG_OWNER_START = "stagelab.owner.start"
+TAG_OWNER_TIMEOUT_S = "stagelab.owner.timeout_s"
+TAG_HEARTBEAT = "stagelab.heartbeat"
+
 
 def elite_tag(rank: int) -> str:
     """The tune run's tag holding the configuration label of the elite of this rank (1 = best)."""

@@ -7,7 +7,8 @@ Precedence, first match wins:
   incorrect       any correctness check failed (a fast wrong kernel is a failure)
   valid_negative  correct, but its gain over the parent is below the registry's min_gain
   pass            correct, within its gates, and (when it has a parent) faster by min_gain
-The batch runner adds `error` for a notebook that crashed or timed out before deciding.
+The batch runner adds `error` for a notebook that crashed or timed out before deciding, and
+`killed` for a run stopped by SIGINT/SIGTERM or left RUNNING by an owner that is gone.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-OUTCOMES = ("build_failed", "resource_fail", "no_gpu", "incorrect", "valid_negative", "pass", "error")
+OUTCOMES = ("build_failed", "resource_fail", "no_gpu", "incorrect", "valid_negative", "pass", "error", "killed")
 
 
 @dataclass(frozen=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from . import metrics
 from .envinfo import git_state, gpu_info, software_versions
 from .paths import repo_root
 from .steps import StageContext
@@ -36,11 +37,11 @@ def run_tags(ctx: StageContext) -> dict[str, str]:
     stage = ctx.stage
     git = git_state()
     return {
-        "stage": stage.id,
+        metrics.TAG_STAGE: stage.id,
         "family": ctx.family.name,
         "parent": stage.parent or "none",
         "title": stage.title,
-        "outcome": "running",
+        metrics.TAG_OUTCOME: metrics.OUTCOME_RUNNING,
         "mlflow.note.content": f"### {stage.title}\n\n{stage.hypothesis}",
         "mlflow.source.name": f"notebooks/{stage.id}.ipynb",
         "mlflow.source.type": "NOTEBOOK",

@@ -79,7 +79,8 @@ class MlflowRecorder:
 
             experiment_id = tracking.init_store(self.experiment)
             if self.run_id is None:
-                self.run_id = tracking.create_run(experiment_id, self.ctx.stage.id, self.ctx.params.name)
+                self.run_id = tracking.create_run(experiment_id, self.ctx.stage.id, self.ctx.params.name,
+                                                  timeout_s=self.ctx.params.timeout_s)
             tracking.log_params(self.run_id, run_params(self.ctx))
             tracking.set_tags(self.run_id, run_tags(self.ctx))
             self._started = True
@@ -92,7 +93,7 @@ class MlflowRecorder:
             return
         b = built.stage
         (self.artifacts / "ptxas.log").write_text(b.ptxas_log)
-        tracking.set_tags(run_id, {"source_hash": b.source_hash, "build_key": b.key,
+        tracking.set_tags(run_id, {metrics.TAG_SOURCE_HASH: b.source_hash, "build_key": b.key,
                                    "build_cached": str(b.cached).lower(),
                                    "stage_config": b.module.stage_config() if b.module else ""})
         tracking.log_metrics(run_id, {metrics.BUILD_SECONDS.key(): b.seconds})
@@ -162,7 +163,7 @@ class MlflowRecorder:
             self._plots(results)
         except Exception as exc:  # a plot must never cost the record
             (self.artifacts / "plot_error.txt").write_text(repr(exc))
-        tracking.set_tags(run_id, {"outcome": outcome.outcome, "outcome_reason": outcome.reason})
+        tracking.set_tags(run_id, {metrics.TAG_OUTCOME: outcome.outcome, metrics.TAG_OUTCOME_REASON: outcome.reason})
         self._log_sources(run_id)
         for path in sorted(self.artifacts.iterdir()):
             subfolder = "results" if path.suffix in {".csv", ".md", ".json"} or path.is_dir() else None

@@ -13,11 +13,12 @@ from __future__ import annotations
 import fcntl
 import math
 import os
+import sys
 import time
 from contextlib import contextmanager
 from pathlib import Path
 
-from .metrics import safe_key
+from .metrics import TAG_PARAMS_FILE, TAG_STAGE, safe_key
 from .paths import mlruns_dir
 
 
@@ -50,9 +51,36 @@ def _store_lock():
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
+_checked: set[str] = set()
+
+
+def check_store() -> None:
+    """Once per process and store, before MLflow touches it: a tracking server must answer; a
+    SQLite file must be intact, and is backed up before its schema is migrated (under the lock,
+    so concurrent runners migrate once)."""
+    from .portable import sqlite_path
+    from .server_probe import check_reachable
+    from .sqlite_store import check_intact, migrate_with_backup
+
+    uri = tracking_uri()
+    if uri in _checked:
+        return
+    db = sqlite_path(uri)
+    if uri.startswith(("http://", "https://")):
+        check_reachable(uri)
+    elif db is not None and db.is_file():
+        check_intact(db)
+        with _store_lock():
+            saved = migrate_with_backup(db)
+        if saved is not None:
+            print(f"stagelab: backed up {db} to {saved} before migrating its schema", file=sys.stderr)
+    _checked.add(uri)
+
+
 def client():
     from mlflow.tracking import MlflowClient
 
+    check_store()
     return MlflowClient(tracking_uri=tracking_uri())
 
 
@@ -78,6 +106,7 @@ def init_store(experiment: str) -> str:
 
     from . import runs_view
 
+    check_store()  # before the lock: it takes the lock itself to migrate
     mlflow.set_tracking_uri(tracking_uri())
     with _store_lock():
         c = client()
@@ -104,11 +133,15 @@ def run_name(stage_id: str, params_name: str) -> str:
 
 
 def create_run(experiment_id: str, stage_id: str, params_name: str, tags: dict[str, str] | None = None,
-               name: str | None = None) -> str:
+               name: str | None = None, timeout_s: int | None = None) -> str:
     """A run in RUNNING state that a notebook (or the batch runner, or a tune) fills in; returns its id.
-    Named `<stage>@<params>` unless `name` says otherwise."""
+    Named `<stage>@<params>` unless `name` says otherwise. This process is recorded as its owner
+    (see `owner`), with the time-out after which a silent owner on another host counts as gone."""
+    from .owner import owner_tags
+
     run = client().create_run(experiment_id, run_name=name or run_name(stage_id, params_name),
-                              tags={"stage": stage_id, "params_file": params_name, **(tags or {})})
+                              tags={TAG_STAGE: stage_id, TAG_PARAMS_FILE: params_name,
+                                    **owner_tags(timeout_s), **(tags or {})})
     return run.info.run_id
 
 

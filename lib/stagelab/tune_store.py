@@ -16,11 +16,12 @@ from . import metrics as m
 from . import tracking
 from .envinfo import gpu_info
 from .outcome import OUTCOMES
+from .owner import owner_tags
 from .steps import StageContext
 
-# Outcomes that are a finished measurement of a configuration; `error` and a run left
+# Outcomes that are a finished measurement of a configuration; `error`, `killed` and a run left
 # `running` by a crash are measured again.
-FINISHED_OUTCOMES = tuple(o for o in OUTCOMES if o != "error")
+FINISHED_OUTCOMES = tuple(o for o in OUTCOMES if o not in (m.OUTCOME_ERROR, m.OUTCOME_KILLED))
 # Runs one search may return: far above any search space a tune builds in one go.
 MAX_SEARCH_RESULTS = 10_000
 
@@ -61,7 +62,9 @@ class TuneStore:
         if found:
             run_id = found[0].info.run_id
             tracking.client().update_run(run_id, status="RUNNING")
-            tracking.set_tags(run_id, {m.TAG_TUNE_SPACE: space})
+            # this process owns the reopened run now: the recorded owner is gone, and a batch
+            # starting meanwhile would close the run as killed
+            tracking.set_tags(run_id, {m.TAG_TUNE_SPACE: space, **owner_tags()})
             return run_id
         from .provenance import run_params, run_tags
 
