@@ -38,27 +38,8 @@ Build / SASS (BAR.SYNC / BAR.ARV around HGMMA):
 #include <cuda_runtime.h>
 
 #include "sdpa_api.h"
-#include "sdpa_export.cuh"
 #include "sdpa_warpspec.cuh"
-
-#ifndef BLOCK_N_D64
-#define BLOCK_N_D64 128
-#endif
-#ifndef BLOCK_N_D128
-#define BLOCK_N_D128 128
-#endif
-#ifndef STAGES_D64
-#define STAGES_D64 3
-#endif
-#ifndef STAGES_D128
-#define STAGES_D128 2
-#endif
-#ifndef PRODUCER_REGS
-#define PRODUCER_REGS 24
-#endif
-#ifndef CONSUMER_REGS
-#define CONSUMER_REGS 240
-#endif
+#include "sdpa_warpspec_knobs.cuh"
 
 namespace {
 
@@ -72,30 +53,9 @@ using S7Config = sdpa_warpspec::Config<kConsumerWarpgroups, D == 64 ? BLOCK_N_D6
                                        D == 64 ? STAGES_D64 : STAGES_D128, kPingpong, kPersistent, kBlocksPerSm,
                                        PRODUCER_REGS, CONSUMER_REGS>;
 
-struct SmemOf {
-  template <class T, int D>
-  static constexpr size_t smem_bytes() {
-    return sdpa_warpspec::Layout<T, D, S7Config<D>>::kSmemBytes;
-  }
-};
-
 }  // namespace
 
-extern "C" cudaError_t sdpa_forward(const SdpaProblem* problem, cudaStream_t stream) {
-  constexpr int kNoSplit = 1;
-  return sdpa_warpspec::forward(problem, [&](auto tag, auto hd) {
-    using T = typename decltype(tag)::type;
-    constexpr int D = decltype(hd)::value;
-    return sdpa_warpspec::launch<T, D, S7Config<D>>(*problem, kNoSplit, stream);
-  });
-}
-
-extern "C" const char* sdpa_stage_config() {
-  return "s7_pingpong BLOCK_M=128 (2 consumer warpgroups in pingpong + 1 producer) BLOCK_N_D64=" SDPA_STR(
+SDPA_WARPSPEC_EXPORT(S7Config,
+                     "s7_pingpong BLOCK_M=128 (2 consumer warpgroups in pingpong + 1 producer) BLOCK_N_D64=" SDPA_STR(
       BLOCK_N_D64) " BLOCK_N_D128=" SDPA_STR(BLOCK_N_D128) " STAGES_D64=" SDPA_STR(STAGES_D64) " STAGES_D128=" SDPA_STR(
-      STAGES_D128) " setmaxnreg producer=" SDPA_STR(PRODUCER_REGS) " consumer=" SDPA_STR(CONSUMER_REGS);
-}
-
-extern "C" int64_t sdpa_dynamic_shared_memory_bytes(int32_t head_dim, int32_t dtype) {
-  return sdpa_stage_smem_bytes<SmemOf>(head_dim, dtype);
-}
+      STAGES_D128) " setmaxnreg producer=" SDPA_STR(PRODUCER_REGS) " consumer=" SDPA_STR(CONSUMER_REGS))

@@ -65,19 +65,8 @@ Build / SASS (UTMALDG, HGMMA, SYNCS, USETMAXREG; LDS/LD through mapa for DSMEM):
 #include "sdpa_api.h"
 #include "sdpa_export.cuh"
 #include "sdpa_warpspec.cuh"
+#include "sdpa_warpspec_knobs.cuh"
 
-#ifndef BLOCK_N_D64
-#define BLOCK_N_D64 128
-#endif
-#ifndef BLOCK_N_D128
-#define BLOCK_N_D128 128
-#endif
-#ifndef STAGES_D64
-#define STAGES_D64 3
-#endif
-#ifndef STAGES_D128
-#define STAGES_D128 2
-#endif
 #ifndef SPLITS
 #define SPLITS 1
 #endif
@@ -92,11 +81,12 @@ namespace {
 
 using sdpa_warpspec::Config;
 
-constexpr int kProducerRegs = 24;
+constexpr int kProducerRegs = PRODUCER_REGS;
 // Long: one block per SM, 3 warpgroups: 128 * (24 + 2 * 240) = 64512 <= 65536.
 template <int D>
 using LongConfig = Config<2, D == 64 ? BLOCK_N_D64 : BLOCK_N_D128, D == 64 ? STAGES_D64 : STAGES_D128,
-                          /*pingpong=*/PINGPONG != 0, /*persistent=*/true, /*blocks per SM=*/1, kProducerRegs, 240>;
+                          /*pingpong=*/PINGPONG != 0, /*persistent=*/true, /*blocks per SM=*/1, kProducerRegs,
+                          CONSUMER_REGS>;
 // Short: two blocks per SM of 2 warpgroups: 2 * 128 * (24 + 232) = 65536.
 constexpr int kShortBlockN = 128;
 constexpr int kShortStages = 2;

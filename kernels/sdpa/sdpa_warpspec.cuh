@@ -34,6 +34,7 @@
 
 #include "sdpa_api.h"
 #include "sdpa_common.cuh"
+#include "sdpa_export.cuh"
 #include "sdpa_mma.cuh"
 #include "sdpa_tma.cuh"
 #include "sdpa_wgmma.cuh"
@@ -540,3 +541,28 @@ cudaError_t forward(const SdpaProblem* problem, Pick&& pick) {
 }
 
 }  // namespace sdpa_warpspec
+
+// The three exports of sdpa_api.h for a stage that runs one config template
+// CONFIG<D> unsplit (s6, s7); CONFIG_STRING names its knobs. sdpa_export.cuh's
+// footprint query wants smem_bytes<T, D>() on one type: SdpaWarpspecSmemOf.
+#define SDPA_WARPSPEC_EXPORT(CONFIG, CONFIG_STRING)                                                   \
+  namespace {                                                                                        \
+  struct SdpaWarpspecSmemOf {                                                                        \
+    template <class T, int D>                                                                        \
+    static constexpr size_t smem_bytes() {                                                           \
+      return sdpa_warpspec::Layout<T, D, CONFIG<D>>::kSmemBytes;                                     \
+    }                                                                                                \
+  };                                                                                                 \
+  }                                                                                                  \
+  extern "C" cudaError_t sdpa_forward(const SdpaProblem* problem, cudaStream_t stream) {             \
+    constexpr int kNoSplit = 1;                                                                      \
+    return sdpa_warpspec::forward(problem, [&](auto tag, auto hd) {                                  \
+      using T = typename decltype(tag)::type;                                                        \
+      constexpr int D = decltype(hd)::value;                                                         \
+      return sdpa_warpspec::launch<T, D, CONFIG<D>>(*problem, kNoSplit, stream);                     \
+    });                                                                                              \
+  }                                                                                                  \
+  extern "C" const char* sdpa_stage_config() { return CONFIG_STRING; }                               \
+  extern "C" int64_t sdpa_dynamic_shared_memory_bytes(int32_t head_dim, int32_t dtype) {             \
+    return sdpa_stage_smem_bytes<SdpaWarpspecSmemOf>(head_dim, dtype);                               \
+  }
