@@ -36,11 +36,25 @@ def sdpa_contender(backend: str, q, k, v, scale: float, causal: bool) -> Callabl
 
 # FlashAttention-4 (CuTe DSL; an sm90 forward path): optional, installed with `stagelab[fa4]`.
 FA4 = "fa4"
+# Where an offline GPU machine has FA4 installed with `pip --target` (tools/fa4_wheels.sh): a
+# site directory, not a plain path entry, because the cutlass package arrives through a .pth file.
+FA4_SITE_ENV = "STAGELAB_FA4_SITE"
+
+
+def add_fa4_site() -> None:
+    """Process the FA4 site directory named by STAGELAB_FA4_SITE (its .pth files included)."""
+    import os
+    import site
+
+    site_dir = os.environ.get(FA4_SITE_ENV)
+    if site_dir:
+        site.addsitedir(site_dir)
 
 
 def fa4_contender(q, k, v, scale: float, causal: bool) -> Callable[[], None]:
     """FlashAttention-4's forward on the same inputs; RuntimeError (recorded as unavailable,
     never an error) where the package is not installed or cannot run here."""
+    add_fa4_site()
     try:
         from flash_attn.cute import flash_attn_func
     except ImportError as exc:
