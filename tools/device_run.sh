@@ -43,7 +43,8 @@ if [ -n "${2:-}" ]; then
 fi
 python3 -m stagelab report --family sdpa --params acceptance long mission 2>&1 | tail -2
 python3 -m stagelab report --family softmax --params softmax-acceptance 2>&1 | tail -2
-# One archive (a call brings back at most 8 files): the store, the executed notebooks and the
-# pages; here, `stagelab import <unpacked>/mlruns` merges the store into the local one.
+# One archive (a call brings back at most 8 files): the store, the executed notebooks, the
+# pages and the .ncu-rep files of `stagelab profile`; here, `stagelab import <unpacked>/mlruns`
+# merges the store into the local one.
 tar czf "$OUT/mlruns.tgz" mlruns runs docs/results build/profile 2>/dev/null
 ls -la "$OUT"
