@@ -38,9 +38,10 @@ def test_raw_page_parsed_in_si_units():
 
 
 def test_scaled_units_and_missing_values():
-    text = ('"ID","Kernel Name","dram__bytes.sum","gpu__time_duration.sum","lts__t_sector_hit_rate.pct"\n'
-            '"","","Mbyte","usecond","%"\n"0","k","1.5","2","n/a"\n')
+    text = ('"ID","Kernel Name","dram__bytes.sum","gpu__time_duration.sum","lts__t_sector_hit_rate.pct",'
+            '"sm__cycles_elapsed.avg.per_second"\n"","","Mbyte","usecond","%","GHz"\n"0","k","1.5","2","n/a","1.98"\n')
     [row] = ncu.parse_raw_csv(text)
+    assert row[ncu.SM_CLOCK_HZ] == pytest.approx(1.98e9)
     assert row[ncu.DRAM_BYTES] == pytest.approx(1.5e6) and row[ncu.DURATION] == pytest.approx(2e-6)
     assert row[ncu.L2_HIT] != row[ncu.L2_HIT]  # nan
     assert ncu.parse_raw_csv("==ERROR== the application returned an error\n") == []

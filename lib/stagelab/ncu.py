@@ -38,11 +38,12 @@ STALL_REASONS = ("barrier", "branch_resolving", "dispatch_stall", "drain", "imc_
                  "long_scoreboard", "math_pipe_throttle", "membar", "mio_throttle", "misc", "no_instruction",
                  "not_selected", "short_scoreboard", "sleeping", "tex_throttle", "wait")
 
-# Units of the raw page, to SI (base units are asked for; scaled ones are read all the same).
+# Units of the raw page to SI, by lower-cased unit (base units are asked for; scaled ones, as
+# ncu prints them by default, are read all the same). Units not named here (%, ratios) are kept.
 UNIT_SCALE = {
-    "byte": 1.0, "Kbyte": 1e3, "Mbyte": 1e6, "Gbyte": 1e9, "Tbyte": 1e12,
+    "byte": 1.0, "kbyte": 1e3, "mbyte": 1e6, "gbyte": 1e9, "tbyte": 1e12,
     "nsecond": 1e-9, "usecond": 1e-6, "msecond": 1e-3, "second": 1.0,
-    "hz": 1.0, "Khz": 1e3, "Mhz": 1e6, "Ghz": 1e9,
+    "hz": 1.0, "khz": 1e3, "mhz": 1e6, "ghz": 1e9,
     "cycle/nsecond": 1e9, "cycle/usecond": 1e6, "cycle/msecond": 1e3, "cycle/second": 1.0,
 }
 ID_COLUMN = "ID"
@@ -73,7 +74,7 @@ def csv_command(executable: str, report: str) -> list[str]:
 def _number(text: str, unit: str) -> float:
     """A metric cell in SI units; nan for what is not a number (n/a, an empty cell)."""
     try:
-        return float(text.replace(",", "").strip()) * UNIT_SCALE.get(unit, 1.0)
+        return float(text.replace(",", "").strip()) * UNIT_SCALE.get(unit.lower(), 1.0)
     except ValueError:
         return math.nan
 
