@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One call on a lent GPU machine (no network): install the wheelhouse, run the
 # stage batch(es), the GPU tests and the report, and leave everything under $OUT.
-#   usage: [SANITIZE="stage ..."] [TUNE="stage ..."] tools/device_run.sh "<stagelab run args>;<stagelab run args>..." [pytest-args]
+#   usage: [SANITIZE="stage ..."] [PROFILE="stage ..."] [TUNE="stage ..."] tools/device_run.sh "<stagelab run args>;<stagelab run args>..." [pytest-args]
 # Needs `make wheelhouse` beforehand and the folder carried along (carry: ["wheelhouse"]);
 # to keep adding to one store across calls, also carry "mlruns" and "runs".
 # The copy has no .git: export STAGELAB_GIT_COMMIT=<the commit sent> and STAGELAB_GIT_DIRTY
@@ -28,11 +28,14 @@ for stage in ${TUNE:-}; do
   timeout "${TUNE_TIMEOUT:-540}" python3 -m stagelab tune "$stage" --params "${TUNE_PARAMS:-params/acceptance.yaml}" \
     --jobs "$(nproc)" 2>&1 | grep -v '^\s*$' | tee -a "$OUT/tune.log"
 done
+# Stage runs sanitize and profile on their own; these print the verdicts of stages outside a batch.
 for stage in ${SANITIZE:-}; do
-  for tool in memcheck racecheck; do
-    echo "=== compute-sanitizer --tool $tool $stage" | tee -a "$OUT/sanitizer.log"
-    timeout 150 compute-sanitizer --tool "$tool" python3 tools/sanitize_stage.py "$stage" 2>&1 | tail -6 | tee -a "$OUT/sanitizer.log"
-  done
+  echo "=== stagelab sanitize $stage" | tee -a "$OUT/sanitizer.log"
+  timeout "${SANITIZE_TIMEOUT:-600}" python3 -m stagelab sanitize "$stage" 2>&1 | tail -40 | tee -a "$OUT/sanitizer.log"
+done
+for stage in ${PROFILE:-}; do
+  echo "=== stagelab profile $stage" | tee -a "$OUT/profile.log"
+  timeout "${PROFILE_TIMEOUT:-600}" python3 -m stagelab profile "$stage" 2>&1 | tail -40 | tee -a "$OUT/profile.log"
 done
 if [ -n "${2:-}" ]; then
   echo "=== pytest $2"
@@ -40,7 +43,8 @@ if [ -n "${2:-}" ]; then
 fi
 python3 -m stagelab report --family sdpa --params acceptance long mission 2>&1 | tail -2
 python3 -m stagelab report --family softmax --params softmax-acceptance 2>&1 | tail -2
-# One archive (a call brings back at most 8 files): the store, the executed notebooks and the
-# pages; here, `stagelab import <unpacked>/mlruns` merges the store into the local one.
-tar czf "$OUT/mlruns.tgz" mlruns runs docs/results 2>/dev/null
+# One archive (a call brings back at most 8 files): the store, the executed notebooks, the
+# pages and the .ncu-rep files of `stagelab profile`; here, `stagelab import <unpacked>/mlruns`
+# merges the store into the local one.
+tar czf "$OUT/mlruns.tgz" mlruns runs docs/results build/profile 2>/dev/null
 ls -la "$OUT"

@@ -72,6 +72,66 @@ def _cmd_resources(args) -> int:
     return 1 if failed_any else 0
 
 
+def _tool_run(args):
+    """The stage built (cached) and resource-checked, nothing recorded: what `profile` and `sanitize` wrap."""
+    import json
+
+    from .family import load_family
+    from .registry import find_stage
+    from .stage import StageRun
+
+    params = args.params or load_family(find_stage(args.stage)[0].family).acceptance_params
+    run = StageRun(args.stage, params, defines=json.loads(args.knobs) if args.knobs else None, track=False)
+    run.build()
+    run.resources()
+    return run
+
+
+def _cmd_profile(args) -> int:
+    """Nsight Compute on one stage's kernels at the mission problem and one long problem."""
+    from pathlib import Path
+
+    from .paths import build_dir
+    from .profile import FAILED, TIMEOUT
+
+    run = _tool_run(args)
+    out = Path(args.out) if args.out else build_dir() / "profile" / args.stage
+    frame = run.profile(out)
+    report = run.results.profile
+    print(frame.to_markdown(index=False, floatfmt=".4g") if not frame.empty else report.log.strip()[-2000:])
+    if report.gates:
+        print(report.gates_frame().to_markdown(index=False))
+    print(f"reports: {', '.join(str(p) for p in report.reports) or 'none'}")
+    return 1 if report.status in (FAILED, TIMEOUT) or report.gates_passed is False else 0
+
+
+def _cmd_sanitize(args) -> int:
+    """compute-sanitizer memcheck, racecheck and synccheck on one stage at the family's small odd problems."""
+    run = _tool_run(args)
+    frame = run.sanitize()
+    report = run.results.sanitize
+    print(frame.to_markdown(index=False))
+    for verdict in report.verdicts:
+        if verdict.failed:
+            print(f"--- {verdict.tool}\n{verdict.log[-4000:]}")
+    return 1 if report.passed is False else 0
+
+
+def _add_tool_parsers(sub) -> None:
+    for name, func, text in (("profile", _cmd_profile, "Nsight Compute on a stage's kernels (mission and one long "
+                              "problem); prints the fixed metric set, keeps the .ncu-rep files"),
+                             ("sanitize", _cmd_sanitize, "compute-sanitizer memcheck, racecheck and synccheck on a "
+                              "stage at small odd problems; exit 1 when one finds errors")):
+        parser = sub.add_parser(name, help=text)
+        parser.add_argument("stage")
+        parser.add_argument("--params", default=None, help="parameter file (default: the family's acceptance file)")
+        parser.add_argument("--knobs", default=None, help='define overrides as JSON, e.g. \'{"BLOCK_N": 32}\'')
+        if name == "profile":
+            parser.add_argument("--out", default=None, help="folder for the .ncu-rep files "
+                                "(default build/profile/<stage>)")
+        parser.set_defaults(func=func)
+
+
 def _build_one(stage_id: str) -> str:
     from .build import build_stage
     from .registry import find_stage
@@ -227,7 +287,18 @@ def _cmd_import(args) -> int:
 
 
 def _add_store_commands(sub) -> None:
-    """`runs` and `backup`: looking after the store rather than running stages."""
+    """`runs`, `backup`, `import` and `ui`: looking after the store rather than running stages."""
+    imp = sub.add_parser("import", help="merge a store brought back from another machine (its mlruns/ folder "
+                         "or mlflow.db) into stagelab's store; runs already imported are skipped")
+    imp.add_argument("store")
+    imp.set_defaults(func=_cmd_import)
+
+    ui = sub.add_parser("ui", help="the MLflow UI on stagelab's store (honours MLFLOW_TRACKING_URI)")
+    ui.add_argument("--host", default=DEFAULT_HOST)
+    ui.add_argument("--port", type=int, default=DEFAULT_PORT)
+    ui.add_argument("--dry-run", action="store_true", help="print the server command instead of running it")
+    ui.set_defaults(func=_cmd_ui)
+
     runs = sub.add_parser("runs", help="list stage runs still RUNNING and whether their owner is gone")
     runs.add_argument("--repair", action="store_true", help="mark runs whose owner is gone KILLED")
     runs.set_defaults(func=_cmd_runs)
@@ -332,11 +403,7 @@ def build_parser() -> argparse.ArgumentParser:
     nbs.set_defaults(func=_cmd_notebooks)
 
     _add_tune_parser(sub)
-
-    imp = sub.add_parser("import", help="merge a store brought back from another machine (its mlruns/ folder "
-                         "or mlflow.db) into stagelab's store; runs already imported are skipped")
-    imp.add_argument("store")
-    imp.set_defaults(func=_cmd_import)
+    _add_tool_parsers(sub)
 
     srv = sub.add_parser("server", help="the team's MLflow server: PostgreSQL store, artifacts proxied into a folder")
     srv.add_argument("--backend-store-uri", required=True, help="postgresql://user@host:port/database")
@@ -348,11 +415,6 @@ def build_parser() -> argparse.ArgumentParser:
 
     _add_store_commands(sub)
 
-    ui = sub.add_parser("ui", help="the MLflow UI on stagelab's store (honours MLFLOW_TRACKING_URI)")
-    ui.add_argument("--host", default=DEFAULT_HOST)
-    ui.add_argument("--port", type=int, default=DEFAULT_PORT)
-    ui.add_argument("--dry-run", action="store_true", help="print the server command instead of running it")
-    ui.set_defaults(func=_cmd_ui)
     return parser
 
 

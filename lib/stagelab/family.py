@@ -64,6 +64,11 @@ class Family:
     # The parameter file a stage notebook opens with, and a knob its parameters cell shows as an example.
     acceptance_params: str = "params/acceptance.yaml"
     knob_example: str = "{}"
+    # Small, ragged problems compute-sanitizer watches (params-file entries): partial tiles, causal and not.
+    sanitize_problems: tuple[dict[str, Any], ...] = ()
+    # The parameter file whose largest problem Nsight Compute profiles beside the mission problem
+    # (None: the largest problem of the run's own file).
+    long_params: str | None = None
 
     @property
     def experiment(self) -> str:

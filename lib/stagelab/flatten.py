@@ -5,7 +5,9 @@ from __future__ import annotations
 import pandas as pd
 
 from . import metrics as m
+from .profile import ProfileReport
 from .results import CheckReport, ResourceReport, TimingReport
+from .sanitize import SanitizeReport
 
 
 def resource_metrics(report: ResourceReport) -> dict[str, float]:
@@ -77,3 +79,36 @@ def sweep_metrics(sweep: str, frame: pd.DataFrame) -> dict[str, float]:
     """A notebook sweep (rows of TimingStats: contender = variant label) as metrics."""
     return {m.SWEEP_P50_US.key(sweep, row["contender"], row["shape"] + ("" if row["mode"] == "cold" else f"_{row['mode']}")):
             row["p50_us"] for _, row in frame.iterrows()}
+
+
+def sanitize_metrics(report: SanitizeReport) -> dict[str, float]:
+    """Error (and racecheck warning) counts per tool that reached its summary."""
+    out: dict[str, float] = {}
+    for verdict in report.verdicts:
+        if verdict.errors is not None:
+            out[m.SANITIZER_ERRORS.key(verdict.tool)] = verdict.errors
+        if verdict.warnings is not None:
+            out[m.SANITIZER_WARNINGS.key(verdict.tool)] = verdict.warnings
+    return out
+
+
+_PROFILE_FIELDS = {m.NCU_DURATION_US: ("duration_s", 1e6), m.NCU_TENSOR_UTIL: ("tensor_util_pct", 1),
+                   m.NCU_TFLOPS: ("tflops", 1), m.NCU_DRAM_BYTES: ("dram_bytes", 1), m.NCU_DRAM_PCT: ("dram_pct", 1),
+                   m.NCU_ARITHMETIC_INTENSITY: ("flop_per_byte", 1), m.NCU_L2_HIT: ("l2_hit_pct", 1),
+                   m.NCU_OCCUPANCY: ("occupancy_pct", 1), m.NCU_REGISTERS: ("registers", 1),
+                   m.NCU_BANK_CONFLICTS: ("bank_conflicts", 1)}
+
+
+def profile_metrics(report: ProfileReport) -> dict[str, float]:
+    """Per profiled problem, every metric of the fixed set and the top stall reasons; the peaks once."""
+    out: dict[str, float] = {}
+    for p in report.problems:
+        for metric, (field, scale) in _PROFILE_FIELDS.items():
+            out[metric.key(p.problem)] = getattr(p, field) * scale
+        for reason, value in p.stalls.items():
+            out[m.NCU_STALL.key(reason, p.problem)] = value
+    if report.peak_tflops is not None:
+        out[m.NCU_PEAK_TFLOPS.key()] = report.peak_tflops
+    if report.peak_dram_gbps is not None:
+        out[m.NCU_PEAK_DRAM_GBPS.key()] = report.peak_dram_gbps
+    return out

@@ -8,12 +8,15 @@ from .results import StageResults
 
 
 def evidence(results: StageResults, *, gpu_available: bool, has_parent: bool, min_gain: float) -> Evidence:
-    timing = results.timing
+    timing, sanitize, profile = results.timing, results.sanitize, results.profile
     return Evidence(
         built=results.built is not None and results.build_error is None,
         gates_passed=results.resources.passed if results.resources and results.resources.gates else None,
         gpu_available=gpu_available,
         checks_passed=results.checks.passed if results.checks else None,
+        sanitize_passed=sanitize.passed if sanitize else None,
+        sanitize_failures=sanitize.failures() if sanitize else "",
+        ncu_gates_passed=profile.gates_passed if profile else None,
         has_parent=has_parent,
         speedup_vs_parent=timing.speedup_geomean(metrics.PARENT) if timing and has_parent else None,
         min_gain=min_gain,

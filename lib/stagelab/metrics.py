@@ -76,6 +76,28 @@ TIMED_STATS = (P50_US, P90_US, P99_US, IQR_US, TFLOPS, GBPS)
 MISSION_P50_US = Metric("mission_p50_us", "us", "stage median latency at the mission problem, primary mode")
 TIMING_FLOOR_US = Metric("timing_floor_us", "us", "median of an empty kernel by the same recipe, per mode")
 
+# -- compute-sanitizer (memcheck, racecheck, synccheck) at the family's small odd problems -----
+SANITIZER_ERRORS = Metric("sanitizer_errors", "count", "errors one compute-sanitizer tool reported, per tool")
+SANITIZER_WARNINGS = Metric("sanitizer_warnings", "count", "racecheck hazards reported as warnings, per tool")
+
+# -- Nsight Compute, per profiled problem (the mission problem and one long problem) ---------
+NCU_DURATION_US = Metric("ncu_duration_us", "us", "ncu: the stage's kernels' GPU time at one launch (clocks locked)")
+NCU_TENSOR_UTIL = Metric("ncu_tensor_util_pct", "%", "ncu: tensor pipe (HMMA or GMMA, the one the stage uses) "
+                         "cycles active, % of peak sustained")
+NCU_TFLOPS = Metric("ncu_tflops", "TFLOP/s", "the problem's FLOPs over the ncu kernel duration")
+NCU_DRAM_BYTES = Metric("ncu_dram_bytes", "bytes", "ncu: bytes read and written in DRAM")
+NCU_DRAM_PCT = Metric("ncu_dram_throughput_pct", "%", "ncu: DRAM throughput, % of peak sustained")
+NCU_ARITHMETIC_INTENSITY = Metric("ncu_flop_per_dram_byte", "FLOP/byte", "the problem's FLOPs over ncu DRAM bytes")
+NCU_L2_HIT = Metric("ncu_l2_hit_rate_pct", "%", "ncu: L2 sector hit rate")
+NCU_OCCUPANCY = Metric("ncu_occupancy_pct", "%", "ncu: achieved occupancy (warps active, % of peak sustained)")
+NCU_REGISTERS = Metric("ncu_registers_per_thread", "registers/thread", "ncu: registers per thread at launch")
+NCU_BANK_CONFLICTS = Metric("ncu_smem_bank_conflicts", "count", "ncu: shared-memory bank conflicts (LSU)")
+NCU_STALL = Metric("ncu_stall", "warps per issue", "ncu: warps stalled for one reason per issued instruction, "
+                   "for the top three reasons: ncu_stall/<reason>/<problem>")
+NCU_PEAK_TFLOPS = Metric("ncu_peak_tflops", "TFLOP/s", "dense fp16 tensor peak: SMs x SM clock under ncu x "
+                         "the architecture's FLOP per SM cycle")
+NCU_PEAK_DRAM_GBPS = Metric("ncu_peak_dram_gbps", "GB/s", "ncu: DRAM peak bytes per cycle x DRAM clock")
+
 # -- exploration sweeps logged from stage notebooks ---------------------------------------
 SWEEP_P50_US = Metric("sweep_p50_us", "us", "median latency of one variant of a notebook sweep")
 
@@ -117,6 +139,11 @@ TUNE_ROLE_CONFIG = "configuration"
 TAG_TUNE_CONFIG = "tune_config"       # the configuration's label, BLOCK_N=32,PIPELINE_STAGES=2
 TAG_TUNE_SPACE = "tune_space"         # the search space of the latest tune on the run (it may grow)
 TAG_PROMOTED = "tune_promoted"        # what the best configuration was promoted to
+
+# Tags of the sanitize and profile steps: their verdict, or why they did not run.
+TAG_SANITIZE = "sanitize"             # clean, errors, crashed, timeout, unavailable, skipped
+TAG_PROFILE = "profile"               # profiled, failed, timeout, unavailable, skipped
+TAG_TOP_STALLS = "ncu_top_stalls"     # ncu_top_stalls/<problem>: the three largest stall reasons, largest first
 
 # -- batch runs: what the runner writes besides the judged outcome, and who owns a run ---------
 TAG_BATCH = "batch"                   # the runs/ folder of the batch that made the run

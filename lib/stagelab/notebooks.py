@@ -48,6 +48,20 @@ def _parameters_source(stage: Stage, params_file: str, knob_example: str) -> str
             f"knobs = {{}}  # compile-time overrides of the stage's defines, e.g. {knob_example}")
 
 
+SANITIZE_INTRO = ("### Sanitizer\ncompute-sanitizer memcheck, racecheck and synccheck on small odd problems, "
+                  "causal and not; any error makes the stage `incorrect`. Skipped without a GPU.")
+PROFILE_INTRO = ("### Profile\nNsight Compute on the stage's kernels alone, at the mission problem and one long "
+                 "problem: tensor pipe, FLOP/s, DRAM, L2, occupancy, top stalls, bank conflicts; the `.ncu-rep` "
+                 "files go with the record. Skipped without a GPU.")
+
+
+def _step_cells(step: str, intro: str) -> list:
+    """A step that is one call on the run (skipped at once without a GPU): its intro and the call."""
+    from nbformat.v4 import new_code_cell, new_markdown_cell
+
+    return [new_markdown_cell(intro), new_code_cell(f"run.{step}()")]
+
+
 def common_cells(stage: Stage, params_file: str, knob_example: str) -> tuple[list, list]:
     from nbformat.v4 import new_code_cell, new_markdown_cell
 
@@ -75,6 +89,7 @@ def common_cells(stage: Stage, params_file: str, knob_example: str) -> tuple[lis
             "if not checks.empty:\n"
             "    display(checks[['shape', 'dtype', 'seed', 'max_abs_err', 'budget', 'err_budget_ratio', 'passed', 'reason']])\n"
             "    error_plot(checks, title=f'{stage}: error / budget');"),
+        *_step_cells("sanitize", SANITIZE_INTRO),
         new_markdown_cell("## 4. Timing\nStage, parent and every available library contender on the same inputs, "
                           "in this process, in each timing mode of the parameter file (cold = L2 flushed, "
                           "hot = CUDA-graph replay, throughput = many launches in one graph), beside the "
@@ -85,6 +100,7 @@ def common_cells(stage: Stage, params_file: str, knob_example: str) -> tuple[lis
             "    display(run.speedups())\n"
             "    for mode in run.params.timing.modes:\n"
             "        latency_plot(timing, mode=mode, title=f'{stage}: p50 latency ({mode})')"),
+        *_step_cells("profile", PROFILE_INTRO),
     ]
     tail = [
         new_markdown_cell("## 6. Outcome\nDecided from the evidence above and logged to MLflow with every table, "

@@ -74,3 +74,39 @@ def search_plot(tune: pd.DataFrame, path: Path | None = None, *, score: str, tit
     if path is not None:
         fig.savefig(path, dpi=120)
     return fig
+
+
+# The x range of a roofline, in FLOP per DRAM byte: from memory-bound softmax to long attention.
+ROOFLINE_INTENSITY_RANGE = (0.1, 1e4)
+ROOFLINE_SAMPLES = 200
+
+
+def roofline_plot(points: pd.DataFrame, peak_tflops: float | None, peak_dram_gbps: float | None,
+                  path: Path | None = None, title: str = ""):
+    """Achieved TFLOP/s against FLOP per DRAM byte (Nsight Compute), one hue per stage, one marker per
+    problem, under the device's roofs: DRAM bandwidth x intensity, capped by the tensor peak."""
+    import matplotlib.pyplot as plt
+    import numpy as np
+    import seaborn as sns
+
+    fig, ax = plt.subplots(figsize=(8, 5.5))
+    low, high = ROOFLINE_INTENSITY_RANGE
+    intensity = np.logspace(np.log10(low), np.log10(high), ROOFLINE_SAMPLES)
+    if peak_dram_gbps:
+        roof = intensity * peak_dram_gbps / 1e3  # GB/s x FLOP/byte = GFLOP/s; /1e3 for TFLOP/s
+        if peak_tflops:
+            roof = np.minimum(roof, peak_tflops)
+        ax.plot(intensity, roof, color="black", linewidth=1.5, label="roof (device peaks)")
+    elif peak_tflops:
+        ax.axhline(peak_tflops, color="black", linewidth=1.5, label="tensor peak")
+    sns.scatterplot(data=points, x="flop_per_byte", y="tflops", hue="stage", style="problem", s=80, ax=ax)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("FLOP per DRAM byte (ncu)")
+    ax.set_ylabel("achieved TFLOP/s (problem FLOPs / ncu duration)")
+    ax.set_title(title or "roofline")
+    ax.legend(fontsize="small", loc="lower right")
+    fig.tight_layout()
+    if path is not None:
+        fig.savefig(path, dpi=120)
+    return fig

@@ -16,7 +16,9 @@ import pandas as pd
 
 from . import flatten, metrics, tracking
 from .outcome import Outcome
+from .profile import ProfileReport
 from .results import Built, CheckReport, ResourceReport, StageResults, TimingReport
+from .sanitize import SanitizeReport
 from .steps import StageContext
 
 
@@ -34,6 +36,14 @@ class NullRecorder:
     def record_timing(self, report: TimingReport) -> None: ...
 
     def record_sweep(self, name: str, frame: pd.DataFrame) -> None: ...
+
+    def record_sanitize(self, report: SanitizeReport) -> None: ...
+
+    def record_profile(self, report: ProfileReport) -> None: ...
+
+    def folder(self, name: str) -> Path:
+        """Where a step writes files (Nsight Compute reports): a fresh temporary folder."""
+        return Path(tempfile.mkdtemp(prefix=f"stagelab-{name}-"))
 
     def finish(self, outcome: Outcome, results: StageResults) -> None: ...
 
@@ -128,6 +138,34 @@ class MlflowRecorder:
         folder.mkdir(exist_ok=True)
         write_table(folder, name, frame)
         tracking.log_metrics(run_id, flatten.sweep_metrics(name, frame))
+
+    def folder(self, name: str) -> Path:
+        """A sub-folder of the run's artifacts, logged as results/<name> when the run finishes."""
+        path = self.artifacts / name
+        path.mkdir(exist_ok=True)
+        return path
+
+    def record_sanitize(self, report: SanitizeReport) -> None:
+        """The verdict as a tag, error counts as metrics, each tool's whole log as an artifact."""
+        run_id = self._run()
+        folder = self.folder("sanitizer")
+        write_table(folder, "verdicts", report.frame())
+        for verdict in report.verdicts:
+            (folder / f"{verdict.tool}.log.txt").write_text(verdict.log)
+        tracking.log_metrics(run_id, flatten.sanitize_metrics(report))
+        tracking.set_tags(run_id, {metrics.TAG_SANITIZE: report.status})
+
+    def record_profile(self, report: ProfileReport) -> None:
+        """Metrics per problem, the status and top stalls as tags; the .ncu-rep files and the ncu log
+        are already in results/profile (the step wrote them into `folder("profile")`)."""
+        run_id = self._run()
+        folder = self.folder("profile")
+        write_table(folder, "profile", report.frame())
+        write_table(folder, "ncu_gates", report.gates_frame())
+        (folder / "ncu.log.txt").write_text(report.log)
+        tracking.log_metrics(run_id, flatten.profile_metrics(report))
+        tags = {f"{metrics.TAG_TOP_STALLS}/{p.problem}": ",".join(p.stalls) for p in report.problems}
+        tracking.set_tags(run_id, {metrics.TAG_PROFILE: report.status, **tags})
 
     def _plots(self, results: StageResults) -> None:
         import matplotlib.pyplot as plt

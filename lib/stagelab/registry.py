@@ -24,7 +24,9 @@ _STAGE_KEYS = {"id", "title", "parent", "changes", "compile_options", "arch", "h
 _DEFAULT_KEYS = {"compile_options", "arch", "min_gain", "gates"}
 _COMPILE_KEYS = {"defines", "nvcc_flags"}
 _GATE_KEYS = {"max_registers", "max_shared_memory_bytes", "spills_allowed", "sass_require", "sass_forbid",
-              "ptxas_forbid"}
+              "ptxas_forbid", "ncu"}
+# Nsight Compute gates (`ncu: {tensor_util_min: 0.5}`): each a fraction of peak every profiled problem must reach.
+NCU_GATE_KEYS = ("tensor_util_min", "dram_throughput_min", "occupancy_min", "l2_hit_rate_min")
 _ADVISORY_CODE_RE = re.compile(r"^C\d{4}$")
 _OPCODE_RE = re.compile(r"^[A-Z][A-Z0-9_]*$")
 _ARCH_RE = re.compile(r"^sm_\d{2,3}a?$")
@@ -43,6 +45,8 @@ class ResourceGates:
     sass_forbid: tuple[str, ...] = ()
     # ptxas advisory codes no kernel instance may draw (e.g. C7514: wgmma serialized).
     ptxas_forbid: tuple[str, ...] = ()
+    # Nsight Compute gates, (key in NCU_GATE_KEYS, fraction of peak); judged when the stage is profiled.
+    ncu: tuple[tuple[str, float], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -139,7 +143,17 @@ def _gates(where: str, raw: dict, base: ResourceGates) -> ResourceGates:
         if not isinstance(codes, list) or not all(isinstance(c, str) and _ADVISORY_CODE_RE.match(c) for c in codes):
             raise ConfigError(f"{where}.gates.ptxas_forbid: expected a list of ptxas codes like [C7514], got {codes!r}")
         values["ptxas_forbid"] = tuple(codes)
+    if "ncu" in raw:
+        values["ncu"] = _ncu_gates(where, raw["ncu"])
     return ResourceGates(**values)
+
+
+def _ncu_gates(where: str, raw: Any) -> tuple[tuple[str, float], ...]:
+    raw = _check_keys(f"{where}.gates.ncu", raw or {}, set(NCU_GATE_KEYS))
+    for key, value in raw.items():
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
+            raise ConfigError(f"{where}.gates.ncu.{key}: expected a fraction of peak in (0, 1], got {value!r}")
+    return tuple(sorted((key, float(value)) for key, value in raw.items()))
 
 
 def _arch(where: str, raw: Any) -> tuple[str, ...]:

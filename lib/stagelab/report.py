@@ -69,6 +69,8 @@ def ladder_table(runs: pd.DataFrame, params_name: str, mission_tag: str, family:
             "max smem (B)": _metric(r, m.MAX_SHARED_MEMORY.key()),
             "spills (B)": _metric(r, m.TOTAL_SPILLS.key()),
             "checks failed": _metric(r, m.CHECKS_FAILED.key()),
+            "sanitizer": r.get(f"tags.{m.TAG_SANITIZE}"),
+            "tensor pipe @mission (ncu %)": _metric(r, m.NCU_TENSOR_UTIL.key(mission_tag)),
         })
         rows.append(row)
     frame = pd.DataFrame(rows)
@@ -102,6 +104,25 @@ def per_shape_table(runs: pd.DataFrame, params_name: str, family: Family, primar
     frame = frame.assign(_stage=frame["stage"].map(_stage_order(family)), _shape=frame["shape"])
     frame = frame.sort_values(["_stage", "_shape"]).drop(columns=["_stage", "_shape"])
     return frame.dropna(axis=1, how="all")
+
+
+def roofline_points(runs: pd.DataFrame, params_name: str) -> tuple[pd.DataFrame, tuple[float | None, float | None]]:
+    """Per (stage, profiled problem): achieved TFLOP/s and FLOP per DRAM byte under ncu; and the
+    device's peaks (TFLOP/s, GB/s) as the runs recorded them."""
+    rows = []
+    prefix = f"metrics.{m.NCU_TFLOPS.name}/"
+    chosen = runs[runs["tags.params_file"] == params_name]
+    for _, r in chosen.iterrows():
+        for col in r.index:
+            if col.startswith(prefix) and not pd.isna(r[col]):
+                problem = col.removeprefix(prefix)
+                rows.append({"stage": r["tags.stage"], "problem": problem, "tflops": float(r[col]),
+                             "flop_per_byte": _metric(r, m.NCU_ARITHMETIC_INTENSITY.key(problem))})
+    peaks = []
+    for metric in (m.NCU_PEAK_TFLOPS, m.NCU_PEAK_DRAM_GBPS):
+        column = f"metrics.{metric.key()}"
+        peaks.append(float(chosen[column].max()) if column in chosen and chosen[column].notna().any() else None)
+    return pd.DataFrame(rows, columns=["stage", "problem", "tflops", "flop_per_byte"]), (peaks[0], peaks[1])
 
 
 def rate_column(shapes: pd.DataFrame, family: Family) -> str:

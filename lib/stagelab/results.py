@@ -10,7 +10,9 @@ from . import metrics
 from .build import BuildResult
 from .checks import CheckResult
 from .outcome import geometric_mean
+from .profile import ProfileReport
 from .resources import GateResult, KernelResources
+from .sanitize import SanitizeReport
 from .timing import TimingStats
 
 PARENT_PREFIX = "parent:"
@@ -114,3 +116,5 @@ class StageResults:
     resources: ResourceReport | None = None
     checks: CheckReport | None = None
     timing: TimingReport | None = None
+    sanitize: SanitizeReport | None = None
+    profile: ProfileReport | None = None

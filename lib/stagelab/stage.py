@@ -4,7 +4,9 @@
     run.build()        # measure: nvcc + cpp_extension, cached
     run.resources()    # measure: ptxas report per kernel and arch, registry gates
     run.check()        # measure: float64 reference, FA3 budget, poisoned outputs, >= 2 seeds
+    run.sanitize()     # measure: compute-sanitizer memcheck, racecheck, synccheck at small odd problems
     run.time()         # measure: stage vs parent vs library contenders, same inputs, same process
+    run.profile()      # measure: Nsight Compute on the stage's kernels, mission and one long problem
     run.finish()       # judge, then record: outcome, plots, sources; ends the MLflow run
 
 Each step returns a table for the notebook to show, keeps its typed result in
@@ -25,6 +27,12 @@ from .recorder import MlflowRecorder, NullRecorder
 from .registry import Registry, Stage
 from .results import StageResults
 from .steps import StageContext, build_step, check_step, resource_step, timing_step
+
+
+def _said(frame: pd.DataFrame, status: str, step: str) -> pd.DataFrame:
+    """A step's table, after one line saying how it went (a skipped step has no table)."""
+    print(f"{step}: {status}")
+    return frame
 
 
 class StageRun:
@@ -102,6 +110,30 @@ class StageRun:
         self.results.timing = timing_step(self.ctx, self.results.built)
         self.recorder.record_timing(self.results.timing)
         return self.results.timing.frame()
+
+    def sanitize(self) -> pd.DataFrame:
+        """compute-sanitizer's verdict per tool; errors make the stage incorrect."""
+        from .sanitize import sanitize_step
+
+        if self.results.built is None:
+            raise RuntimeError("call build() first")
+        self.results.sanitize = sanitize_step(self.ctx)
+        self.recorder.record_sanitize(self.results.sanitize)
+        return _said(self.results.sanitize.frame(), self.results.sanitize.status, "sanitize")
+
+    def profile(self, out_dir: Path | None = None) -> pd.DataFrame:
+        """Nsight Compute's fixed metric set per profiled problem; the .ncu-rep files go with the record
+        (and into `out_dir` when given)."""
+        from .profile import profile_step
+
+        if self.results.built is None:
+            raise RuntimeError("call build() first")
+        resources = self.results.resources or resource_step(self.ctx, self.results.built)  # which tensor pipe
+        report = profile_step(self.ctx, self.results.built, resources,
+                              out_dir or self.recorder.folder("profile"))
+        self.results.profile = report
+        self.recorder.record_profile(report)
+        return _said(report.frame(), report.status, "profile")
 
     def speedups(self) -> pd.DataFrame:
         return self.results.timing.speedups() if self.results.timing else pd.DataFrame()

@@ -29,6 +29,9 @@ class SdpaFamily(Family):
     contenders = (*SDPA_BACKENDS, FA4)
     default_mission = {"shape": [2, 8, 512, 64], "causal": False}
     knob_example = '{"BLOCK_N": 32}'
+    sanitize_problems = ({"shape": [1, 2, 77, 64], "causal": [False, True]},
+                         {"shape": [1, 1, 333, 128], "causal": [False, True]})
+    long_params = "params/long.yaml"
 
     def parse_problem(self, where: str, entry: Any) -> list[Shape]:
         return parse_shapes(where, entry)

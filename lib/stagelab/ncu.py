@@ -1,0 +1,99 @@
+"""Nsight Compute as stagelab drives it: the fixed metric set (sm_90 names), the command that
+profiles a stage's kernels in a child process, and the raw CSV page read back from the report.
+
+    ncu --metrics <set> --kernel-name regex:<stage kernels> --nvtx --export <file> <child>
+    ncu --import <file>.ncu-rep --csv --page raw --print-units base
+
+The raw page is one header row ("ID","Process ID",...,"Kernel Name",...,<metric>...), one row of
+units, then one row per profiled kernel launch; numbers may carry thousands separators.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+
+NCU = "ncu"
+REPORT_SUFFIX = ".ncu-rep"
+
+DURATION = "gpu__time_duration.sum"
+# The tensor pipe a stage uses, by the SASS opcode that drives it (mma.sync -> HMMA, wgmma -> HGMMA).
+TENSOR_PIPES = {
+    "HMMA": "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active",
+    "HGMMA": "sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active",
+}
+DRAM_BYTES = "dram__bytes.sum"
+DRAM_PCT = "dram__throughput.avg.pct_of_peak_sustained_elapsed"
+L2_HIT = "lts__t_sector_hit_rate.pct"
+OCCUPANCY = "sm__warps_active.avg.pct_of_peak_sustained_active"
+REGISTERS = "launch__registers_per_thread"
+BANK_CONFLICTS = "l1tex__data_bank_conflicts_pipe_lsu_mem_shared.sum"
+# The device's peaks, as ncu measures them under its locked clocks (roofline).
+SM_CLOCK_HZ = "sm__cycles_elapsed.avg.per_second"
+DRAM_CLOCK_HZ = "dram__cycles_elapsed.avg.per_second"
+DRAM_PEAK_BYTES_PER_CYCLE = "dram__bytes.sum.peak_sustained"
+# Warp stall reasons of the WarpStateStats section (Volta through Hopper); `selected` is issuing, not a stall.
+STALL_REASONS = ("barrier", "branch_resolving", "dispatch_stall", "drain", "imc_miss", "lg_throttle",
+                 "long_scoreboard", "math_pipe_throttle", "membar", "mio_throttle", "misc", "no_instruction",
+                 "not_selected", "short_scoreboard", "sleeping", "tex_throttle", "wait")
+
+# Units of the raw page to SI, by lower-cased unit (base units are asked for; scaled ones, as
+# ncu prints them by default, are read all the same). Units not named here (%, ratios) are kept.
+UNIT_SCALE = {
+    "byte": 1.0, "kbyte": 1e3, "mbyte": 1e6, "gbyte": 1e9, "tbyte": 1e12,
+    "nsecond": 1e-9, "usecond": 1e-6, "msecond": 1e-3, "second": 1.0,
+    "hz": 1.0, "khz": 1e3, "mhz": 1e6, "ghz": 1e9,
+    "cycle/nsecond": 1e9, "cycle/usecond": 1e6, "cycle/msecond": 1e3, "cycle/second": 1.0,
+}
+ID_COLUMN = "ID"
+KERNEL_COLUMN = "Kernel Name"
+
+
+def stall_metric(reason: str) -> str:
+    return f"smsp__average_warps_issue_stalled_{reason}_per_issue_active.ratio"
+
+
+def metric_set(tensor_pipe: str) -> list[str]:
+    return [DURATION, TENSOR_PIPES[tensor_pipe], DRAM_BYTES, DRAM_PCT, L2_HIT, OCCUPANCY, REGISTERS,
+            BANK_CONFLICTS, SM_CLOCK_HZ, DRAM_CLOCK_HZ, DRAM_PEAK_BYTES_PER_CYCLE,
+            *(stall_metric(r) for r in STALL_REASONS)]
+
+
+def profile_command(executable: str, report_base: str, kernel_regex: str, metrics: list[str],
+                    child: list[str]) -> list[str]:
+    """Profile only the stage's kernels (by name: the harness's torch kernels never match) in the child."""
+    return [executable, "--metrics", ",".join(metrics), "--kernel-name", f"regex:{kernel_regex}", "--nvtx",
+            "--target-processes", "all", "--force-overwrite", "--export", report_base, *child]
+
+
+def csv_command(executable: str, report: str) -> list[str]:
+    return [executable, "--import", report, "--csv", "--page", "raw", "--print-units", "base"]
+
+
+def _number(text: str, unit: str) -> float:
+    """A metric cell in SI units; nan for what is not a number (n/a, an empty cell)."""
+    try:
+        return float(text.replace(",", "").strip()) * UNIT_SCALE.get(unit.lower(), 1.0)
+    except ValueError:
+        return math.nan
+
+
+def parse_raw_csv(text: str) -> list[dict[str, float | str]]:
+    """One dict per profiled kernel launch: metric name -> value in SI units (bytes, seconds, hertz;
+    percentages as printed), the identifying columns as text. Lines before the header (ncu's
+    ==PROF== messages) are skipped; no header means no rows."""
+    lines = text.splitlines()
+    start = next((i for i, line in enumerate(lines) if line.startswith(f'"{ID_COLUMN}",')), None)
+    if start is None:
+        return []
+    table = list(csv.reader(io.StringIO("\n".join(lines[start:]))))
+    header, units, body = table[0], table[1] if len(table) > 1 else [], table[2:]
+    metric_columns = {i for i, name in enumerate(header) if "__" in name}
+    rows = []
+    for cells in body:
+        if len(cells) != len(header):
+            continue
+        rows.append({name: _number(cells[i], units[i] if i < len(units) else "") if i in metric_columns
+                     else cells[i] for i, name in enumerate(header)})
+    return rows

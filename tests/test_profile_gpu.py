@@ -1,0 +1,28 @@
+"""GPU test of the profile step (skipped without CUDA; ncu must be installed, or it says so and
+skips): Nsight Compute on an mma.sync stage and a wgmma stage reads the fixed metric set, with
+the tensor pipe the stage uses busy, at the mission problem and one long problem."""
+
+import pytest
+
+from stagelab.launch import find_tool
+from stagelab.profile import PROFILED
+from stagelab.stage import StageRun
+
+pytestmark = pytest.mark.gpu
+
+
+@pytest.mark.parametrize("stage_id, pipe", [("s3b_register_softmax", "HMMA"), ("s5_wgmma", "HGMMA")])
+def test_profile_reads_the_metric_set(stage_id, pipe, tmp_path):
+    if find_tool("ncu") is None:
+        pytest.skip("ncu is not installed")
+    run = StageRun(stage_id, "params/smoke.yaml", track=False)
+    run.build()
+    run.resources()
+    frame = run.profile(tmp_path)
+    report = run.results.profile
+    assert report.status == PROFILED, report.log[-4000:]
+    assert report.tensor_pipe == pipe and len(report.problems) == 2 and len(report.reports) == 2
+    mission = report.problems[0]
+    assert 0 < mission.tensor_util_pct <= 100 and mission.tflops > 0 and mission.dram_bytes > 0
+    assert 0 < mission.occupancy_pct <= 100 and mission.registers > 0 and len(mission.stalls) == 3
+    assert report.peak_tflops and report.peak_dram_gbps and not frame.empty
