@@ -84,3 +84,20 @@ def test_missing_file(tmp_path):
 
 def test_flops_halved_for_causal():
     assert Shape(2, 8, 512, 64, True).flops() * 2 == Shape(2, 8, 512, 64, False).flops() == 4 * 2 * 8 * 512 * 512 * 64
+
+
+def test_optional_steps_are_opt_in_and_validated(tmp_path):
+    from stagelab.errors import ConfigError
+    from stagelab.params import load_params
+
+    base = "shapes:\n  - {shape: [1, 2, 64, 64]}\nmission: {shape: [1, 2, 64, 64]}\n"
+    plain = tmp_path / "plain.yaml"
+    plain.write_text(base)
+    assert load_params(plain).steps == ()
+    both = tmp_path / "both.yaml"
+    both.write_text(base + "steps: [sanitize, profile]\n")
+    assert load_params(both).steps == ("sanitize", "profile")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(base + "steps: [fuzz]\n")
+    with pytest.raises(ConfigError, match="steps: 'fuzz' is not supported"):
+        load_params(bad)

@@ -10,6 +10,8 @@
     timing: {dtype: float16, warmup: 10, repetitions: 100, modes: [cold],
              contenders: [flash, efficient, cudnn, math]}  # `backends` is the older name
     timeout_s: 1800                  # per-notebook limit in batch runs
+    steps: [sanitize, profile]       # optional steps this file runs (default none): each costs
+                                     # minutes per stage on a GPU, so a file opts in
 """
 
 from __future__ import annotations
@@ -28,7 +30,9 @@ from .timing import TIMING_MODES
 MIN_REPETITIONS = 100
 DEFAULT_FAMILY = "sdpa"
 
-_TOP_KEYS = {"description", "family", "dtypes", "seeds", "shapes", "mission", "timing", "timeout_s"}
+_TOP_KEYS = {"description", "family", "dtypes", "seeds", "shapes", "mission", "timing", "timeout_s", "steps"}
+# Steps a parameter file may switch on: compute-sanitizer (sanitize.py) and Nsight Compute (profile.py).
+OPTIONAL_STEPS = ("sanitize", "profile")
 _TIMING_KEYS = {"dtype", "warmup", "repetitions", "modes", "contenders", "backends"}
 
 
@@ -57,6 +61,7 @@ class RunParams:
     mission: Problem
     timing: TimingSpec
     timeout_s: int = 1800
+    steps: tuple[str, ...] = ()
 
     @property
     def name(self) -> str:
@@ -167,4 +172,11 @@ def load_params(path: Path | str) -> RunParams:
         seeds=tuple(seeds), shapes=shapes, mission=mission,
         timing=_timing(f"{path}: timing", raw.get("timing") or {}, family),
         timeout_s=_positive_int(f"{path}: timeout_s", raw.get("timeout_s", 1800)),
+        steps=_steps(f"{path}: steps", raw.get("steps", [])),
     )
+
+
+def _steps(where: str, value: Any) -> tuple[str, ...]:
+    if value in (None, []):
+        return ()
+    return _choice_list(where, value, OPTIONAL_STEPS)

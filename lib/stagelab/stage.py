@@ -113,24 +113,30 @@ class StageRun:
 
     def sanitize(self) -> pd.DataFrame:
         """compute-sanitizer's verdict per tool; errors make the stage incorrect."""
-        from .sanitize import sanitize_step
+        from .sanitize import SanitizeReport, SKIPPED, sanitize_step
 
         if self.results.built is None:
             raise RuntimeError("call build() first")
-        self.results.sanitize = sanitize_step(self.ctx)
+        if "sanitize" not in self.params.steps:
+            self.results.sanitize = SanitizeReport.not_run(SKIPPED, f"{self.params.name} has no `steps: [sanitize]`")
+        else:
+            self.results.sanitize = sanitize_step(self.ctx)
         self.recorder.record_sanitize(self.results.sanitize)
         return _said(self.results.sanitize.frame(), self.results.sanitize.status, "sanitize")
 
     def profile(self, out_dir: Path | None = None) -> pd.DataFrame:
         """Nsight Compute's fixed metric set per profiled problem; the .ncu-rep files go with the record
         (and into `out_dir` when given)."""
-        from .profile import profile_step
+        from .profile import SKIPPED, ProfileReport, profile_step
 
         if self.results.built is None:
             raise RuntimeError("call build() first")
-        resources = self.results.resources or resource_step(self.ctx, self.results.built)  # which tensor pipe
-        report = profile_step(self.ctx, self.results.built, resources,
-                              out_dir or self.recorder.folder("profile"))
+        if "profile" not in self.params.steps:
+            report = ProfileReport(SKIPPED, log=f"{self.params.name} has no `steps: [profile]`")
+        else:
+            resources = self.results.resources or resource_step(self.ctx, self.results.built)  # which tensor pipe
+            report = profile_step(self.ctx, self.results.built, resources,
+                                  out_dir or self.recorder.folder("profile"))
         self.results.profile = report
         self.recorder.record_profile(report)
         return _said(report.frame(), report.status, "profile")
