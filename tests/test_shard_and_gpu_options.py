@@ -48,6 +48,9 @@ def test_gpus_all_is_the_gpus_this_job_was_given(monkeypatch):
     """Under a scheduler that hands out GPUs through CUDA_VISIBLE_DEVICES (Slurm's --gres), `all` is those."""
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,3")
     assert [gpu.index for gpu in resolve_gpus("all")] == ["2", "3"]
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")  # a job given no GPU has none, whatever the machine holds
+    with pytest.raises(ConfigError, match="--gpus all: no GPU here"):
+        resolve_gpus("all")
 
 
 @pytest.mark.skipif(shutil.which("nvidia-smi") is not None, reason="on a GPU machine the list is checked")

@@ -48,8 +48,10 @@ def _torch_indices() -> list[str]:
 
 
 def _all(names: dict[str, str]) -> list[str]:
-    inherited = [entry.strip() for entry in os.environ.get(VISIBLE_DEVICES, "").split(",") if entry.strip()]
-    found = inherited or _indices(names) or _torch_indices()
+    if VISIBLE_DEVICES in os.environ:  # set, even empty: the GPUs this process may use, and no others
+        found = [entry.strip() for entry in os.environ[VISIBLE_DEVICES].split(",") if entry.strip()]
+    else:
+        found = _indices(names) or _torch_indices()
     if not found:
         raise ConfigError("--gpus all: no GPU here (nvidia-smi lists none and torch.cuda.device_count() is 0); "
                           "run without --gpus, or name the GPUs (--gpus 0,1)")
