@@ -53,7 +53,7 @@ def _all(names: dict[str, str]) -> list[str]:
     else:
         found = _indices(names) or _torch_indices()
     if not found:
-        raise ConfigError("--gpus all: no GPU here (nvidia-smi lists none and torch.cuda.device_count() is 0); "
+        raise ConfigError("--gpus all: no GPU here (none in CUDA_VISIBLE_DEVICES, or nvidia-smi and torch see none); "
                           "run without --gpus, or name the GPUs (--gpus 0,1)")
     return found
 
