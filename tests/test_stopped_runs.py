@@ -33,16 +33,26 @@ def start_runner(tmp_store: str, *args: str) -> subprocess.Popen:
                             start_new_session=True)  # as from a shell: its own group, not pytest's
 
 
-def wait_for_kernel(runner: subprocess.Popen) -> list[psutil.Process]:
-    """The runner's descendants once the notebook's kernel is among them."""
+def _kernels(tree: list[psutil.Process]) -> int:
+    count = 0
+    for process in tree:
+        try:
+            count += "ipykernel" in " ".join(process.cmdline())
+        except psutil.Error:
+            pass  # it ended while we looked
+    return count
+
+
+def wait_for_kernel(runner: subprocess.Popen, count: int = 1) -> list[psutil.Process]:
+    """The runner's descendants once `count` notebook kernels are among them."""
     deadline = time.monotonic() + KERNEL_START_S
     while time.monotonic() < deadline:
         tree = psutil.Process(runner.pid).children(recursive=True)
-        if any("ipykernel" in " ".join(p.cmdline()) for p in tree if p.is_running()):
+        if _kernels(tree) >= count:
             return tree
         time.sleep(0.5)
     runner.kill()
-    pytest.fail(f"no kernel started: {runner.communicate()[1][-2000:]}")
+    pytest.fail(f"{count} kernel(s) did not start: {runner.communicate()[1][-2000:]}")
 
 
 def kill_left_over(processes: list[psutil.Process]) -> list[psutil.Process]:
@@ -51,6 +61,21 @@ def kill_left_over(processes: list[psutil.Process]) -> list[psutil.Process]:
     for process in alive:
         process.kill()
     return alive
+
+
+def signal_once_running(runner: subprocess.Popen, signum: int, kernels: int = 1) -> str:
+    """Signal the runner once `kernels` notebooks run; check that it and every notebook process end,
+    with the signal's exit status. Returns the runner's stderr."""
+    notebooks = wait_for_kernel(runner, kernels)
+    runner.send_signal(signum)
+    try:
+        _, stderr = runner.communicate(timeout=STOP_S)
+        _, alive = psutil.wait_procs(notebooks, timeout=STOP_S)
+    finally:
+        left = kill_left_over(notebooks)
+    assert not left and not alive, f"still running after the stop: {[p.pid for p in left]}"
+    assert runner.returncode == 128 + signum, stderr[-2000:]
+    return stderr
 
 
 def stage_runs(stage: str):
@@ -62,16 +87,7 @@ def stage_runs(stage: str):
 def test_signal_stops_the_notebook_and_records_the_run_killed(tmp_store, signum):
     """Today SIGTERM ends the runner alone: its notebook runs on as an orphan, the run stays RUNNING,
     and nothing says that s1 never ran."""
-    runner = start_runner(tmp_store, "--stages", "s0_baseline", "s1_cp_async")
-    notebook = wait_for_kernel(runner)
-    runner.send_signal(signum)
-    try:
-        _, stderr = runner.communicate(timeout=STOP_S)
-        gone, alive = psutil.wait_procs(notebook, timeout=STOP_S)
-    finally:
-        left = kill_left_over(notebook)
-    assert not left and not alive, f"still running after the stop: {[p.pid for p in left]}"
-    assert runner.returncode == 128 + signum, stderr[-2000:]
+    stderr = signal_once_running(start_runner(tmp_store, "--stages", "s0_baseline", "s1_cp_async"), signum)
     name = signal.Signals(signum).name
     assert f"stopped by {name}; s0_baseline recorded as killed; not run: s1_cp_async" in stderr.strip().splitlines()[-1]
     run = stage_runs("s0_baseline").iloc[0]

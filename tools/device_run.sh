@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One call on a lent GPU machine (no network): install the wheelhouse, run the
 # stage batch(es), the GPU tests and the report, and leave everything under $OUT.
-#   usage: [SANITIZE="stage ..."] [PROFILE="stage ..."] [TUNE="stage ..."] tools/device_run.sh "<stagelab run args>;<stagelab run args>..." [pytest-args]
+#   usage: [GPUS=all|0,1] [SANITIZE="stage ..."] [PROFILE="stage ..."] [TUNE="stage ..."] tools/device_run.sh "<stagelab run args>;<stagelab run args>..." [pytest-args]
+# GPUS adds `--gpus $GPUS` to every batch: one notebook per GPU at a time (nvidia-h200-x2 and larger).
 # Needs `make wheelhouse` beforehand and the folder carried along (carry: ["wheelhouse"]);
 # to keep adding to one store across calls, also carry "mlruns" and "runs".
 # The copy has no .git: export STAGELAB_GIT_COMMIT=<the commit sent> and STAGELAB_GIT_DIRTY
@@ -18,6 +19,7 @@ IFS=';' read -ra BATCHES <<< "${1:-}"
 if [ -n "${1:-}" ]; then echo "=== prebuild"; timeout 300 python3 -m stagelab build --jobs 8 2>&1 | tail -8; fi
 for batch in "${BATCHES[@]}"; do
   [ -n "$batch" ] || continue
+  [ -z "${GPUS:-}" ] || batch="$batch --gpus $GPUS"
   echo "=== stagelab run $batch"
   start=$(date +%s)
   timeout "${BATCH_TIMEOUT:-480}" python3 -m stagelab run $batch 2>&1 | grep -v '^\s*$' | tee -a "$OUT/batch.log"

@@ -6,18 +6,19 @@ before its notebook starts (so a notebook that dies still leaves a record), runs
 papermill in a session of its own with a time-out while renewing the run's
 heartbeat, logs the executed notebook as an artifact, marks any run the notebook
 did not finish as `error` with its message, and goes on to the next stage.
-SIGINT/SIGTERM stop the notebook's whole process tree (`stopping`), record its
-run as killed and end the batch, naming the stages that did not run.
+With `gpus`, one notebook runs per GPU at a time, each with that GPU alone as its
+CUDA_VISIBLE_DEVICES (`workers`); with `shard`, the batch runs one piece of the sweep.
+SIGINT/SIGTERM stop every running notebook's whole process tree (`stopping`), record
+each run as killed and end the batch, naming the stages that did not run.
 """
 
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -25,14 +26,18 @@ import pandas as pd
 
 from . import metrics, tracking
 from .errors import ConfigError, RunnerStopped
+from .gpus import Gpu
 from .owner import heartbeat_tags
 from .params import RunParams, load_params
 from .paths import repo_root, resolve_params_path, runs_dir
+from .progress import BatchProgress
 from .registry import Registry, family_registry
 from .repair import mark_killed, repair_stale_runs
 from .resume import finished_run
-from .stopping import stop_on_signals, stop_tree
+from .shard import Shard
+from .stopping import stop_on_signals
 from .supervise import wait_with_heartbeat
+from .workers import RunningNotebooks, Slot, run_on_slots, slots_for
 
 # Batch summary column -> the metric it shows (speedups: the geometric mean over the timed problems).
 SUMMARY_METRICS = {
@@ -43,7 +48,7 @@ SUMMARY_METRICS = {
     "max_shared_memory_bytes": metrics.MAX_SHARED_MEMORY,
     "total_spill_bytes": metrics.TOTAL_SPILLS,
 }
-SUMMARY_COLUMNS = ["stage", "outcome", *SUMMARY_METRICS, "seconds", "run_id"]
+SUMMARY_COLUMNS = ["stage", "outcome", *SUMMARY_METRICS, "seconds", "gpu", "run_id"]
 
 
 @dataclass
@@ -54,6 +59,7 @@ class NotebookResult:
     seconds: float
     executed: Path | None  # None: a finished run kept by --resume
     error: str = ""
+    gpu: str = ""  # the GPU index it ran on with --gpus
 
 
 def _notebook_error(executed: Path, stderr: str) -> str:
@@ -73,22 +79,23 @@ def _notebook_error(executed: Path, stderr: str) -> str:
 
 
 def execute_notebook(notebook: Path, executed: Path, parameters: dict, timeout_s: int,
-                     kernel_name: str = "python3", run_id: str | None = None) -> tuple[int | None, str]:
-    """papermill in a child session; returns (exit code or None on time-out, stderr).
-    On SIGINT/SIGTERM (RunnerStopped) the notebook and its kernel are stopped before it propagates."""
+                     kernel_name: str = "python3", run_id: str | None = None, *,
+                     running: RunningNotebooks | None = None, slot: Slot = Slot()) -> tuple[int | None, str]:
+    """papermill in a child session on the slot's GPU; returns (exit code or None on time-out, stderr).
+    A batch that is stopping starts no notebook; `running.stop_all` stops one that runs."""
     cmd = [sys.executable, "-m", "papermill", str(notebook), str(executed), "-k", kernel_name,
            "--cwd", str(notebook.parent), "--no-progress-bar"]
     for key, value in parameters.items():
         cmd += ["-p", key, str(value)]
-    env = {**os.environ, "PYTHONUNBUFFERED": "1", "STAGELAB_ROOT": str(repo_root())}
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True, env=env)
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "STAGELAB_ROOT": str(repo_root()), **slot.env()}
+    running = running or RunningNotebooks()
+    proc = running.start(cmd, env)
+    if proc is None:
+        return 1, f"not started: the batch runner received {running.stopped_by}"
     try:
         return wait_with_heartbeat(proc, timeout_s, run_id)
-    except RunnerStopped:
-        stop_tree(proc.pid)
-        proc.communicate()
-        raise
+    finally:
+        running.ended(proc)
 
 
 def _record_error(run_id: str, outcome: str, error: str) -> str:
@@ -103,53 +110,77 @@ def _record_error(run_id: str, outcome: str, error: str) -> str:
     return outcome
 
 
-def _execute_and_record(stage: str, run_id: str, params_path: Path, experiment: str, folder: Path,
-                        timeout_s: int, kernel_name: str) -> NotebookResult:
+@dataclass
+class BatchContext:
+    """What every notebook of one batch shares."""
+    params_path: Path
+    experiment_id: str
+    experiment: str
+    folder: Path  # runs/<batch>: executed notebooks and their stderr
+    timeout_s: int
+    kernel_name: str = "python3"
+    running: RunningNotebooks = field(default_factory=RunningNotebooks)
+    tags: dict[str, str] = field(default_factory=dict)  # on every run of the batch (its shard)
+
+    def parameters(self, stage: str, run_id: str) -> dict[str, str]:
+        return {"stage": stage, "params_file": str(self.params_path), "mlflow_run_id": run_id,
+                "experiment": self.experiment}
+
+
+def _log_notebook(batch: BatchContext, stage: str, run_id: str, executed: Path, stderr: str, seconds: float) -> None:
+    if executed.is_file():
+        tracking.log_artifact(run_id, executed, "notebook")
+    (batch.folder / f"{stage}.stderr.log").write_text(stderr)
+    tracking.log_artifact(run_id, batch.folder / f"{stage}.stderr.log", "notebook")
+    tracking.log_metrics(run_id, {metrics.NOTEBOOK_SECONDS.key(): seconds})
+
+
+def _killed_by_stop(batch: BatchContext, run_id: str) -> bool:
+    """Record a run the batch's stop cut short as killed; False when there was no stop, or the
+    notebook finished its run before the stop reached it."""
+    if batch.running.stopped_by is None or tracking.client().get_run(run_id).info.status != "RUNNING":
+        return False
+    mark_killed(run_id, f"the batch runner received {batch.running.stopped_by} while the notebook ran")
+    return True
+
+
+def _execute_and_record(batch: BatchContext, stage: str, run_id: str, slot: Slot) -> NotebookResult:
     notebook = repo_root() / "notebooks" / f"{stage}.ipynb"
-    executed = folder / f"{stage}.ipynb"
+    executed = batch.folder / f"{stage}.ipynb"
     started = time.perf_counter()
     if not notebook.is_file():
         code, stderr = 1, f"notebook {notebook} does not exist"
     else:
-        code, stderr = execute_notebook(
-            notebook, executed,
-            {"stage": stage, "params_file": str(params_path), "mlflow_run_id": run_id, "experiment": experiment},
-            timeout_s, kernel_name, run_id)
+        code, stderr = execute_notebook(notebook, executed, batch.parameters(stage, run_id), batch.timeout_s,
+                                        batch.kernel_name, run_id, running=batch.running, slot=slot)
     seconds = time.perf_counter() - started
-    if executed.is_file():
-        tracking.log_artifact(run_id, executed, "notebook")
-    (folder / f"{stage}.stderr.log").write_text(stderr)
-    tracking.log_artifact(run_id, folder / f"{stage}.stderr.log", "notebook")
-    tracking.log_metrics(run_id, {metrics.NOTEBOOK_SECONDS.key(): seconds})
+    _log_notebook(batch, stage, run_id, executed, stderr, seconds)
+    gpu = slot.gpu.index if slot.gpu else ""
+    if _killed_by_stop(batch, run_id):
+        return NotebookResult(stage, run_id, metrics.OUTCOME_KILLED, seconds, executed, "", gpu)
     error = ""
     if code is None:
-        error = f"notebook timed out after {timeout_s}s"
+        error = f"notebook timed out after {batch.timeout_s}s"
     elif code != 0:
         error = _notebook_error(executed, stderr) if executed.is_file() else stderr.strip()[-2000:]
     outcome = _record_error(run_id, tracking.get_tag(run_id, metrics.TAG_OUTCOME) or metrics.OUTCOME_RUNNING, error)
-    return NotebookResult(stage, run_id, outcome, seconds, executed, error)
+    return NotebookResult(stage, run_id, outcome, seconds, executed, error, gpu)
 
 
-def run_stage_notebook(stage: str, params_path: Path, experiment_id: str, experiment: str, folder: Path,
-                       timeout_s: int, kernel_name: str = "python3") -> NotebookResult:
-    """One stage's notebook under its own MLflow run, created here so a notebook that dies still
-    leaves a record. A stop (RunnerStopped) while the run is open records it as killed."""
-    run_id = tracking.create_run(experiment_id, stage, params_path.stem, timeout_s=timeout_s,
-                                 tags={metrics.TAG_BATCH: folder.name, **heartbeat_tags()})
-    try:
-        return _execute_and_record(stage, run_id, params_path, experiment, folder, timeout_s, kernel_name)
-    except RunnerStopped as stop:
-        if tracking.client().get_run(run_id).info.status == "RUNNING":
-            mark_killed(run_id, f"the batch runner received {stop.signal_name} while the notebook ran")
-            stop.killed = stage
-        raise
+def run_stage_notebook(batch: BatchContext, stage: str, slot: Slot = Slot()) -> NotebookResult:
+    """One stage's notebook on `slot` under its own MLflow run, created here so a notebook that dies
+    still leaves a record. A stop of the batch while the run is open records it as killed."""
+    run_id = tracking.create_run(batch.experiment_id, stage, batch.params_path.stem, timeout_s=batch.timeout_s,
+                                 tags={metrics.TAG_BATCH: batch.folder.name, **heartbeat_tags(), **slot.tags(),
+                                       **batch.tags})
+    return _execute_and_record(batch, stage, run_id, slot)
 
 
 def summary_row(result: NotebookResult) -> dict:
     logged = tracking.client().get_run(result.run_id).data.metrics
     return {"stage": result.stage, "outcome": result.outcome,
             **{column: logged.get(metric.key()) for column, metric in SUMMARY_METRICS.items()},
-            "seconds": round(result.seconds, 1), "run_id": result.run_id}
+            "seconds": round(result.seconds, 1), "gpu": result.gpu, "run_id": result.run_id}
 
 
 def _plan(stages: list[str] | None, params: str | Path) -> tuple[Path, RunParams, Registry, list[str]]:
@@ -164,37 +195,6 @@ def _plan(stages: list[str] | None, params: str | Path) -> tuple[Path, RunParams
             raise ConfigError(f"stage {stage!r} is not in the {registry.family} family that {params_path.name} "
                               f"describes; its stages: {', '.join(registry.stages)}")
     return params_path, run_params, registry, stages
-
-
-class _Progress:
-    """A tqdm bar over the stages with a line per stage, or plain lines without the bar."""
-
-    def __init__(self, total: int, name: str, enabled: bool):
-        self.bar = None
-        if enabled:
-            from tqdm.auto import tqdm
-
-            self.bar = tqdm(total=total, desc=f"stagelab run ({name})", unit="stage")
-
-    def say(self, line: str) -> None:
-        if self.bar is not None:
-            self.bar.write(line)
-        else:
-            print(line)
-
-    def start(self, stage: str) -> None:
-        if self.bar is not None:
-            self.bar.set_postfix_str(stage)
-
-    def done(self, result: NotebookResult, note: str = "") -> None:
-        error = " - " + result.error.splitlines()[0] if result.error else ""
-        self.say(f"{result.stage}: {result.outcome} ({result.seconds:.0f}s){note}{error}")
-        if self.bar is not None:
-            self.bar.update(1)
-
-    def close(self) -> None:
-        if self.bar is not None:
-            self.bar.close()
 
 
 def _resumed(experiment_id: str, registry: Registry, stage: str, params_name: str) -> NotebookResult | None:
@@ -212,14 +212,9 @@ def _write_summary(rows: list[dict], folder: Path) -> pd.DataFrame:
     return summary
 
 
-def run_batch(stages: list[str] | None = None, params: str | Path = "params/acceptance.yaml", *,
-              timeout_s: int | None = None, experiment: str | None = None,
-              kernel_name: str = "python3", progress: bool = True, resume: bool = False) -> pd.DataFrame:
-    """Run the stages' notebooks in order; a failing notebook is recorded and the batch goes on.
-    On start, runs left RUNNING by a runner that is gone are closed as killed; with `resume`, a
-    stage with a finished run of its current source on this parameter file is not run again.
-    SIGINT/SIGTERM stop the running notebook, record it as killed and raise RunnerStopped."""
-    params_path, run_params, registry, stages = _plan(stages, params)
+def _new_batch(params_path: Path, run_params: RunParams, experiment: str | None, timeout_s: int | None,
+               kernel_name: str, shard: Shard | None) -> BatchContext:
+    """The store and experiment opened, and the batch's own runs/ folder made."""
     experiment = experiment or run_params.family.experiment
     experiment_id = tracking.init_store(experiment)
     stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
@@ -227,24 +222,44 @@ def run_batch(stages: list[str] | None = None, params: str | Path = "params/acce
     # A folder of its own even when another batch starts in the same second (concurrent runs on one
     # checkout would otherwise write their executed notebooks over each other's).
     folder = Path(tempfile.mkdtemp(prefix=f"{stamp}-{params_path.stem}-", dir=runs_dir()))
-    timeout = timeout_s or run_params.timeout_s
-    console = _Progress(len(stages), params_path.stem, progress)
-    rows = []
+    return BatchContext(params_path, experiment_id, experiment, folder, timeout_s or run_params.timeout_s,
+                        kernel_name, tags={metrics.TAG_SHARD: str(shard)} if shard else {})
+
+
+def run_batch(stages: list[str] | None = None, params: str | Path = "params/acceptance.yaml", *,
+              timeout_s: int | None = None, experiment: str | None = None, kernel_name: str = "python3",
+              progress: bool = True, resume: bool = False, gpus: list[Gpu] | None = None,
+              shard: Shard | None = None) -> pd.DataFrame:
+    """Run the stages' notebooks, in order, one at a time or (with `gpus`) one per GPU at a time; a
+    failing notebook is recorded and the batch goes on. With `shard`, only that piece of the stages.
+    On start, runs left RUNNING by a runner that is gone are closed as killed; with `resume`, a
+    stage with a finished run of its current source on this parameter file is not run again.
+    SIGINT/SIGTERM stop the running notebooks, record each as killed and raise RunnerStopped."""
+    params_path, run_params, registry, stages = _plan(stages, params)
+    stages = shard.pick(stages) if shard else stages
+    batch = _new_batch(params_path, run_params, experiment, timeout_s, kernel_name, shard)
+    console = BatchProgress(len(stages), params_path.stem + (f", shard {shard}" if shard else ""), progress)
+    results: dict[str, NotebookResult] = {}
+
+    def finished(result: NotebookResult, note: str = "") -> None:
+        results[result.stage] = result
+        console.done(result, note)
+
     try:
         with stop_on_signals():
             for stale in repair_stale_runs():
                 console.say(f"closed {stale.name} ({stale.run_id}) as killed: {stale.gone_reason}")
-            for stage in stages:
-                console.start(stage)
-                kept = _resumed(experiment_id, registry, stage, params_path.stem) if resume else None
-                result = kept or run_stage_notebook(stage, params_path, experiment_id, experiment, folder,
-                                                    timeout, kernel_name)
-                rows.append(summary_row(result))
-                console.done(result, " (resumed: finished at this source)" if kept else "")
+            kept = [_resumed(batch.experiment_id, registry, stage, params_path.stem) if resume else None
+                    for stage in stages]
+            for result in filter(None, kept):
+                finished(result, " (resumed: finished at this source)")
+            run_on_slots([stage for stage in stages if stage not in results], slots_for(gpus),
+                         lambda stage, slot: run_stage_notebook(batch, stage, slot), batch.running,
+                         console.start, finished)
     except RunnerStopped as stop:
-        stop.not_run = stages[len(rows) + (1 if stop.killed else 0):]
+        stop.not_run = [stage for stage in stages if stage not in results]
         raise
     finally:
         console.close()
-        summary = _write_summary(rows, folder)
+        summary = _write_summary([summary_row(results[stage]) for stage in stages if stage in results], batch.folder)
     return summary

@@ -16,10 +16,15 @@ SIGNAL_EXIT_BASE = 128
 
 def _cmd_run(args) -> int:
     from .batch import run_batch
+    from .gpus import resolve_gpus
+    from .shard import Shard
 
+    gpus = resolve_gpus(args.gpus)  # both checked before any work: a bad value is one line and exit 2
+    shard = Shard.parse(args.shard) if args.shard is not None else None
     summary = run_batch(args.stages or None, args.params, timeout_s=args.timeout, experiment=args.experiment,
-                        kernel_name=args.kernel, resume=args.resume)
-    print(summary.drop(columns=["run_id"]).to_markdown(index=False, floatfmt=".4g"))
+                        kernel_name=args.kernel, resume=args.resume, gpus=gpus, shard=shard)
+    shown = summary.drop(columns=["run_id"] + ([] if gpus else ["gpu"]))
+    print(shown.to_markdown(index=False, floatfmt=".4g"))
     bad = summary["outcome"].isin(["error", "build_failed", "incorrect", "resource_fail"])
     return 1 if bad.any() and args.strict else 0
 
@@ -374,6 +379,11 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--strict", action="store_true", help="exit 1 when any stage errs, fails to build or is incorrect")
     run.add_argument("--resume", action="store_true",
                      help="skip stages that have a finished run of their current source on this parameter file")
+    run.add_argument("--gpus", default=None, metavar="all|I,J,...",
+                     help="run one notebook per GPU at a time, each seeing only its GPU (CUDA_VISIBLE_DEVICES): "
+                          "'all' or nvidia-smi indices, e.g. 0,1")
+    run.add_argument("--shard", default=None, metavar="K/N",
+                     help="run only the K-th of N pieces of the stages (K from 1), for a job array on many machines")
     run.set_defaults(func=_cmd_run)
 
     stages = sub.add_parser("stages", help="list every family's stage registry")

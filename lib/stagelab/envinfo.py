@@ -56,11 +56,18 @@ def gpu_info() -> dict[str, str]:
     return info
 
 
+def _this_gpu() -> str:
+    """The GPU torch calls device 0, as nvidia-smi's -i names it: nvidia-smi ignores
+    CUDA_VISIBLE_DEVICES, so a notebook bound to GPU 1 (stagelab run --gpus) must ask for 1."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")[0].strip()
+    return visible or "0"
+
+
 def read_clocks(prefix: str = "") -> dict[str, str]:
     """Driver and clocks from nvidia-smi, when it answers."""
     info: dict[str, str] = {}
     smi = _run(["nvidia-smi", "--query-gpu=driver_version,clocks.sm,clocks.max.sm,clocks.mem",
-                "--format=csv,noheader,nounits", "-i", "0"])
+                "--format=csv,noheader,nounits", "-i", _this_gpu()])
     if smi:
         parts = [p.strip() for p in smi.splitlines()[0].split(",")]
         if len(parts) == 4:

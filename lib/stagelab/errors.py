@@ -27,13 +27,14 @@ class StoreError(StagelabError):
 
 
 class RunnerStopped(StagelabError):
-    """SIGINT or SIGTERM reached the batch runner. The runner fills in the stage whose run it
-    recorded as killed and the stages that never ran, so the one-line message says both."""
+    """SIGINT or SIGTERM reached the batch runner. The runner fills in the stages whose runs it
+    recorded as killed (one per running notebook) and the stages that never ran, so the one-line
+    message says both."""
 
     def __init__(self, signum: int):
         super().__init__()
         self.signum = signum
-        self.killed: str | None = None
+        self.killed: list[str] = []
         self.not_run: list[str] = []
 
     @property
@@ -43,6 +44,6 @@ class RunnerStopped(StagelabError):
         return signal.Signals(self.signum).name
 
     def __str__(self) -> str:
-        killed = f"; {self.killed} recorded as killed" if self.killed else ""
+        killed = f"; {', '.join(self.killed)} recorded as killed" if self.killed else ""
         not_run = f"; not run: {', '.join(self.not_run)}" if self.not_run else "; every stage had run"
         return f"stopped by {self.signal_name}{killed}{not_run}"

@@ -157,6 +157,12 @@ TAG_OWNER_PID = "stagelab.owner.pid"
 TAG_OWNER_START = "stagelab.owner.start"
 TAG_OWNER_TIMEOUT_S = "stagelab.owner.timeout_s"
 TAG_HEARTBEAT = "stagelab.heartbeat"
+# Several GPUs and machines (stagelab run --gpus, --shard). The GPU's name is TAG_GPU: the runner
+# writes nvidia-smi's name when it binds a notebook to a GPU, the notebook torch's when it starts.
+TAG_GPU_INDEX = "gpu_index"           # the GPU the runner bound the notebook to (its CUDA_VISIBLE_DEVICES)
+TAG_CUDA_VISIBLE_DEVICES = "cuda_visible_devices"  # as the notebook's own process saw it; UNSET when not set
+CUDA_VISIBLE_DEVICES_UNSET = "unset"
+TAG_SHARD = "shard"                   # k/n of the batch that made the run, when it ran one shard of a sweep
 
 
 def elite_tag(rank: int) -> str:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 from . import metrics
 from .envinfo import git_state, gpu_info, software_versions
 from .paths import repo_root
@@ -49,4 +51,7 @@ def run_tags(ctx: StageContext) -> dict[str, str]:
         **git,
         **software_versions(),
         **(gpu_info() or {"gpu": "none"}),
+        # Which GPU this process was given (stagelab run --gpus binds one per notebook): read here,
+        # in the notebook's own process, so the record shows what the kernel really ran under.
+        metrics.TAG_CUDA_VISIBLE_DEVICES: os.environ.get("CUDA_VISIBLE_DEVICES", metrics.CUDA_VISIBLE_DEVICES_UNSET),
     }

@@ -1,0 +1,94 @@
+"""`stagelab run --gpus` and `--shard`, without notebooks: what the values mean, and that a bad one is
+one line and exit 2 before anything is created. The sweeps with notebooks are in test_several_gpus."""
+
+import shutil
+
+import pytest
+import torch
+
+from stagelab import metrics
+from stagelab.cli import main
+from stagelab.envinfo import read_clocks
+from stagelab.errors import ConfigError
+from stagelab.gpus import Gpu, resolve_gpus
+from stagelab.registry import family_registry
+from stagelab.shard import Shard
+from stagelab.workers import Slot
+
+BAD_VALUES = [
+    (["--gpus", "0,0"], "--gpus '0,0': GPU 0 listed twice"),
+    (["--gpus", "x"], "--gpus 'x': expected 'all' or GPU indices"),
+    (["--gpus", "0,-1"], "(not '-1')"),
+    (["--gpus", ""], "(not '')"),
+    (["--shard", "3/2"], "--shard '3/2': k counts from 1 to n, so 1/2 to 2/2"),
+    (["--shard", "0/2"], "k counts from 1 to n"),
+    (["--shard", "1/0"], "n is the number of pieces, at least 1"),
+    (["--shard", "half"], "expected k/n with whole numbers"),
+]
+
+
+@pytest.mark.parametrize("option, message", BAD_VALUES)
+def test_a_bad_value_is_one_line_and_exit_2_before_any_work(tmp_path, tmp_store, capsys, option, message):
+    code = main(["run", "--params", "params/smoke.yaml", *option])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and err.startswith("stagelab: error: ") and message in err, err
+    assert not (tmp_path / "mlflow.db").exists()  # the store was never opened
+
+
+@pytest.mark.skipif(torch.cuda.is_available() or shutil.which("nvidia-smi") is not None, reason="needs no GPU")
+def test_gpus_all_without_a_gpu_says_so(tmp_path, tmp_store, capsys, monkeypatch):
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    assert main(["run", "--params", "params/smoke.yaml", "--gpus", "all"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("stagelab: error: --gpus all: no GPU here") and err.count("\n") == 1
+    assert not (tmp_path / "mlflow.db").exists()
+
+
+def test_gpus_all_is_the_gpus_this_job_was_given(monkeypatch):
+    """Under a scheduler that hands out GPUs through CUDA_VISIBLE_DEVICES (Slurm's --gres), `all` is those."""
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,3")
+    assert [gpu.index for gpu in resolve_gpus("all")] == ["2", "3"]
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")  # a job given no GPU has none, whatever the machine holds
+    with pytest.raises(ConfigError, match="--gpus all: no GPU here"):
+        resolve_gpus("all")
+
+
+@pytest.mark.skipif(shutil.which("nvidia-smi") is not None, reason="on a GPU machine the list is checked")
+def test_a_gpu_list_is_taken_as_given_where_nvidia_smi_cannot_check_it():
+    assert resolve_gpus(" 1, 0") == [Gpu("1", ""), Gpu("0", "")]
+    assert resolve_gpus(None) is None
+
+
+def test_a_slot_gives_its_notebook_only_its_gpu_and_records_it():
+    slot = Slot(Gpu("1", "NVIDIA H200"))
+    assert slot.env() == {"CUDA_VISIBLE_DEVICES": "1"}
+    assert slot.tags() == {metrics.TAG_GPU_INDEX: "1", metrics.TAG_GPU: "NVIDIA H200"}
+    assert Slot().env() == {} and Slot().tags() == {}  # without --gpus the notebook inherits the runner's
+
+
+def test_clocks_are_read_from_the_notebooks_own_gpu(monkeypatch):
+    """nvidia-smi ignores CUDA_VISIBLE_DEVICES: a notebook bound to GPU 1 must ask nvidia-smi for GPU 1."""
+    from stagelab import envinfo
+
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
+    assert envinfo._this_gpu() == "1"
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
+    assert envinfo._this_gpu() == "0"
+    assert isinstance(read_clocks(), dict)
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 4, 7, 13])
+def test_the_shards_of_a_sweep_are_disjoint_cover_it_and_keep_its_order(n):
+    sweep = [(stage, params) for params in ("acceptance", "long") for stage in family_registry("sdpa").stages]
+    pieces = [Shard.parse(f"{k}/{n}").pick(sweep) for k in range(1, n + 1)]
+    assert sorted(pair for piece in pieces for pair in piece) == sorted(sweep)  # covering, and no pair twice
+    for piece in pieces:
+        assert piece == [pair for pair in sweep if pair in piece]  # the sweep's order
+        assert len(piece) in (len(sweep) // n, -(-len(sweep) // n))  # as even as a deal can be
+    assert pieces == [Shard.parse(f" {k} / {n} ").pick(list(sweep)) for k in range(1, n + 1)]  # deterministic
+
+
+def test_shard_reads_back_as_written():
+    assert str(Shard.parse("2/5")) == "2/5"
+    with pytest.raises(ConfigError):
+        Shard.parse("2/5/1")
