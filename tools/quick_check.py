@@ -15,14 +15,13 @@ from __future__ import annotations
 import argparse
 import sys
 
-import numpy as np
 import torch
 
 from stagelab.build import build_stage
 from stagelab.checks import check_all
+from stagelab.explore import time_contender, time_kernel
 from stagelab.family import load_family
 from stagelab.registry import find_stage
-from stagelab.timing import time_mode
 
 CHECK_PROBLEMS = [
     {"shape": [1, 2, 1, 64], "causal": [False, True]},
@@ -62,20 +61,15 @@ def check(family, kernels) -> bool:
 
 
 def time_all(family, kernels, contender_names, repetitions) -> None:
-    dtype = family.torch_dtype("float16")
     for problem in problems(family, TIME_PROBLEMS):
-        inputs = family.make_inputs(problem, dtype, 0, "cuda")
-        out = family.new_output(problem, inputs)
-        runs = {sid: family.module_launch(k.module, problem, inputs, out) for sid, k in kernels.items()}
+        rows = [time_kernel(family, k, problem, mode="throughput", repetitions=repetitions, label=label)
+                for label, k in kernels.items()]
         for name in contender_names:
             try:
-                runs[name] = family.contender(name, problem, inputs)
+                rows.append(time_contender(family, name, problem, mode="throughput", repetitions=repetitions))
             except RuntimeError as exc:
                 print(f"[time] {name} unavailable: {exc}", flush=True)
-        cells = []
-        for name, fn in runs.items():
-            p50 = float(np.median(time_mode(fn, "throughput", None, warmup=5, repetitions=repetitions)))
-            cells.append(f"{name} {p50:8.2f} us {problem.flops() / p50 / 1e6:6.0f} TF/s")
+        cells = [f"{r['contender']} {r['p50_us']:8.2f} us {r['tflops']:6.0f} TF/s" for r in rows]
         print(f"[time] {problem.tag}: " + " | ".join(cells), flush=True)
 
 

@@ -108,7 +108,7 @@ inline int auto_splits(const SdpaProblem& p, int sms) {
 
 inline bool use_long_policy(const SdpaProblem& p, int sms) {
   if (FORCE_POLICY != kByShape) return FORCE_POLICY == kLong;
-  const int long_items = sdpa_ceil_div(p.seq_len, 2 * sdpa_wgmma::kWgmmaM) * p.heads * p.batch;
+  const int long_items = sdpa_ceil_div(p.seq_len, LongConfig<64>::kBlockM) * p.heads * p.batch;  // same at every D
   return long_items >= sms;
 }
 

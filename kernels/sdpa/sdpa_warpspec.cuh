@@ -151,11 +151,23 @@ __device__ __forceinline__ WorkTile decode_work(const Params& prm, int w, int sp
   return t;
 }
 
+// One tile of kRows rows: announce its bytes on `bar`, then one TMA box per
+// 64-column block into the block-major SW128 layout.
+template <int kRows, int kColumnBlocks>
+__device__ __forceinline__ void tma_load_tile(uint32_t dst, const CUtensorMap* map, uint32_t bar, int row0, int h,
+                                              int b) {
+  mbarrier_arrive_expect_tx(bar, kRows * kColumnBlocks * kSw128RowBytes);
+#pragma unroll
+  for (int cb = 0; cb < kColumnBlocks; ++cb)
+    tma_load_4d(dst + cb * kRows * kSw128RowBytes, map, bar, cb * kSw128BlockElems, row0, h, b);
+}
+
 // Producer: one thread issues Q and every K/V tile of each work item in order.
 template <typename T, int D, class Cfg, bool kCausal>
 __device__ __forceinline__ void produce(const Params& prm, uint32_t s_base, int split, int splits) {
   using L = Layout<T, D, Cfg>;
   constexpr int kStages = Cfg::kStages;
+  constexpr int kBlocks = L::kColumnBlocks;
   const uint32_t bars = s_base + L::kBarOffset;
   prefetch_tensor_map(&prm.q_map);
   prefetch_tensor_map(&prm.k_map);
@@ -167,31 +179,19 @@ __device__ __forceinline__ void produce(const Params& prm, uint32_t s_base, int 
   for (int w = first; w < prm.work_items; w += stride, ++local) {
     const WorkTile wt = decode_work<Cfg, kCausal>(prm, w, split, splits);
     if (local > 0) mbarrier_wait(empty_q_bar(bars), (local - 1) & 1);  // the epilogue is done with Q
-    mbarrier_arrive_expect_tx(full_q_bar(bars), L::kQBytes);
-#pragma unroll
-    for (int cb = 0; cb < L::kColumnBlocks; ++cb)
-      tma_load_4d(s_base + L::kQOffset + cb * Cfg::kBlockM * kSw128RowBytes, &prm.q_map, full_q_bar(bars),
-                  cb * kSw128BlockElems, wt.q_begin, wt.h, wt.b);
+    tma_load_tile<Cfg::kBlockM, kBlocks>(s_base + L::kQOffset, &prm.q_map, full_q_bar(bars), wt.q_begin, wt.h, wt.b);
     for (int n = wt.kt_begin; n < wt.kt_end; ++n, ++ring) {
       const uint32_t freed = ring_parity<kStages>(ring) ^ 1;  // a fresh buffer counts as freed
-      const uint32_t k_dst = s_base + L::kKOffset + (ring % kStages) * L::kKVBytes;
-      const uint32_t v_dst = s_base + L::kVOffset + (ring % kStages) * L::kKVBytes;
+      const uint32_t slot = (ring % kStages) * L::kKVBytes;
       mbarrier_wait(ring_bar<kStages>(bars, kEmptyK, ring), freed);
-      mbarrier_arrive_expect_tx(ring_bar<kStages>(bars, kFullK, ring), L::kKVBytes);
-#pragma unroll
-      for (int cb = 0; cb < L::kColumnBlocks; ++cb)
-        tma_load_4d(k_dst + cb * Cfg::kBlockN * kSw128RowBytes, &prm.k_map, ring_bar<kStages>(bars, kFullK, ring),
-                    cb * kSw128BlockElems, n * Cfg::kBlockN, wt.h, wt.b);
+      tma_load_tile<Cfg::kBlockN, kBlocks>(s_base + L::kKOffset + slot, &prm.k_map,
+                                           ring_bar<kStages>(bars, kFullK, ring), n * Cfg::kBlockN, wt.h, wt.b);
       mbarrier_wait(ring_bar<kStages>(bars, kEmptyV, ring), freed);
-      mbarrier_arrive_expect_tx(ring_bar<kStages>(bars, kFullV, ring), L::kKVBytes);
-#pragma unroll
-      for (int cb = 0; cb < L::kColumnBlocks; ++cb)
-        tma_load_4d(v_dst + cb * Cfg::kBlockN * kSw128RowBytes, &prm.v_map, ring_bar<kStages>(bars, kFullV, ring),
-                    cb * kSw128BlockElems, n * Cfg::kBlockN, wt.h, wt.b);
+      tma_load_tile<Cfg::kBlockN, kBlocks>(s_base + L::kVOffset + slot, &prm.v_map,
+                                           ring_bar<kStages>(bars, kFullV, ring), n * Cfg::kBlockN, wt.h, wt.b);
     }
   }
 }
-
 
 // Named barriers (0 is __syncthreads): the pingpong turn of consumer warpgroup
 // c is barrier kTurnBarrier0 + c; kConsumersDone joins all consumer warps.

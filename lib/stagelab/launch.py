@@ -30,16 +30,21 @@ def nvtx_range(stage_id: str, problem_tag: str) -> str:
 
 
 def find_tool(name: str) -> str | None:
-    """The tool's path, or None when neither PATH nor the CUDA toolkit has it."""
+    """The tool's path, or None when neither PATH nor the CUDA toolkit (build.cuda_home) has it."""
+    from .build import cuda_home
+    from .errors import BuildError
+
     found = shutil.which(name)
     if found:
         return found
-    homes = [os.environ.get(var) for var in ("CUDA_HOME", "CUDA_PATH")] + ["/usr/local/cuda"]
-    for home in filter(None, homes):
-        for folder in TOOL_FOLDERS:
-            candidate = Path(home) / folder / name
-            if candidate.is_file() and os.access(candidate, os.X_OK):
-                return str(candidate)
+    try:
+        home = cuda_home()
+    except BuildError:
+        return None
+    for folder in TOOL_FOLDERS:
+        candidate = home / folder / name
+        if candidate.is_file() and os.access(candidate, os.X_OK):
+            return str(candidate)
     return None
 
 
