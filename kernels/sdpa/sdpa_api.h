@@ -50,3 +50,27 @@ extern "C" const char* sdpa_stage_config();
 // head_dim and dtype; 0 when all of it is static. ptxas reports only static
 // shared memory, so the resource gates need this to see the whole footprint.
 extern "C" int64_t sdpa_dynamic_shared_memory_bytes(int32_t head_dim, int32_t dtype);
+
+// ------------------------------------------------------------------ FP8 --
+// An FP8 (e4m3) stage exports sdpa_fp8_forward and sdpa_fp8_scratch_bytes
+// besides the three above (whose sdpa_forward may reject every problem).
+// `attn` describes the problem as for sdpa_forward, except that q, k and v
+// point to float8_e4m3fn data (strides still in elements, now of one byte)
+// and `attn.dtype` is the output's dtype (the unquantized inputs' dtype).
+// Each descale is float32 [batch, heads], contiguous: the value an e4m3
+// element of (batch b, head h) is multiplied by to give the real value.
+struct SdpaFp8Problem {
+  SdpaProblem attn;
+  const float* q_descale;
+  const float* k_descale;
+  const float* v_descale;
+  void* scratch;          // device memory of at least sdpa_fp8_scratch_bytes(this) bytes,
+  int64_t scratch_bytes;  // 256-byte aligned, owned by the caller, free to overwrite
+};
+
+// O = softmax(Q.K^T * softmax_scale * q_descale * k_descale) . V * v_descale,
+// in attn.dtype; returns as sdpa_forward does.
+extern "C" cudaError_t sdpa_fp8_forward(const SdpaFp8Problem* problem, cudaStream_t stream);
+
+// Scratch the stage needs for this problem (e.g. a transposed copy of V), in bytes.
+extern "C" int64_t sdpa_fp8_scratch_bytes(const SdpaFp8Problem* problem);

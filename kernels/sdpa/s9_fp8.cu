@@ -1,0 +1,100 @@
+/*
+s9_fp8: s6's warp-specialized kernel on e4m3 (FP8) wgmma: Q.K^T and P.V with
+e4m3 operands and fp32 accumulation, per-(batch, head) descales folded into
+the softmax scale (Q, K) and into the output (V).
+
+What it is
+  Inputs come quantized (stagelab.families.sdpa.fp8.quantize_qkv): e4m3 Q, K, V
+  [B, H, S, D] and float32 descales [B, H]; the output is the unquantized
+  inputs' dtype (fp16 or bf16). Entry point: sdpa_fp8_forward (sdpa_api.h);
+  the fp16 sdpa_forward rejects every problem.
+  1. pre-pass (inside sdpa_fp8_forward, so its time counts): V -> Vt
+     [B, H, D, S_pad] in caller-owned scratch (the binding allocates
+     sdpa_fp8_scratch_bytes through torch's caching allocator). fp8 wgmma has
+     no transpose bit, so P.V's B operand (V, keys x D) must be stored
+     K-major = Vt. Keys are permuted inside each 32-key group so that P's
+     e4m3 A fragment is the S accumulator converted in registers, no lane
+     shuffles (sdpa_wgmma_fp8.cuh); keys S..S_pad-1 are written as zeros.
+  2. attention: one block = 3 warpgroups for BLOCK_M = 128 query rows, as s6:
+     producer (setmaxnreg.dec) issues one TMA box for Q, then K(n) and Vt(n)
+     per key tile on mbarrier rings; two consumer warpgroups (setmaxnreg.inc)
+     run S(n) = Q.K^T (D/32 SS wgmma m64nBLOCK_Nk32) and P(n-1).V(n-1)
+     (BLOCK_N/32 RS wgmma m64nDk32) back to back, softmax(n) under the P.V.
+  Softmax: s * softmax_scale * q_descale * k_descale * log2(e), online max;
+  p = exp2(. - max) in [0, 1] and its fp32 row sum as in s6; P8 = e4m3(2^8 p)
+  (FlashAttention-3's Max_offset = 8: P in [0, 256]); O * v_descale / (2^8 l).
+
+Changes vs parent s6_tma_warpspec, and why
+  - e4m3 wgmma (QGMMA): twice HGMMA's rate per SM, half the bytes per K/V tile.
+  - V transposed by a pre-pass (fp8 wgmma reads both operands K-major only),
+    with the key permutation that makes P's register conversion free.
+  - Shared tiles of 8-bit rows: D bytes (Q, K: 64- or 128-byte swizzle),
+    BLOCK_N bytes (Vt); an O staging tile of its own (Q's buffer is half of O).
+
+Knobs (-D overrides)
+  BLOCK_N_D64=128     keys per K/Vt tile at head_dim 64  (64 or 128)
+  BLOCK_N_D128=128    keys per K/Vt tile at head_dim 128 (64 or 128)
+  STAGES_D64=3        buffers per K ring and per Vt ring at head_dim 64 (>= 2)
+  STAGES_D128=3       ... at head_dim 128
+  PRODUCER_REGS=24    registers per producer thread after setmaxnreg.dec
+  CONSUMER_REGS=240   registers per consumer thread after setmaxnreg.inc
+                      (3 warpgroups: 128 * (24 + 2 * 240) = 64512 <= 65536)
+
+Shared memory: BLOCK_M * D (Q) + BLOCK_M * D * 2 (O staging)
+  + 2 * STAGES * BLOCK_N * D (K, Vt) + barriers + 1024 alignment slack.
+  D=64: 8 + 16 + 48 KiB = 73 KiB; D=128: 16 + 32 + 96 KiB = 145 KiB.
+
+Scope: head_dim 64 and 128, fp16 or bf16 output, causal or not, any
+  seq_len >= 1, any softmax_scale; Q/K/V/O base and strides multiples of 16
+  bytes (others: cudaErrorInvalidValue before launch). Needs sm_90a.
+*/
+#include <cuda_runtime.h>
+
+#include "sdpa_api.h"
+#include "sdpa_fp8.cuh"
+#include "sdpa_warpspec_knobs.cuh"
+
+namespace {
+
+constexpr int kConsumerWarpgroups = 2;
+constexpr bool kPingpong = false;
+constexpr bool kPersistent = false;
+constexpr int kBlocksPerSm = 1;
+
+template <int D>
+using S9Config = sdpa_warpspec::Config<kConsumerWarpgroups, D == 64 ? BLOCK_N_D64 : BLOCK_N_D128,
+                                       D == 64 ? STAGES_D64 : STAGES_D128, kPingpong, kPersistent, kBlocksPerSm,
+                                       PRODUCER_REGS, CONSUMER_REGS>;
+
+}  // namespace
+
+// The fp16 entry: this stage takes e4m3 inputs only.
+extern "C" cudaError_t sdpa_forward(const SdpaProblem*, cudaStream_t) { return cudaErrorNotSupported; }
+
+extern "C" cudaError_t sdpa_fp8_forward(const SdpaFp8Problem* problem, cudaStream_t stream) {
+  const cudaError_t ok = sdpa_fp8::check(problem);
+  if (ok != cudaSuccess || sdpa_problem_is_empty(problem->attn)) return ok;
+  return sdpa_dispatch(problem->attn, [&](auto tag, auto hd) {
+    using T = typename decltype(tag)::type;
+    constexpr int D = decltype(hd)::value;
+    return sdpa_fp8::launch<T, D, S9Config<D>>(*problem, stream);
+  });
+}
+
+extern "C" int64_t sdpa_fp8_scratch_bytes(const SdpaFp8Problem* problem) {
+  return problem == nullptr ? 0 : sdpa_fp8::scratch_bytes(problem->attn);
+}
+
+extern "C" const char* sdpa_stage_config() {
+  return "s9_fp8 e4m3 wgmma, BLOCK_M=128 (2 consumer warpgroups + 1 producer) BLOCK_N_D64=" SDPA_STR(
+      BLOCK_N_D64) " BLOCK_N_D128=" SDPA_STR(BLOCK_N_D128) " STAGES_D64=" SDPA_STR(STAGES_D64) " STAGES_D128=" SDPA_STR(
+      STAGES_D128) " setmaxnreg producer=" SDPA_STR(PRODUCER_REGS) " consumer=" SDPA_STR(CONSUMER_REGS)
+      " V pre-pass=transpose to Vt (keys permuted per 32) in scratch";
+}
+
+// The attention kernel's launch-time shared memory; the output dtype does not change it.
+extern "C" int64_t sdpa_dynamic_shared_memory_bytes(int32_t head_dim, int32_t) {
+  if (head_dim == 64) return sdpa_fp8::Layout<64, S9Config<64>>::kSmemBytes;
+  if (head_dim == 128) return sdpa_fp8::Layout<128, S9Config<128>>::kSmemBytes;
+  return 0;
+}

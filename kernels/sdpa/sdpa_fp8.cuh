@@ -1,0 +1,397 @@
+// sdpa_fp8.cuh -- FP8 (e4m3) warp-specialized attention: s6's structure
+// (sdpa_warpspec.cuh: a producer warpgroup issuing TMA boxes on mbarrier
+// rings, two consumer warpgroups of 64 query rows, S(n) and P(n-1).V(n-1)
+// issued back to back) on e4m3 wgmma with fp32 accumulation.
+//
+//   pre-pass    transpose_v_kernel: V [B,H,S,D] -> Vt [B,H,D,S_pad] in the
+//               caller's scratch, keys permuted within 32-key groups so that
+//               P's A fragment is the S accumulator converted in place
+//               (sdpa_wgmma_fp8.cuh), keys S..S_pad-1 zero (a NaN byte there
+//               would poison P = 0 times V). fp8 wgmma reads B K-major only.
+//   producer    Q once (128 x D bytes), then K(n) (kBlockN x D) and Vt(n)
+//               (D x kBlockN) per key tile; rows of D (or kBlockN) bytes land
+//               64- or 128-byte swizzled, one TMA box per tile.
+//   consumers   WgFp8Tile: S = Q.K^T (D/32 SS wgmma k32), the fp16 stages'
+//               online softmax with the scale times q_descale * k_descale,
+//               P quantized to e4m3 at 2^8 (FA3's Max_offset), O += P.Vt^T
+//               (kBlockN/32 RS wgmma), O * v_descale / (2^8 * row sum) stored
+//               through shared memory in the output dtype.
+#pragma once
+
+#include <cstdint>
+
+#include <cuda_runtime.h>
+
+#include "sdpa_api.h"
+#include "sdpa_common.cuh"
+#include "sdpa_tma.cuh"
+#include "sdpa_warpspec.cuh"
+#include "sdpa_wgmma_fp8.cuh"
+
+namespace sdpa_fp8 {
+
+using namespace sdpa_wgmma;
+using namespace sdpa_tma;
+using sdpa_warpspec::kBarBytes;
+using sdpa_warpspec::WorkTile;
+
+constexpr int kVtKeyPad = 64;  // S_pad: keys per Vt row rounded up to the pre-pass's key chunk
+
+struct Params {
+  sdpa_warpspec::Params ws;  // problem (e4m3 q/k, output), Q/K/Vt maps, work items
+  const float* q_descale;
+  const float* k_descale;
+  const float* v_descale;
+};
+
+// Shared memory: Q, the O staging tile (output dtype), the K and Vt rings, barriers.
+template <int D, class Cfg>
+struct Layout {
+  static constexpr uint32_t kQBytes = Cfg::kBlockM * D;
+  static constexpr uint32_t kOBytes = Cfg::kBlockM * D * 2;  // 16-bit output
+  static constexpr uint32_t kKBytes = Cfg::kBlockN * D;
+  static constexpr uint32_t kVtBytes = D * Cfg::kBlockN;
+  static constexpr int kQOffset = 0;
+  static constexpr int kOOffset = kQOffset + kQBytes;
+  static constexpr int kKOffset = kOOffset + kOBytes;
+  static constexpr int kVOffset = kKOffset + Cfg::kStages * kKBytes;
+  static constexpr int kBarOffset = kVOffset + Cfg::kStages * kVtBytes;
+  static constexpr int kBarriers = 2 + 4 * Cfg::kStages;  // full_q, (unused) empty_q, four rings
+  static constexpr int kSmemBytes = kBarOffset + kBarriers * kBarBytes + kSw128Align;
+  static_assert(kQBytes % kSw128Align == 0 && kKBytes % kSw128Align == 0, "every tile starts 1024-aligned");
+  static_assert(static_cast<size_t>(kSmemBytes) <= kSdpaMaxSmemPerBlock, "tiles exceed Hopper shared memory");
+};
+
+// ---------------------------------------------------------------- pre-pass --
+constexpr int kTransposeThreads = 256;
+constexpr int kTransposeKeys = kVtKeyPad;  // keys per block: whole 32-key groups
+
+// Vt[b][h][d][key0 + c] = V[b][h][key0 + fp8_key_of(c % 32) + 32 (c / 32)][d], zero past S.
+template <int D>
+__global__ void __launch_bounds__(kTransposeThreads) transpose_v_kernel(const uint8_t* __restrict__ v,
+                                                                        SdpaTensorStrides vs,
+                                                                        uint8_t* __restrict__ vt, int seq_len,
+                                                                        int s_pad) {
+  constexpr int kRowVecs = D / kChunkBytes;
+  constexpr int kLd = D + kChunkBytes;  // padded rows: the column reads below spread over banks
+  __shared__ __align__(16) uint8_t tile[kTransposeKeys * kLd];
+  const int key0 = static_cast<int>(blockIdx.x) * kTransposeKeys;
+  const int h = static_cast<int>(blockIdx.y), b = static_cast<int>(blockIdx.z);
+  const uint8_t* v_head = sdpa_head_ptr(v, vs, b, h);
+  for (int i = static_cast<int>(threadIdx.x); i < kTransposeKeys * kRowVecs; i += kTransposeThreads) {
+    const int row = i / kRowVecs, c = i % kRowVecs;
+    uint4 val = make_uint4(0u, 0u, 0u, 0u);
+    if (key0 + row < seq_len)
+      val = *reinterpret_cast<const uint4*>(v_head + static_cast<int64_t>(key0 + row) * vs.seq + c * kChunkBytes);
+    *reinterpret_cast<uint4*>(tile + row * kLd + c * kChunkBytes) = val;
+  }
+  __syncthreads();
+  constexpr int kOutVecs = kTransposeKeys / kChunkBytes;  // 16-byte pieces per Vt row chunk
+  uint8_t* vt_head = vt + (static_cast<int64_t>(b) * gridDim.y + h) * D * s_pad + key0;
+  for (int i = static_cast<int>(threadIdx.x); i < D * kOutVecs; i += kTransposeThreads) {
+    const int d = i / kOutVecs, piece = i % kOutVecs;
+    uint32_t words[kChunkBytes / 4];
+#pragma unroll
+    for (int w = 0; w < kChunkBytes / 4; ++w) {
+      uint32_t word = 0;
+#pragma unroll
+      for (int byte = 0; byte < 4; ++byte) {
+        const int c = piece * kChunkBytes + 4 * w + byte;
+        const int key = (c / kFp8KeyGroup) * kFp8KeyGroup + fp8_key_of(c % kFp8KeyGroup);
+        word |= static_cast<uint32_t>(tile[key * kLd + d]) << (8 * byte);
+      }
+      words[w] = word;
+    }
+    *reinterpret_cast<uint4*>(vt_head + static_cast<int64_t>(d) * s_pad + piece * kChunkBytes) =
+        make_uint4(words[0], words[1], words[2], words[3]);
+  }
+}
+
+// ---------------------------------------------------------------- producer --
+template <int D, class Cfg, bool kCausal>
+__device__ __forceinline__ void produce(const Params& prm, uint32_t s_base) {
+  using L = Layout<D, Cfg>;
+  constexpr int kStages = Cfg::kStages;
+  const uint32_t bars = s_base + L::kBarOffset;
+  prefetch_tensor_map(&prm.ws.q_map);
+  prefetch_tensor_map(&prm.ws.k_map);
+  prefetch_tensor_map(&prm.ws.v_map);
+  constexpr int kNoSplit = 1;
+  const WorkTile wt = sdpa_warpspec::decode_work<Cfg, kCausal>(prm.ws, static_cast<int>(blockIdx.x), 0, kNoSplit);
+  mbarrier_arrive_expect_tx(sdpa_warpspec::full_q_bar(bars), L::kQBytes);
+  tma_load_4d(s_base + L::kQOffset, &prm.ws.q_map, sdpa_warpspec::full_q_bar(bars), 0, wt.q_begin, wt.h, wt.b);
+  for (int n = wt.kt_begin; n < wt.kt_end; ++n) {
+    const int ring = n - wt.kt_begin;
+    const uint32_t freed = sdpa_warpspec::ring_parity<kStages>(ring) ^ 1;  // a fresh buffer counts as freed
+    const uint32_t slot = ring % kStages;
+    const uint32_t full_k = sdpa_warpspec::ring_bar<kStages>(bars, sdpa_warpspec::kFullK, ring);
+    const uint32_t full_v = sdpa_warpspec::ring_bar<kStages>(bars, sdpa_warpspec::kFullV, ring);
+    mbarrier_wait(sdpa_warpspec::ring_bar<kStages>(bars, sdpa_warpspec::kEmptyK, ring), freed);
+    mbarrier_arrive_expect_tx(full_k, L::kKBytes);
+    tma_load_4d(s_base + L::kKOffset + slot * L::kKBytes, &prm.ws.k_map, full_k, 0, n * Cfg::kBlockN, wt.h, wt.b);
+    mbarrier_wait(sdpa_warpspec::ring_bar<kStages>(bars, sdpa_warpspec::kEmptyV, ring), freed);
+    mbarrier_arrive_expect_tx(full_v, L::kVtBytes);
+    tma_load_4d(s_base + L::kVOffset + slot * L::kVtBytes, &prm.ws.v_map, full_v, n * Cfg::kBlockN, 0, wt.h, wt.b);
+  }
+}
+
+// ---------------------------------------------------------------- consumer --
+template <typename T, int D, class Cfg, bool kCausal, bool kScalePositive>
+struct Consumer {
+  using L = Layout<D, Cfg>;
+  using Tile = WgFp8Tile<T, D, Cfg::kBlockN, kCausal, kScalePositive>;
+  static constexpr int kStages = Cfg::kStages;
+  static constexpr int kBlockN = Cfg::kBlockN;
+
+  const Params& prm;
+  uint32_t s_base, bars;
+  unsigned char* smem;
+  int cwg, warp_in_wg, lane;
+  Tile tile;
+
+  __device__ __forceinline__ Consumer(const Params& prm_, uint32_t s_base_, unsigned char* smem_, int cwg_)
+      : prm(prm_), s_base(s_base_), bars(s_base_ + L::kBarOffset), smem(smem_), cwg(cwg_) {
+    const int ctid = static_cast<int>(threadIdx.x) - kWarpgroupThreads;
+    warp_in_wg = (ctid % kWarpgroupThreads) / sdpa_warpspec::kWarpSize;
+    lane = ctid % sdpa_warpspec::kWarpSize;
+  }
+
+  __device__ __forceinline__ void wait_full(int ring, int index) const {
+    mbarrier_wait(sdpa_warpspec::ring_bar<kStages>(bars, ring, index), sdpa_warpspec::ring_parity<kStages>(index));
+  }
+  // A buffer is free once every consumer warp's wgmma reading it has completed.
+  __device__ __forceinline__ void release(int ring, int index) const {
+    __syncwarp();
+    if (lane == 0) mbarrier_arrive(sdpa_warpspec::ring_bar<kStages>(bars, ring, index));
+  }
+  __device__ __forceinline__ uint64_t desc_q() const {
+    return make_desc_kmajor8<D>(s_base + L::kQOffset + cwg * kWgmmaM * D);
+  }
+  __device__ __forceinline__ uint64_t desc_k(int index) const {
+    return make_desc_kmajor8<D>(s_base + L::kKOffset + (index % kStages) * L::kKBytes);
+  }
+  __device__ __forceinline__ uint64_t desc_vt(int index) const {
+    return make_desc_kmajor8<kBlockN>(s_base + L::kVOffset + (index % kStages) * L::kVtBytes);
+  }
+
+  // The first tile: S only. Issue and wait stay in one branch (C7514, sdpa_warpspec.cuh).
+  __device__ __forceinline__ void first_tile(int idx, int key0) {
+    wait_full(sdpa_warpspec::kFullK, idx);
+    fence_regs(tile.m.s_acc);
+    wgmma_fence();
+    tile.issue_qk(desc_q(), desc_k(idx));
+    wgmma_commit();
+    wgmma_wait<0>();
+    fence_regs(tile.m.s_acc);
+    release(sdpa_warpspec::kEmptyK, idx);
+    tile.m.softmax(key0, prm.ws.p.seq_len);
+    tile.pack_p();
+  }
+  // S(idx) and P(idx-1).V(idx-1) back to back; O's rescale under S, softmax(idx) under P.V.
+  __device__ __forceinline__ void middle_tile(int idx, int key0) {
+    wait_full(sdpa_warpspec::kFullK, idx);
+    fence_regs(tile.m.s_acc);
+    fence_regs(tile.p8);
+    fence_regs(tile.m.o_acc);
+    wgmma_fence();  // p8 (and a rescaled o_acc) were written by ordinary instructions
+    tile.issue_qk(desc_q(), desc_k(idx));
+    wgmma_commit();
+    fence_regs(tile.m.o_acc);
+    tile.m.rescale_o();
+    fence_regs(tile.m.o_acc);
+    wait_full(sdpa_warpspec::kFullV, idx - 1);
+    wgmma_fence();
+    tile.issue_pv(desc_vt(idx - 1));
+    wgmma_commit();
+    wgmma_wait<1>();  // S(idx) done; P(idx-1).V(idx-1) may still run
+    fence_regs(tile.m.s_acc);
+    release(sdpa_warpspec::kEmptyK, idx);
+    tile.m.softmax(key0, prm.ws.p.seq_len);
+    schedule_boundary(prm.ws.p.seq_len < 0);  // keep the wait below the softmax (sdpa_wgmma.cuh)
+    wgmma_wait<0>();
+    fence_regs(tile.m.o_acc);
+    fence_regs(tile.p8);
+    release(sdpa_warpspec::kEmptyV, idx - 1);
+    tile.pack_p();
+  }
+  __device__ __forceinline__ void last_pv(int idx) {
+    fence_regs(tile.m.o_acc);
+    tile.m.rescale_o();
+    fence_regs(tile.m.o_acc);
+    fence_regs(tile.p8);
+    wait_full(sdpa_warpspec::kFullV, idx);
+    wgmma_fence();
+    tile.issue_pv(desc_vt(idx));
+    wgmma_commit();
+    wgmma_wait<0>();
+    fence_regs(tile.m.o_acc);
+    release(sdpa_warpspec::kEmptyV, idx);
+  }
+
+  // This warpgroup's key tiles, then the tiles only the other warpgroup needs
+  // (causal): freed in order once landed, so the producer's ring keeps moving.
+  __device__ __forceinline__ void run() {
+    const SdpaProblem& p = prm.ws.p;
+    constexpr int kNoSplit = 1;
+    const WorkTile wt = sdpa_warpspec::decode_work<Cfg, kCausal>(prm.ws, static_cast<int>(blockIdx.x), 0, kNoSplit);
+    const int bh = wt.b * p.heads + wt.h;
+    const int wg_q0 = wt.q_begin + cwg * kWgmmaM;
+    const int needed = wg_q0 < p.seq_len ? sdpa_ceil_div(sdpa_kv_end(wg_q0, kWgmmaM, p.seq_len, kCausal), kBlockN) : 0;
+    const int tiles = wt.kt_end - wt.kt_begin;
+    const int mine = max(0, min(wt.kt_end, needed) - wt.kt_begin);
+    tile.init(p.softmax_scale * prm.q_descale[bh] * prm.k_descale[bh], wg_q0 + warp_in_wg * Tile::Base::kWarpRows,
+              lane);
+    mbarrier_wait(sdpa_warpspec::full_q_bar(bars), 0);
+    if (mine > 0) first_tile(0, wt.kt_begin * kBlockN);
+    for (int j = 1; j < mine; ++j) middle_tile(j, (wt.kt_begin + j) * kBlockN);
+    if (mine > 0) last_pv(mine - 1);
+    for (int j = mine; j < tiles; ++j) {
+      wait_full(sdpa_warpspec::kFullK, j);
+      release(sdpa_warpspec::kEmptyK, j);
+      wait_full(sdpa_warpspec::kFullV, j);
+      release(sdpa_warpspec::kEmptyV, j);
+    }
+    if (wg_q0 < p.seq_len) {
+      T* o_g = sdpa_head_ptr(static_cast<T*>(p.out), p.out_strides, wt.b, wt.h) +
+               static_cast<int64_t>(wt.q_begin) * p.out_strides.seq;
+      tile.template store_o<Cfg::kBlockM>(smem + L::kOOffset, cwg * kWgmmaM + warp_in_wg * Tile::Base::kWarpRows,
+                                          o_g, p.out_strides.seq, p.seq_len - wt.q_begin, lane, prm.v_descale[bh]);
+    }
+  }
+};
+
+template <typename T, int D, class Cfg, bool kCausal, bool kScalePositive>
+__global__ void __launch_bounds__(Cfg::kThreads, 1) fp8_kernel(const __grid_constant__ Params prm) {
+  using L = Layout<D, Cfg>;
+  extern __shared__ __align__(1024) unsigned char smem_raw[];
+  const uint32_t raw_base = sdpa_mma::smem_addr(smem_raw);
+  const uint32_t s_base = (raw_base + (kSw128Align - 1)) & ~static_cast<uint32_t>(kSw128Align - 1);
+  unsigned char* smem = smem_raw + (s_base - raw_base);
+  if (threadIdx.x == 0) {
+    const uint32_t bars = s_base + L::kBarOffset;
+    mbarrier_init(sdpa_warpspec::full_q_bar(bars), 1);  // the producer's expect_tx arrival
+    for (int s = 0; s < Cfg::kStages; ++s) {
+      mbarrier_init(sdpa_warpspec::ring_bar<Cfg::kStages>(bars, sdpa_warpspec::kFullK, s), 1);
+      mbarrier_init(sdpa_warpspec::ring_bar<Cfg::kStages>(bars, sdpa_warpspec::kFullV, s), 1);
+      mbarrier_init(sdpa_warpspec::ring_bar<Cfg::kStages>(bars, sdpa_warpspec::kEmptyK, s), Cfg::kConsumerWarps);
+      mbarrier_init(sdpa_warpspec::ring_bar<Cfg::kStages>(bars, sdpa_warpspec::kEmptyV, s), Cfg::kConsumerWarps);
+    }
+    fence_mbarrier_init();
+  }
+  __syncthreads();  // the last block-wide barrier: roles diverge below
+  // Broadcast so ptxas can prove every role branch warp-uniform (sdpa_warpspec.cuh).
+  const int wg = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x) / kWarpgroupThreads, 0);
+  if (wg == 0) {
+    setmaxnreg_dec<Cfg::kProducerRegs>();
+    if (threadIdx.x == 0) produce<D, Cfg, kCausal>(prm, s_base);
+    __syncwarp();
+  } else {
+    setmaxnreg_inc<Cfg::kConsumerRegs>();
+    Consumer<T, D, Cfg, kCausal, kScalePositive> consumer(prm, s_base, smem, wg - 1);
+    consumer.run();
+  }
+}
+
+// ------------------------------------------------------------------ host --
+inline int64_t vt_key_stride(int seq_len) { return sdpa_ceil_div(seq_len, kVtKeyPad) * kVtKeyPad; }
+
+inline int64_t scratch_bytes(const SdpaProblem& p) {
+  return static_cast<int64_t>(p.batch) * p.heads * p.head_dim * vt_key_stride(p.seq_len);
+}
+
+// Tensor map of a 4-D byte tensor (dims innermost first, strides in bytes for
+// dims 1..3) with boxes of box[0] x box[1] bytes, swizzled by box[0] (64 or 128).
+inline cudaError_t encode_u8_map(CUtensorMap* map, const void* base, const cuuint64_t (&dims)[4],
+                                 const cuuint64_t (&strides)[3], const cuuint32_t (&box)[4]) {
+  const PFN_cuTensorMapEncodeTiled_v12000 encode = encode_tiled_fn();
+  if (encode == nullptr) return cudaErrorNotSupported;
+  constexpr cuuint32_t kRank = 4;
+  const cuuint32_t elem_strides[kRank] = {1, 1, 1, 1};
+  const CUtensorMapSwizzle swizzle = box[0] == 128 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_64B;
+  const CUresult res = encode(map, CU_TENSOR_MAP_DATA_TYPE_UINT8, kRank, const_cast<void*>(base), dims, strides, box,
+                              elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle,
+                              CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  return res == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
+}
+
+// Q or K: [B, H, S, D] e4m3 with element (= byte) strides; boxes of D x rows.
+inline cudaError_t encode_qk_map(CUtensorMap* map, const void* base, const SdpaTensorStrides& s,
+                                 const SdpaProblem& p, uint32_t rows) {
+  const cuuint64_t dims[4] = {static_cast<cuuint64_t>(p.head_dim), static_cast<cuuint64_t>(p.seq_len),
+                              static_cast<cuuint64_t>(p.heads), static_cast<cuuint64_t>(p.batch)};
+  const cuuint64_t strides[3] = {static_cast<cuuint64_t>(s.seq), static_cast<cuuint64_t>(s.head),
+                                 static_cast<cuuint64_t>(s.batch)};
+  const cuuint32_t box[4] = {static_cast<cuuint32_t>(p.head_dim), rows, 1, 1};
+  return encode_u8_map(map, base, dims, strides, box);
+}
+
+// Vt: [B, H, D, S_pad] bytes, contiguous; boxes of kBlockN keys x D rows.
+inline cudaError_t encode_vt_map(CUtensorMap* map, const void* vt, const SdpaProblem& p, uint32_t block_n) {
+  const int64_t s_pad = vt_key_stride(p.seq_len);
+  const cuuint64_t dims[4] = {static_cast<cuuint64_t>(s_pad), static_cast<cuuint64_t>(p.head_dim),
+                              static_cast<cuuint64_t>(p.heads), static_cast<cuuint64_t>(p.batch)};
+  const cuuint64_t strides[3] = {static_cast<cuuint64_t>(s_pad), static_cast<cuuint64_t>(s_pad * p.head_dim),
+                                 static_cast<cuuint64_t>(s_pad * p.head_dim * p.heads)};
+  const cuuint32_t box[4] = {block_n, static_cast<cuuint32_t>(p.head_dim), 1, 1};
+  return encode_u8_map(map, vt, dims, strides, box);
+}
+
+template <typename T, int D, class Cfg, bool kCausal, bool kScalePositive>
+cudaError_t launch_instance(const Params& prm, cudaStream_t stream) {
+  constexpr size_t smem = Layout<D, Cfg>::kSmemBytes;
+  auto kernel = fp8_kernel<T, D, Cfg, kCausal, kScalePositive>;
+  const cudaError_t err = sdpa_set_smem(kernel, smem);
+  if (err != cudaSuccess) return err;
+  kernel<<<prm.ws.work_items, Cfg::kThreads, smem, stream>>>(prm);
+  return cudaGetLastError();
+}
+
+// The pre-pass into the scratch, then the attention kernel reading it.
+template <typename T, int D, class Cfg>
+cudaError_t launch(const SdpaFp8Problem& f, cudaStream_t stream) {
+  const SdpaProblem& p = f.attn;
+  const int64_t s_pad = vt_key_stride(p.seq_len);
+  const dim3 grid(static_cast<unsigned>(s_pad / kTransposeKeys), p.heads, p.batch);
+  transpose_v_kernel<D><<<grid, kTransposeThreads, 0, stream>>>(static_cast<const uint8_t*>(p.v), p.v_strides,
+                                                                static_cast<uint8_t*>(f.scratch), p.seq_len,
+                                                                static_cast<int>(s_pad));
+  cudaError_t err = cudaGetLastError();
+  if (err != cudaSuccess) return err;
+  Params prm{};
+  prm.ws.p = p;
+  prm.ws.m_tiles = sdpa_ceil_div(p.seq_len, Cfg::kBlockM);
+  prm.ws.work_items = prm.ws.m_tiles * p.heads * p.batch;
+  prm.q_descale = f.q_descale;
+  prm.k_descale = f.k_descale;
+  prm.v_descale = f.v_descale;
+  err = encode_qk_map(&prm.ws.q_map, p.q, p.q_strides, p, Cfg::kBlockM);
+  if (err == cudaSuccess) err = encode_qk_map(&prm.ws.k_map, p.k, p.k_strides, p, Cfg::kBlockN);
+  if (err == cudaSuccess) err = encode_vt_map(&prm.ws.v_map, f.scratch, p, Cfg::kBlockN);
+  if (err != cudaSuccess) return err;
+  const bool positive = p.softmax_scale > 0.0f;  // the descales are positive
+  if (p.causal)
+    return positive ? launch_instance<T, D, Cfg, true, true>(prm, stream)
+                    : launch_instance<T, D, Cfg, true, false>(prm, stream);
+  return positive ? launch_instance<T, D, Cfg, false, true>(prm, stream)
+                  : launch_instance<T, D, Cfg, false, false>(prm, stream);
+}
+
+// Everything a launch needs that the tensor maps do not check themselves.
+inline cudaError_t check(const SdpaFp8Problem* f) {
+  if (f == nullptr) return cudaErrorInvalidValue;
+  const cudaError_t ok = sdpa_check_problem(f->attn);
+  if (ok != cudaSuccess) return ok;
+  if (sdpa_problem_is_empty(f->attn)) return cudaSuccess;
+  if (f->q_descale == nullptr || f->k_descale == nullptr || f->v_descale == nullptr) return cudaErrorInvalidValue;
+  if (f->scratch == nullptr || f->scratch_bytes < scratch_bytes(f->attn)) return cudaErrorInvalidValue;
+  if (reinterpret_cast<uintptr_t>(f->scratch) % kTmaAlignBytes != 0) return cudaErrorInvalidValue;
+  constexpr int kE4m3Bytes = 1, kOutBytes = 2;
+  const SdpaProblem& p = f->attn;
+  // V is read with 16-byte loads by the pre-pass, O written with 16-byte stores;
+  // Q and K are checked again by their tensor maps.
+  const bool vec_ok = sdpa_vec16_ok(p.q, p.q_strides, kE4m3Bytes) && sdpa_vec16_ok(p.k, p.k_strides, kE4m3Bytes) &&
+                      sdpa_vec16_ok(p.v, p.v_strides, kE4m3Bytes) && sdpa_vec16_ok(p.out, p.out_strides, kOutBytes);
+  return vec_ok ? cudaSuccess : cudaErrorInvalidValue;
+}
+
+}  // namespace sdpa_fp8

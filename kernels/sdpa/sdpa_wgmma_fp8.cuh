@@ -1,0 +1,176 @@
+// sdpa_wgmma_fp8.cuh -- e4m3 (FP8) wgmma building blocks for the FP8 attention
+// stage (s9_fp8): the m64nNk32 wrappers, 8-bit K-major descriptors, and one
+// consumer warpgroup's FP8 per-tile math on top of WgAttentionTile's softmax.
+//
+//   wgmma.mma_async.sync.aligned.m64nNk32.f32.e4m3.e4m3   N in {64, 128}
+//       SS: A and B from shared-memory descriptors
+//       RS: A from registers (4 x b32 = 16 e4m3 per thread), B from a descriptor
+//   8-bit types have no transpose immediates: both operands are K-major (the
+//   contraction dim contiguous) when read from shared memory. V (keys x D,
+//   D contiguous) is therefore stored transposed, Vt = [D][keys], by a pre-pass.
+//
+// ---------------------------------------------------------------------------
+// Shared-memory tiles (8-bit): a row of R bytes (R = 64 or 128) is one swizzle
+// row of the matching mode (SW64 or SW128), 8 rows form one atom of 8R bytes,
+// SBO = 8R steps between atoms, LBO is unused (K-major, swizzled). The k32
+// slice kk of a row is the 32 bytes at kk * 32 (inside the swizzled row; the
+// hardware applies the XOR on absolute address bits, so tiles start
+// 1024-byte aligned). TMA writes the same pattern (CU_TENSOR_MAP_SWIZZLE_64B /
+// _128B with a box of R bytes per row).
+//
+// Register A operand of m64nNk32 for 8-bit types (CuTe's ALayout_64x32): in
+// warp w, with g = lane / 4, t = lane % 4, register r (v1 = r % 2, v2 = r / 2)
+// byte v0 holds A[16w + g + 8 v1][4t + v0 + 16 v2].
+// The f32 accumulator of S holds, in register 4j + e, S[16w + g + 8 (e / 2)]
+// [8j + 2t + (e % 2)] (sdpa_wgmma.cuh). For k32 slice kk of P (S tiles
+// j = 4kk..4kk+3) a thread already holds 16 values of its rows, but at keys
+//     key(k) = 16 v2 + 8 (v0 / 2) + 2t + (v0 % 2)   for logical k = 4t + v0 + 16 v2,
+// not at k itself. Instead of moving bytes between lanes, the V pre-pass
+// stores Vt's keys of every 32-key group in that order (Vt column k holds key
+// key(k)): sum_k P[m][key(k)] * V[key(k)][n] is P.V all the same, and P's
+// A fragment is a pure in-register conversion (fp8_key_of below).
+#pragma once
+
+#include <cstdint>
+
+#include <cuda_fp8.h>
+
+#include "sdpa_wgmma.cuh"
+#include "sdpa_wgmma_tile.cuh"
+
+namespace sdpa_wgmma {
+
+constexpr int kWgmmaK8 = 32;  // k of one wgmma for 8-bit inputs (32 bytes of a K-major row)
+constexpr int kFp8KeyGroup = kWgmmaK8;  // keys permuted within groups of one k32 slice
+constexpr int kSwizzleAtomRows = 8;
+constexpr uint64_t kDescSwizzle64B = 2ull << 62;  // descriptor swizzle mode 2 = 64-byte
+
+// The key a logical k (0..31) of P's A fragment stands for (see above).
+__host__ __device__ __forceinline__ constexpr int fp8_key_of(int k) {
+  return 16 * (k / 16) + 8 * ((k % 4) / 2) + 2 * ((k % 16) / 4) + (k % 2);
+}
+
+// Descriptor of a K-major 8-bit tile whose rows are kRowBytes (64 or 128) long.
+template <int kRowBytes>
+__device__ __forceinline__ uint64_t make_desc_kmajor8(uint32_t smem_addr) {
+  static_assert(kRowBytes == 64 || kRowBytes == 128, "rows of one 64- or 128-byte swizzle row");
+  const uint64_t mode = kRowBytes == 128 ? kDescSwizzle128B : kDescSwizzle64B;
+  return desc_encode(smem_addr) | (desc_encode(kChunkBytes) << 16) |
+         (desc_encode(kSwizzleAtomRows * kRowBytes) << 32) | mode;
+}
+
+// Wgmma8<N>::ss(d, desc_a, desc_b, scale_d) / ::rs(d, a_regs, desc_b, scale_d):
+// D[64xN] (+)= A[64x32] . B[32xN], e4m3 x e4m3 -> f32. scale_d = 0 overwrites d.
+template <int N>
+struct Wgmma8;
+
+// Operand numbers after the N/2 accumulators (see sdpa_wgmma.cuh's macros):
+// SS: desc_a, desc_b, scale_d predicate; RS: four A registers, desc_b, predicate.
+#define SDPA_WGMMA8_N64_SS "%32, %33, p, 1, 1", "%34"
+#define SDPA_WGMMA8_N64_RS "{%32, %33, %34, %35}, %36, p, 1, 1", "%37"
+#define SDPA_WGMMA8_N128_SS "%64, %65, p, 1, 1", "%66"
+#define SDPA_WGMMA8_N128_RS "{%64, %65, %66, %67}, %68, p, 1, 1", "%69"
+#define SDPA_WGMMA8_ASM(N, OPS, PRED)                                                      \
+  "{\n.reg .pred p;\nsetp.ne.b32 p, " PRED ", 0;\n"                                        \
+  "wgmma.mma_async.sync.aligned.m64n" #N "k32.f32.e4m3.e4m3 " SDPA_WGMMA_N##N##_REGS ", " \
+  OPS ";\n}\n"
+#define SDPA_WGMMA8_ASM_(N, ARGS) SDPA_WGMMA8_ASM(N, ARGS)
+
+#define SDPA_WGMMA8(N)                                                                                 \
+  template <>                                                                                          \
+  struct Wgmma8<N> {                                                                                   \
+    static __device__ __forceinline__ void ss(float (&d)[N / 2], uint64_t desc_a, uint64_t desc_b,     \
+                                              int scale_d) {                                           \
+      asm volatile(SDPA_WGMMA8_ASM_(N, SDPA_WGMMA8_N##N##_SS)                                          \
+                   : SDPA_WGMMA_N##N##_OUTS                                                            \
+                   : "l"(desc_a), "l"(desc_b), "r"(scale_d));                                          \
+    }                                                                                                  \
+    static __device__ __forceinline__ void rs(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t desc_b, \
+                                              int scale_d) {                                           \
+      asm volatile(SDPA_WGMMA8_ASM_(N, SDPA_WGMMA8_N##N##_RS)                                          \
+                   : SDPA_WGMMA_N##N##_OUTS                                                            \
+                   : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d));           \
+    }                                                                                                  \
+  };
+
+SDPA_WGMMA8(64)
+SDPA_WGMMA8(128)
+#undef SDPA_WGMMA8
+
+// Two floats -> two e4m3 bytes (lo in the low byte), round to nearest even,
+// saturating to +-448 (cvt.rn.satfinite.e4m3x2.f32).
+__device__ __forceinline__ uint32_t pack_e4m3x2(float lo, float hi) {
+  return static_cast<uint32_t>(__nv_cvt_float2_to_fp8x2(make_float2(lo, hi), __NV_SATFINITE, __NV_E4M3));
+}
+
+// One consumer warpgroup's FP8 math. The fp32 state (S and O accumulators,
+// running max / sum) and the softmax, rescale and store are WgAttentionTile's
+// (T = the output dtype): the accumulator layout does not depend on the input
+// type. FP8 adds the k32 GEMMs and P's quantization:
+//   P8 = e4m3(2^kPExp2Offset * p), p = exp2(s * scale * log2(e) - running max) in [0, 1]
+// (FlashAttention-3's Max_offset: P in [0, 256] uses more of e4m3's range);
+// the row sum stays the fp32 sum of p, so the output is O * v_descale / (2^8 * sum).
+template <typename T, int D, int kBlockN, bool kCausal, bool kScalePositive>
+struct WgFp8Tile {
+  using Base = WgAttentionTile<T, D, kBlockN, kCausal, kScalePositive>;
+  static constexpr int kPExp2Offset = 8;                      // FA3's Max_offset for FP8
+  static constexpr float kPScale = 1 << kPExp2Offset;         // 256 = exp2(kPExp2Offset)
+  static constexpr int kDSlices = D / kWgmmaK8;               // k32 slices of Q.K^T
+  static constexpr int kKeySlices = kBlockN / kWgmmaK8;       // k32 slices of P.V
+  static constexpr int kTilesPerSlice = kWgmmaK8 / Base::kN8;  // 4 accumulator n8 tiles per k32
+  static_assert(kBlockN % kWgmmaK8 == 0, "whole k32 slices of keys");
+  static_assert(D == 64 || D == 128, "the N of the P.V wgmma (Wgmma8 has 64 and 128)");
+  using WgS = Wgmma8<kBlockN>;
+  using WgO = Wgmma8<D>;
+
+  Base m;
+  uint32_t p8[kKeySlices][4];
+
+  __device__ __forceinline__ void init(float score_scale, int first_row_of_warp, int lane) {
+    m.init(score_scale, first_row_of_warp, lane);
+#pragma unroll
+    for (int i = 0; i < kKeySlices; ++i)
+#pragma unroll
+      for (int j = 0; j < 4; ++j) p8[i][j] = 0u;
+  }
+  // S = Q.K^T; desc_q at this warpgroup's rows, both tiles K-major with D-byte rows.
+  __device__ __forceinline__ void issue_qk(uint64_t desc_q, uint64_t desc_k) {
+#pragma unroll
+    for (int kk = 0; kk < kDSlices; ++kk)
+      WgS::ss(m.s_acc, desc_advance(desc_q, kk * kWgmmaK8), desc_advance(desc_k, kk * kWgmmaK8), kk > 0 ? 1 : 0);
+  }
+  // O += P.Vt^T; desc_vt: the [D][kBlockN] Vt tile, K-major with kBlockN-byte rows.
+  __device__ __forceinline__ void issue_pv(uint64_t desc_vt) {
+#pragma unroll
+    for (int kk = 0; kk < kKeySlices; ++kk) WgO::rs(m.o_acc, p8[kk], desc_advance(desc_vt, kk * kWgmmaK8), 1);
+  }
+  // Register r (v1 = r % 2, v2 = r / 2), byte v0 of slice kk is S tile
+  // 4kk + 2 v2 + v0 / 2, element e = 2 v1 + v0 % 2 (header comment).
+  __device__ __forceinline__ void pack_p() {
+#pragma unroll
+    for (int kk = 0; kk < kKeySlices; ++kk)
+#pragma unroll
+      for (int r = 0; r < 4; ++r) {
+        const int first = 4 * (kTilesPerSlice * kk + 2 * (r / 2)) + 2 * (r % 2);  // v0 = 0
+        constexpr int kNextTile = 4;                                               // v0 = 2: the next n8 tile
+        const uint32_t lo = pack_e4m3x2(kPScale * m.s_acc[first], kPScale * m.s_acc[first + 1]);
+        const uint32_t hi =
+            pack_e4m3x2(kPScale * m.s_acc[first + kNextTile], kPScale * m.s_acc[first + kNextTile + 1]);
+        p8[kk][r] = lo | (hi << 16);
+      }
+  }
+  // Fold V's descale into O and P's fixed scale into the row sums, then store.
+  template <int kTileRows>
+  __device__ __forceinline__ void store_o(unsigned char* staging, int row_base, T* out, int64_t row_stride,
+                                          int valid_rows, int lane, float v_descale) {
+    float l[Base::kRowsPerThread];
+    m.reduced_row_sums(l);
+#pragma unroll
+    for (int r = 0; r < Base::kRowsPerThread; ++r) l[r] *= kPScale;
+#pragma unroll
+    for (int i = 0; i < Base::kOAcc; ++i) m.o_acc[i] *= v_descale;
+    m.template store_o<kTileRows>(staging, row_base, out, row_stride, valid_rows, lane, l);
+  }
+};
+
+}  // namespace sdpa_wgmma
