@@ -9,6 +9,11 @@
 
 #include "sdpa_api.h"
 
+// FP8 entry points: only FP8 stages define them. Weak references resolve to
+// null in every other stage's module, whose fp8_forward then says so.
+#pragma weak sdpa_fp8_forward
+#pragma weak sdpa_fp8_scratch_bytes
+
 namespace {
 
 SdpaTensorStrides strides_of(const torch::Tensor& t) {
@@ -52,6 +57,67 @@ void forward(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor
   TORCH_CHECK(status == cudaSuccess, "sdpa kernel launch failed: ", cudaGetErrorString(status));
 }
 
+// FP8: e4m3 q, k, v with float32 descales [batch, heads] each; out in fp16 or
+// bf16 (the unquantized inputs' dtype). The stage's scratch (a transposed V)
+// comes from torch's caching allocator on the current device, so it is
+// stream-ordered, graph-capturable and never leaks.
+void check_fp8_operands(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                        const torch::Tensor& out, const std::vector<torch::Tensor>& descales) {
+  for (const torch::Tensor* t : {&q, &k, &v, &out}) {
+    TORCH_CHECK(t->is_cuda(), "sdpa fp8: all tensors must be on a CUDA device");
+    TORCH_CHECK(t->dim() == 4, "sdpa fp8: tensors must be [batch, heads, seq, head_dim]");
+    TORCH_CHECK(t->stride(3) == 1, "sdpa fp8: head_dim must be contiguous");
+    TORCH_CHECK(t->sizes() == q.sizes(), "sdpa fp8: all tensors must share a shape");
+  }
+  for (const torch::Tensor* t : {&q, &k, &v})
+    TORCH_CHECK(t->scalar_type() == at::kFloat8_e4m3fn, "sdpa fp8: q, k, v must be float8_e4m3fn");
+  for (const torch::Tensor& d : descales) {
+    TORCH_CHECK(d.is_cuda() && d.scalar_type() == torch::kFloat32 && d.is_contiguous(),
+                "sdpa fp8: descales must be contiguous float32 CUDA tensors");
+    TORCH_CHECK(d.numel() == q.size(0) * q.size(1), "sdpa fp8: descales must be [batch, heads]");
+  }
+}
+
+void fp8_forward(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                 const torch::Tensor& q_descale, const torch::Tensor& k_descale, const torch::Tensor& v_descale,
+                 const torch::Tensor& out, double softmax_scale, bool causal, int64_t stream) {
+  TORCH_CHECK(sdpa_fp8_forward != nullptr, "sdpa fp8: this stage has no FP8 entry (sdpa_fp8_forward)");
+  check_fp8_operands(q, k, v, out, {q_descale, k_descale, v_descale});
+  TORCH_CHECK(out.scalar_type() == torch::kFloat16 || out.scalar_type() == torch::kBFloat16,
+              "sdpa fp8: out must be float16 or bfloat16");
+  SdpaFp8Problem problem{};
+  SdpaProblem& attn = problem.attn;
+  attn.q = q.data_ptr();
+  attn.k = k.data_ptr();
+  attn.v = v.data_ptr();
+  attn.out = out.data_ptr();
+  attn.q_strides = strides_of(q);
+  attn.k_strides = strides_of(k);
+  attn.v_strides = strides_of(v);
+  attn.out_strides = strides_of(out);
+  attn.batch = static_cast<int32_t>(q.size(0));
+  attn.heads = static_cast<int32_t>(q.size(1));
+  attn.seq_len = static_cast<int32_t>(q.size(2));
+  attn.head_dim = static_cast<int32_t>(q.size(3));
+  attn.softmax_scale = static_cast<float>(softmax_scale);
+  attn.causal = causal ? 1 : 0;
+  attn.dtype = out.scalar_type() == torch::kFloat16 ? kSdpaFloat16 : kSdpaBFloat16;
+  problem.q_descale = q_descale.data_ptr<float>();
+  problem.k_descale = k_descale.data_ptr<float>();
+  problem.v_descale = v_descale.data_ptr<float>();
+  torch::Tensor scratch;
+  const int64_t bytes = sdpa_fp8_scratch_bytes != nullptr ? sdpa_fp8_scratch_bytes(&problem) : 0;
+  if (bytes > 0) {
+    scratch = torch::empty({bytes}, torch::TensorOptions().dtype(torch::kUInt8).device(q.device()));
+    problem.scratch = scratch.data_ptr();
+    problem.scratch_bytes = bytes;
+  }
+  cudaError_t status = sdpa_fp8_forward(&problem, reinterpret_cast<cudaStream_t>(stream));
+  TORCH_CHECK(status == cudaSuccess, "sdpa fp8 kernel launch failed: ", cudaGetErrorString(status));
+}
+
+bool has_fp8() { return sdpa_fp8_forward != nullptr; }
+
 std::string stage_config() { return std::string(sdpa_stage_config()); }
 
 int64_t dynamic_shared_memory_bytes(int64_t head_dim, int64_t dtype) {
@@ -64,6 +130,10 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("forward", &forward, "SDPA forward into a preallocated output",
         py::arg("q"), py::arg("k"), py::arg("v"), py::arg("out"),
         py::arg("softmax_scale"), py::arg("causal"), py::arg("stream"));
+  m.def("fp8_forward", &fp8_forward, "FP8 (e4m3) SDPA forward into a preallocated fp16/bf16 output",
+        py::arg("q"), py::arg("k"), py::arg("v"), py::arg("q_descale"), py::arg("k_descale"),
+        py::arg("v_descale"), py::arg("out"), py::arg("softmax_scale"), py::arg("causal"), py::arg("stream"));
+  m.def("has_fp8", &has_fp8, "whether the stage exports the FP8 entry points");
   m.def("stage_config", &stage_config, "the stage's compile-time configuration");
   m.def("dynamic_shared_memory_bytes", &dynamic_shared_memory_bytes,
         "launch-time shared memory for (head_dim, dtype: 0 fp16, 1 bf16)",

@@ -24,7 +24,8 @@ def time_kernel(family: Family, kernel, shape, *, dtype: str = "float16", mode: 
                 warmup: int = 5, repetitions: int = 100, label: str | None = None) -> dict:
     """One built stage kernel on one problem: a TimingStats row as a dict (p50/p90/p99, TFLOP/s)."""
     def launch_of(inputs):
-        return family.module_launch(kernel.module, shape, inputs, family.new_output(shape, inputs))
+        return family.module_launch(kernel.module, shape, inputs, family.new_output(shape, inputs),
+                                    kernel.input_kind)
     return _time_launch(family, shape, launch_of, label or kernel.stage_id, dtype=dtype, mode=mode,
                         warmup=warmup, repetitions=repetitions)
 

@@ -31,6 +31,9 @@ KernelFn = Callable[..., None]
 class BuiltKernel:
     """A built stage module as callers see it; each family adds `into` (a KernelFn) and `__call__`."""
 
+    # The stage's input kind ("" = the family's standard inputs; see Family.input_kinds).
+    input_kind: str = ""
+
     def __init__(self, module: ModuleType, stage_id: str):
         self.module = module
         self.stage_id = stage_id
@@ -69,6 +72,10 @@ class Family:
     # The parameter file whose largest problem Nsight Compute profiles beside the mission problem
     # (None: the largest problem of the run's own file).
     long_params: str | None = None
+    # Input kinds a stage may declare in its registry entry (`inputs: <kind>`) besides the family's
+    # standard inputs (""): e.g. sdpa's "fp8", quantized inputs judged by their own budget. The lab
+    # passes the kind through (stage_kernel, call, module_launch, check_stage); the family decides.
+    input_kinds: tuple[str, ...] = ()
 
     @property
     def experiment(self) -> str:
@@ -115,20 +122,37 @@ class Family:
         """The output magnitude at which the dtype's own rounding sets the absolute tolerance."""
         raise NotImplementedError
 
+    def require_input_kind(self, input_kind: str) -> None:
+        """A clear error for an input kind this family does not know."""
+        if input_kind and input_kind not in self.input_kinds:
+            known = ", ".join(repr(k) for k in self.input_kinds) or "none"
+            raise ConfigError(f"the {self.name} family has no input kind {input_kind!r}; known: {known}")
+
     # -- kernels -------------------------------------------------------------------
     def call(self, kernel: KernelFn, problem: Problem, inputs: tuple[torch.Tensor, ...],
-             out: torch.Tensor) -> None:
-        """Run a KernelFn (a built stage, or a plain function standing in for one) into `out`."""
+             out: torch.Tensor, input_kind: str = "") -> None:
+        """Run a KernelFn (a built stage, or a plain function standing in for one) into `out`;
+        `inputs` are the standard inputs, which the family converts for a stage of another kind."""
         raise NotImplementedError
 
-    def stage_kernel(self, module: ModuleType, stage_id: str) -> Any:
+    def stage_kernel(self, module: ModuleType, stage_id: str, input_kind: str = "") -> Any:
         """A built stage module wrapped for callers; its `.into` is a KernelFn."""
         raise NotImplementedError
 
     def module_launch(self, module: ModuleType, problem: Problem, inputs: tuple[torch.Tensor, ...],
-                      out: torch.Tensor) -> Callable[[], None]:
-        """A no-argument launch of a built module on the current stream (for timing and graphs)."""
+                      out: torch.Tensor, input_kind: str = "") -> Callable[[], None]:
+        """A no-argument launch of a built module on the current stream (for timing and graphs);
+        any conversion of the standard inputs for the stage's kind happens here, outside the launch."""
         raise NotImplementedError
+
+    def check_stage(self, kernel: Any, problems: list[Problem], dtypes, seeds, device,
+                    progress: Callable[[str], None] | None = None) -> list:
+        """The correctness checks of a stage_kernel (its `input_kind` picks the budget); by default
+        the lab's float64-reference budget (checks.check_all)."""
+        from .checks import check_all
+
+        self.require_input_kind(kernel.input_kind)
+        return check_all(self, kernel.into, problems, dtypes, seeds, device, progress=progress)
 
     def contender(self, name: str, problem: Problem, inputs: tuple[torch.Tensor, ...]) -> Callable[[], None]:
         """A library implementation to time beside the stage; RuntimeError when unavailable here."""

@@ -124,13 +124,13 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     ctx = StageContext.load(args.stage, args.params, json.loads(args.defines) if args.defines else None)
     family = ctx.family
-    kernel = family.stage_kernel(build_stage(ctx.stage, ctx.registry).module, ctx.stage.id)
+    kernel = family.stage_kernel(build_stage(ctx.stage, ctx.registry).module, ctx.stage.id, ctx.stage.input_kind)
     for problem, dtype, launches in _launches(ctx, args):
         inputs = family.make_inputs(problem, dtype, 0, "cuda")
         out = family.new_output(problem, inputs)
         with torch.cuda.nvtx.range(nvtx_range(ctx.stage.id, problem.tag)):
             for _ in range(launches):
-                family.call(kernel.into, problem, inputs, out)
+                family.call(kernel.into, problem, inputs, out, kernel.input_kind)
         torch.cuda.synchronize()
         print(f"{ctx.stage.id} {problem.tag} {dtype}: launched {launches}x", flush=True)
     return 0

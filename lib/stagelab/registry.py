@@ -20,11 +20,11 @@ from .space import SearchSpace, parse_search_space, parse_variants
 
 _TOP_KEYS = {"family", "binding", "defaults", "stages"}
 _STAGE_KEYS = {"id", "title", "parent", "changes", "compile_options", "arch", "hypothesis", "min_gain", "gates",
-               "search_space", "variants"}
+               "search_space", "variants", "inputs"}
 _DEFAULT_KEYS = {"compile_options", "arch", "min_gain", "gates"}
 _COMPILE_KEYS = {"defines", "nvcc_flags"}
 _GATE_KEYS = {"max_registers", "max_shared_memory_bytes", "spills_allowed", "sass_require", "sass_forbid",
-              "ptxas_forbid", "ncu"}
+              "ptxas_forbid", "ncu", "helper_kernels"}
 # Nsight Compute gates (`ncu: {tensor_util_min: 0.5}`): each a fraction of peak every profiled problem must reach.
 NCU_GATE_KEYS = ("tensor_util_min", "dram_throughput_min", "occupancy_min", "l2_hit_rate_min")
 _ADVISORY_CODE_RE = re.compile(r"^C\d{4}$")
@@ -47,6 +47,9 @@ class ResourceGates:
     ptxas_forbid: tuple[str, ...] = ()
     # Nsight Compute gates, (key in NCU_GATE_KEYS, fraction of peak); judged when the stage is profiled.
     ncu: tuple[tuple[str, float], ...] = ()
+    # Kernel function names (unqualified, e.g. transpose_v_kernel) of a stage's helper kernels, such as
+    # a layout pre-pass: exempt from sass_require (they do not run the main loop); every other gate holds.
+    helper_kernels: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -66,6 +69,9 @@ class Stage:
     search_space: SearchSpace = SearchSpace()
     # Named sets of define overrides (`stagelab tune --promote-as NAME` writes one).
     variants: dict[str, dict[str, str]] = field(default_factory=dict)
+    # The inputs the stage takes: "" = the family's standard ones, else one of its input_kinds
+    # (stages.yaml `inputs: fp8`); the family checks and times the stage accordingly.
+    input_kind: str = ""
 
     def with_defines(self, overrides: dict[str, Any] | None) -> "Stage":
         """A copy with knob overrides (e.g. a notebook sweeping BLOCK_N)."""
@@ -145,6 +151,11 @@ def _gates(where: str, raw: dict, base: ResourceGates) -> ResourceGates:
         values["ptxas_forbid"] = tuple(codes)
     if "ncu" in raw:
         values["ncu"] = _ncu_gates(where, raw["ncu"])
+    if "helper_kernels" in raw:
+        names = raw["helper_kernels"] or []
+        if not isinstance(names, list) or not all(isinstance(n, str) and _ID_RE.match(n) for n in names):
+            raise ConfigError(f"{where}.gates.helper_kernels: expected a list of kernel function names, got {names!r}")
+        values["helper_kernels"] = tuple(names)
     return ResourceGates(**values)
 
 
@@ -260,7 +271,17 @@ def _stage(path: Path, index: int, entry: Any, base: Stage) -> Stage:
         gates=_gates(where, entry.get("gates") or {}, base.gates),
         search_space=parse_search_space(where, entry.get("search_space"), defines),
         variants=parse_variants(where, entry.get("variants"), defines),
+        input_kind=_input_kind(where, entry.get("inputs")),
     )
+
+
+def _input_kind(where: str, raw: Any) -> str:
+    if raw is None:
+        return ""
+    if not isinstance(raw, str) or not _ID_RE.match(raw):
+        raise ConfigError(f"{where}.inputs: expected the name of one of the family's input kinds (e.g. fp8), "
+                          f"got {raw!r}")
+    return raw
 
 
 def load_registry(path: Path | str) -> Registry:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 from .registry import ResourceGates
 
@@ -214,7 +214,9 @@ def evaluate_gates(resources: list[KernelResources], gates: ResourceGates,
         if not gates.spills_allowed:
             results.append(GateResult("no_spills", r.tag, 0, r.spills, r.spills == 0))
         if gates.sass_require or gates.sass_forbid:
-            results += sass_gates(r.tag, (opcodes or {}).get(r.tag, {}), gates)
+            helper = parse_mangled(r.mangled)[0] in gates.helper_kernels
+            judged = replace(gates, sass_require=()) if helper else gates
+            results += sass_gates(r.tag, (opcodes or {}).get(r.tag, {}), judged)
         results += [GateResult(f"ptxas_forbids_{code}", r.tag, 0, r.advisories.count(code), code not in r.advisories)
                     for code in gates.ptxas_forbid]
     return results

@@ -57,21 +57,22 @@ class StageRun:
     def kernel(self):
         if self.results.built is None:
             raise RuntimeError("call build() first")
-        return self.family.stage_kernel(self.results.built.stage.module, self.stage.id)
+        return self.family.stage_kernel(self.results.built.stage.module, self.stage.id, self.stage.input_kind)
 
     def variant(self, **defines):
         """The same stage with knobs overridden (cached like any build), for exploration cells."""
         from .build import build_stage
 
         result = build_stage(self.stage.with_defines(defines), self.registry)
-        return self.family.stage_kernel(result.module, self.stage.id)
+        return self.family.stage_kernel(result.module, self.stage.id, self.stage.input_kind)
 
     def parent_kernel(self):
         from .build import build_stage
 
         if self.parent is None:
             raise RuntimeError(f"{self.stage.id} has no parent")
-        return self.family.stage_kernel(build_stage(self.parent, self.registry).module, self.parent.id)
+        return self.family.stage_kernel(build_stage(self.parent, self.registry).module, self.parent.id,
+                                        self.parent.input_kind)
 
     # -- measure ---------------------------------------------------------------------
     def build(self):

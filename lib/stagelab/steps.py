@@ -9,7 +9,6 @@ from pathlib import Path
 import torch
 
 from .build import BuildResult, build_stage
-from .checks import check_all
 from .envinfo import read_clocks
 from .errors import ConfigError
 from .family import Family
@@ -86,23 +85,26 @@ def resource_step(ctx: StageContext, built: Built) -> ResourceReport:
 
 def check_step(ctx: StageContext, built: Built) -> CheckReport:
     p = ctx.params
-    kernel = ctx.family.stage_kernel(built.stage.module, ctx.stage.id)
+    kernel = ctx.family.stage_kernel(built.stage.module, ctx.stage.id, ctx.stage.input_kind)
     bar = progress_bar(desc=f"{ctx.stage.id} checks", total=len(p.shapes) * len(p.dtypes) * len(p.seeds))
-    results = check_all(ctx.family, kernel.into, p.shapes, p.dtypes, p.seeds, ctx.device,
-                        progress=lambda label: (bar.set_postfix_str(label), bar.update(1)))
+    results = ctx.family.check_stage(kernel, p.shapes, p.dtypes, p.seeds, ctx.device,
+                                     progress=lambda label: (bar.set_postfix_str(label), bar.update(1)))
     bar.close()
     return CheckReport(results)
 
 
 def _contenders(ctx: StageContext, builds: dict[str, BuildResult | None], shape, inputs,
                 unavailable: dict[str, str]) -> dict:
-    """Each labelled build that has a loaded module, then the parameter file's library contenders."""
+    """Each labelled build that has a loaded module, then the parameter file's library contenders.
+    Every build gets the same standard inputs; the family converts them for a stage of another
+    input kind (e.g. an FP8 stage beside its fp16 parent)."""
     family = ctx.family
     contenders = {}
     for label, result in builds.items():
         if result is not None and result.module is not None:
             out = family.new_output(shape, inputs)
-            contenders[label] = family.module_launch(result.module, shape, inputs, out)
+            kind = ctx.registry.get(result.stage_id).input_kind
+            contenders[label] = family.module_launch(result.module, shape, inputs, out, kind)
     for name in ctx.params.timing.contenders:
         try:
             contenders[family.contender_label(name)] = family.contender(name, shape, inputs)

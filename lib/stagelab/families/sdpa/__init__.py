@@ -18,6 +18,10 @@ from .kernel import KERNEL_DTYPE_CODES, SUPPORTED_TORCH_DTYPES, StageKernel
 from .reference import attention, default_scale
 from .shapes import SUPPORTED_HEAD_DIMS, Shape, parse_shapes
 
+# The input kind of an FP8 stage (stages.yaml `inputs: fp8`): e4m3 inputs quantized per (batch, head),
+# called as kernel(fp8_inputs, out, softmax_scale, causal) and judged by the FP8 budget (fp8/budget.py).
+FP8_INPUTS = "fp8"
+
 # FlashAttention-3's tests set atol from the rounding error at this output magnitude:
 # attention outputs of unit-normal inputs are averages of V rows, mostly well under 1.
 FA3_ATOL_MAGNITUDE = 0.3
@@ -32,6 +36,7 @@ class SdpaFamily(Family):
     sanitize_problems = ({"shape": [1, 2, 77, 64], "causal": [False, True]},
                          {"shape": [1, 1, 333, 128], "causal": [False, True]})
     long_params = "params/long.yaml"
+    input_kinds = (FP8_INPUTS,)
 
     def parse_problem(self, where: str, entry: Any) -> list[Shape]:
         return parse_shapes(where, entry)
@@ -49,20 +54,56 @@ class SdpaFamily(Family):
     def atol_magnitude(self, reference: torch.Tensor) -> float:
         return FA3_ATOL_MAGNITUDE
 
-    def call(self, kernel: KernelFn, problem: Shape, inputs, out: torch.Tensor) -> None:
+    def call(self, kernel: KernelFn, problem: Shape, inputs, out: torch.Tensor, input_kind: str = "") -> None:
+        self.require_input_kind(input_kind)
+        if input_kind == FP8_INPUTS:
+            from .fp8 import quantize_qkv
+
+            kernel(quantize_qkv(*inputs), out, default_scale(problem.head_dim), problem.causal)
+            return
         q, k, v = inputs
         kernel(q, k, v, out, default_scale(problem.head_dim), problem.causal)
 
-    def stage_kernel(self, module: ModuleType, stage_id: str) -> StageKernel:
+    def stage_kernel(self, module: ModuleType, stage_id: str, input_kind: str = ""):
+        self.require_input_kind(input_kind)
+        if input_kind == FP8_INPUTS:
+            from .fp8.kernel import Fp8StageKernel
+
+            return Fp8StageKernel(module, stage_id)
         return StageKernel(module, stage_id)
 
-    def module_launch(self, module: ModuleType, problem: Shape, inputs, out: torch.Tensor):
-        q, k, v = inputs
+    def module_launch(self, module: ModuleType, problem: Shape, inputs, out: torch.Tensor, input_kind: str = ""):
+        self.require_input_kind(input_kind)
         scale = default_scale(problem.head_dim)
+        if input_kind == FP8_INPUTS:
+            return self._fp8_launch(module, problem, inputs, out, scale)
+        q, k, v = inputs
 
         def launch() -> None:  # the stream is read at call time, so graph capture sees its own
             module.forward(q, k, v, out, scale, problem.causal, torch.cuda.current_stream().cuda_stream)
         return launch
+
+    @staticmethod
+    def _fp8_launch(module: ModuleType, problem: Shape, inputs, out: torch.Tensor, scale: float):
+        """Quantized once, outside the timed launch (FA3 times its kernel on e4m3 inputs too); the
+        stage's own pre-passes (V's transpose) run inside fp8_forward and count."""
+        from .fp8 import quantize_qkv
+
+        fp8 = quantize_qkv(*inputs)
+        q, k, v = fp8.q, fp8.k, fp8.v
+
+        def launch() -> None:
+            module.fp8_forward(q.data, k.data, v.data, q.descale, k.descale, v.descale, out, scale, problem.causal,
+                               torch.cuda.current_stream().cuda_stream)
+        return launch
+
+    def check_stage(self, kernel, problems, dtypes, seeds, device, progress=None) -> list:
+        """FP8 stages against the FP8 budget (emulation-relative), the others as every family's."""
+        if kernel.input_kind == FP8_INPUTS:
+            from .fp8 import check_fp8_all
+
+            return check_fp8_all(kernel.into, problems, dtypes, seeds, device, progress=progress)
+        return super().check_stage(kernel, problems, dtypes, seeds, device, progress)
 
     def contender(self, name: str, problem: Shape, inputs):
         q, k, v = inputs
@@ -79,4 +120,4 @@ class SdpaFamily(Family):
 
 
 FAMILY = SdpaFamily()
-__all__ = ["FAMILY", "Shape", "StageKernel", "attention", "default_scale", "SUPPORTED_HEAD_DIMS"]
+__all__ = ["FAMILY", "FP8_INPUTS", "Shape", "StageKernel", "attention", "default_scale", "SUPPORTED_HEAD_DIMS"]

@@ -121,13 +121,16 @@ class SoftmaxFamily(Family):
         """Outputs lie in (0, 1]; the largest one sets the rounding scale."""
         return float(reference.abs().max().item())
 
-    def call(self, kernel: KernelFn, problem: Rows, inputs, out: torch.Tensor) -> None:
+    def call(self, kernel: KernelFn, problem: Rows, inputs, out: torch.Tensor, input_kind: str = "") -> None:
+        self.require_input_kind(input_kind)
         kernel(inputs[0], out)
 
-    def stage_kernel(self, module: ModuleType, stage_id: str) -> SoftmaxKernel:
+    def stage_kernel(self, module: ModuleType, stage_id: str, input_kind: str = "") -> SoftmaxKernel:
+        self.require_input_kind(input_kind)
         return SoftmaxKernel(module, stage_id)
 
-    def module_launch(self, module: ModuleType, problem: Rows, inputs, out: torch.Tensor):
+    def module_launch(self, module: ModuleType, problem: Rows, inputs, out: torch.Tensor, input_kind: str = ""):
+        self.require_input_kind(input_kind)
         (x,) = inputs
 
         def launch() -> None:  # the stream is read at call time, so graph capture sees its own
