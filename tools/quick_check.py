@@ -3,6 +3,12 @@ ragged problems, time them side by side in throughput mode. Not a record: `stage
 is; this answers "is it right, and roughly how fast" in one short device call.
 
     python3 tools/quick_check.py s5_wgmma s6_tma_warpspec [--time] [--contenders cudnn flash]
+    python3 tools/quick_check.py s9_fp8 s6_tma_warpspec --time --debug
+
+A stage whose registry entry says `inputs: fp8` is checked against the FP8 budget (check_fp8_all:
+2x the FP8 emulation's error + atol, fp16 and bf16 outputs) and timed on the same standard inputs,
+quantized outside the timed launch, beside the fp16 stages. --debug prints each check's error,
+budget and emulation error (one line per problem and dtype), passing or not.
 
 Checks every stage on the family's sanitizer problems plus the issue's odd lengths
 (1, 77, 333, 1000, 4097), fp16 and bf16, causal and not, with the project's budget
@@ -18,7 +24,6 @@ import sys
 import torch
 
 from stagelab.build import build_stage
-from stagelab.checks import check_all
 from stagelab.explore import time_contender, time_kernel
 from stagelab.family import load_family
 from stagelab.registry import find_stage
@@ -46,10 +51,19 @@ def problems(family, entries):
     return [p for entry in entries for p in family.parse_problem("quick_check", entry)]
 
 
-def check(family, kernels) -> bool:
+def report_debug(results) -> None:
+    for r in results:
+        extra = f" err_vs_fp16 {r.err_vs_fp16:.3e}" if hasattr(r, "err_vs_fp16") else ""
+        print(f"   {'ok  ' if r.passed else 'FAIL'} {r.shape} {r.dtype} seed {r.seed}: max_abs_err {r.max_abs_err:.3e} "
+              f"budget {r.budget:.3e} lowprec {r.lowprec_err:.3e} ratio {r.err_budget_ratio:.3f}{extra}", flush=True)
+
+
+def check(family, kernels, debug: bool = False) -> bool:
     all_ok = True
     for stage_id, kernel in kernels.items():
-        results = check_all(family, kernel.into, problems(family, CHECK_PROBLEMS), family.dtypes, SEEDS, "cuda")
+        results = family.check_stage(kernel, problems(family, CHECK_PROBLEMS), family.dtypes, SEEDS, "cuda")
+        if debug:
+            report_debug(results)
         failed = [r for r in results if not r.passed]
         worst = max(r.err_budget_ratio for r in results)
         print(f"[check] {stage_id}: {len(results) - len(failed)}/{len(results)} ok, worst err/budget {worst:.3f}",
@@ -79,6 +93,7 @@ def main(argv=None) -> int:
     ap.add_argument("--time", action="store_true")
     ap.add_argument("--contenders", nargs="*", default=["cudnn", "flash", "fa4"])
     ap.add_argument("--repetitions", type=int, default=50)
+    ap.add_argument("--debug", action="store_true", help="print every check's error and budget")
     ap.add_argument("--variant", action="append", default=[], metavar="LABEL=STAGE:KEY=VAL,KEY=VAL",
                     help="also check and time STAGE built with these defines, under LABEL")
     args = ap.parse_args(argv)
@@ -87,15 +102,16 @@ def main(argv=None) -> int:
     kernels = {}
     for stage_id in args.stages:
         reg, stage = find_stage(stage_id)
-        kernels[stage_id] = family.stage_kernel(build_stage(stage, reg).module, stage_id)
+        kernels[stage_id] = family.stage_kernel(build_stage(stage, reg).module, stage_id, stage.input_kind)
     for spec in args.variant:
         label, rest = spec.split("=", 1)
         stage_id, _, defines = rest.partition(":")
         reg, stage = find_stage(stage_id)
         values = dict(kv.split("=", 1) for kv in defines.split(",") if kv)
-        kernels[label] = family.stage_kernel(build_stage(stage.with_defines(values), reg).module, stage_id)
+        kernels[label] = family.stage_kernel(build_stage(stage.with_defines(values), reg).module, stage_id,
+                                             stage.input_kind)
     print(f"[gpu] {torch.cuda.get_device_name()}", flush=True)
-    ok = check(family, kernels)
+    ok = check(family, kernels, args.debug)
     if args.time:
         time_all(family, kernels, args.contenders, args.repetitions)
     return 0 if ok else 1

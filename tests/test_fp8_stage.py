@@ -1,0 +1,137 @@
+"""The FP8 stage's wiring, without a GPU: input validation, the registry's `inputs: fp8`, the
+family routing an FP8 stage to the FP8 budget, and the helper-kernel gate exemption."""
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+import torch
+
+from stagelab.errors import ConfigError, InputError
+from stagelab.families.sdpa import FAMILY, FP8_INPUTS, Shape, StageKernel
+from stagelab.families.sdpa.fp8 import Fp8CheckResult, Fp8Tensor, emulate_fp8_attention, quantize_qkv
+from stagelab.families.sdpa.fp8.kernel import Fp8StageKernel, validate_fp8_inputs, validate_fp8_output
+from stagelab.registry import ResourceGates, load_registry
+from stagelab.resources import KernelResources, evaluate_gates
+
+ROOT = Path(__file__).resolve().parents[1]
+SHAPE = (1, 2, 33, 64)
+
+
+def fp8_inputs(shape=SHAPE, dtype=torch.float16):
+    generator = torch.Generator().manual_seed(0)
+    return quantize_qkv(*(torch.randn(shape, generator=generator).to(dtype) for _ in range(3)))
+
+
+def with_tensor(fp8, name, **changes):
+    return replace(fp8, **{name: replace(getattr(fp8, name), **changes)})
+
+
+def test_valid_inputs_pass():
+    validate_fp8_inputs(fp8_inputs(), require_cuda=False)
+
+
+@pytest.mark.parametrize("name, changes, message", [
+    ("k", {"data": torch.zeros(SHAPE, dtype=torch.float16)}, "k.data has dtype torch.float16"),
+    ("v", {"descale": torch.ones(2, dtype=torch.float32)}, "v.descale has shape (2,); expected [batch, heads]"),
+    ("q", {"descale": torch.ones(1, 2, dtype=torch.float64)}, "q.descale has dtype torch.float64"),
+    ("k", {"data": torch.zeros(1, 2, 34, 64, dtype=torch.float8_e4m3fn)}, "q, k, v must share one shape"),
+    ("v", {"data": torch.zeros(1, 2, 64, 33, dtype=torch.float8_e4m3fn).transpose(-1, -2)},
+     "v.data's head_dim is not contiguous"),
+])
+def test_bad_inputs_name_the_problem(name, changes, message):
+    with pytest.raises(InputError) as err:
+        validate_fp8_inputs(with_tensor(fp8_inputs(), name, **changes), require_cuda=False)
+    assert message in str(err.value)
+
+
+def test_unsupported_head_dim_and_wrong_container():
+    with pytest.raises(InputError, match="head_dim 96 is not supported"):
+        validate_fp8_inputs(fp8_inputs((1, 1, 8, 96)), require_cuda=False)
+    with pytest.raises(InputError, match="takes Fp8Inputs"):
+        validate_fp8_inputs((torch.zeros(SHAPE),) * 3, require_cuda=False)
+    with pytest.raises(InputError, match="must be an Fp8Tensor"):
+        validate_fp8_inputs(replace(fp8_inputs(), q=torch.zeros(SHAPE)), require_cuda=False)
+
+
+def test_cuda_required_and_output_checked():
+    fp8 = fp8_inputs()
+    with pytest.raises(InputError, match="q.data is on cpu"):
+        validate_fp8_inputs(fp8)
+    with pytest.raises(InputError, match="original dtype torch.float16"):
+        validate_fp8_output(fp8, torch.empty(SHAPE, dtype=torch.bfloat16))
+
+
+def test_registry_declares_the_fp8_stage():
+    registry = load_registry(ROOT / "kernels" / "sdpa" / "stages.yaml")
+    stage = registry.get("s9_fp8")
+    assert stage.input_kind == FP8_INPUTS and stage.parent == "s6_tma_warpspec"
+    assert "QGMMA" in stage.gates.sass_require and stage.gates.helper_kernels == ("transpose_v_kernel",)
+    assert {"BLOCK_N_D64", "BLOCK_N_D128", "STAGES_D64", "STAGES_D128"} <= set(stage.defines)
+    assert all(s.input_kind == "" for s in registry.stages.values() if s.id != "s9_fp8")
+
+
+def test_registry_rejects_a_bad_input_kind(tmp_path):
+    (tmp_path / "binding.cpp").write_text("// binding")
+    (tmp_path / "a.cu").write_text("// stage")
+    (tmp_path / "stages.yaml").write_text("family: sdpa\nbinding: binding.cpp\nstages:\n  - {id: a, inputs: [fp8]}\n")
+    with pytest.raises(ConfigError, match="inputs: expected the name"):
+        load_registry(tmp_path / "stages.yaml")
+
+
+class FakeModule:
+    def __init__(self, fp8: bool):
+        self.fp8 = fp8
+
+    def has_fp8(self):
+        return self.fp8
+
+
+def test_family_picks_the_kernel_by_input_kind():
+    assert type(FAMILY.stage_kernel(FakeModule(False), "s6")) is StageKernel
+    assert isinstance(FAMILY.stage_kernel(FakeModule(True), "s9", FP8_INPUTS), Fp8StageKernel)
+    with pytest.raises(InputError, match="exports no FP8 entry"):
+        FAMILY.stage_kernel(FakeModule(False), "s6", FP8_INPUTS)
+    with pytest.raises(ConfigError, match="no input kind 'int4'"):
+        FAMILY.stage_kernel(FakeModule(True), "s9", "int4")
+
+
+class EmulatedFp8Kernel:
+    """Stands in for a built FP8 stage: the FP8 emulation is exactly on budget's yardstick."""
+
+    input_kind = FP8_INPUTS
+
+    @staticmethod
+    def into(fp8, out, scale, causal):
+        out.copy_(emulate_fp8_attention(fp8, scale, causal))
+
+
+def test_check_stage_judges_fp8_stages_by_the_fp8_budget():
+    shapes = [Shape(1, 2, 33, 64, True), Shape(1, 2, 17, 128, False)]
+    results = FAMILY.check_stage(EmulatedFp8Kernel(), shapes, ["float16", "bfloat16"], [0], "cpu")
+    assert len(results) == 4 and all(isinstance(r, Fp8CheckResult) and r.passed for r in results)
+
+
+def test_call_quantizes_for_an_fp8_stage():
+    seen = []
+    shape = Shape(1, 2, 9, 64, False)
+    inputs = FAMILY.make_inputs(shape, torch.float16, 0, "cpu")
+    FAMILY.call(lambda fp8, out, scale, causal: seen.append(fp8), shape, inputs, torch.empty(shape.dims),
+                FP8_INPUTS)
+    assert isinstance(seen[0].q, Fp8Tensor) and seen[0].q.data.dtype == torch.float8_e4m3fn
+
+
+def kernel_record(mangled):
+    return KernelResources(kernel=mangled, mangled=mangled, arch="sm_90a")
+
+
+def test_helper_kernels_are_exempt_from_sass_require_only():
+    main = kernel_record("_ZN8sdpa_fp810fp8_kernelI6__halfLi64EEEvNS_6ParamsE")
+    helper = kernel_record("_ZN8sdpa_fp818transpose_v_kernelILi64EEEvPKh17SdpaTensorStridesPhii")
+    gates = ResourceGates(sass_require=("QGMMA",), sass_forbid=("LDL",), helper_kernels=("transpose_v_kernel",))
+    opcodes = {main.tag: {"QGMMA": 4}, helper.tag: {"LDL": 1}}
+    failed = {(g.gate, g.kernel) for g in evaluate_gates([main, helper], gates, opcodes) if not g.passed}
+    assert failed == {("sass_forbids_LDL", helper.tag)}
+    without = replace(gates, helper_kernels=())
+    failed = {g.gate for g in evaluate_gates([main, helper], without, opcodes) if not g.passed}
+    assert "sass_requires_QGMMA" in failed
