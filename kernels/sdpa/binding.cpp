@@ -20,6 +20,28 @@ SdpaTensorStrides strides_of(const torch::Tensor& t) {
   return SdpaTensorStrides{t.stride(0), t.stride(1), t.stride(2)};
 }
 
+// The ABI's view of four [batch, heads, seq, head_dim] tensors (element strides).
+SdpaProblem problem_of(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                       const torch::Tensor& out, double softmax_scale, bool causal, int32_t dtype) {
+  SdpaProblem problem{};
+  problem.q = q.data_ptr();
+  problem.k = k.data_ptr();
+  problem.v = v.data_ptr();
+  problem.out = out.data_ptr();
+  problem.q_strides = strides_of(q);
+  problem.k_strides = strides_of(k);
+  problem.v_strides = strides_of(v);
+  problem.out_strides = strides_of(out);
+  problem.batch = static_cast<int32_t>(q.size(0));
+  problem.heads = static_cast<int32_t>(q.size(1));
+  problem.seq_len = static_cast<int32_t>(q.size(2));
+  problem.head_dim = static_cast<int32_t>(q.size(3));
+  problem.softmax_scale = static_cast<float>(softmax_scale);
+  problem.causal = causal ? 1 : 0;
+  problem.dtype = dtype;
+  return problem;
+}
+
 void forward(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
              const torch::Tensor& out, double softmax_scale, bool causal, int64_t stream) {
   for (const torch::Tensor* t : {&q, &k, &v, &out}) {
@@ -37,22 +59,7 @@ void forward(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor
   } else {
     TORCH_CHECK(false, "sdpa: dtype must be float16 or bfloat16");
   }
-  SdpaProblem problem{};
-  problem.q = q.data_ptr();
-  problem.k = k.data_ptr();
-  problem.v = v.data_ptr();
-  problem.out = out.data_ptr();
-  problem.q_strides = strides_of(q);
-  problem.k_strides = strides_of(k);
-  problem.v_strides = strides_of(v);
-  problem.out_strides = strides_of(out);
-  problem.batch = static_cast<int32_t>(q.size(0));
-  problem.heads = static_cast<int32_t>(q.size(1));
-  problem.seq_len = static_cast<int32_t>(q.size(2));
-  problem.head_dim = static_cast<int32_t>(q.size(3));
-  problem.softmax_scale = static_cast<float>(softmax_scale);
-  problem.causal = causal ? 1 : 0;
-  problem.dtype = dtype;
+  const SdpaProblem problem = problem_of(q, k, v, out, softmax_scale, causal, dtype);
   cudaError_t status = sdpa_forward(&problem, reinterpret_cast<cudaStream_t>(stream));
   TORCH_CHECK(status == cudaSuccess, "sdpa kernel launch failed: ", cudaGetErrorString(status));
 }
@@ -86,22 +93,8 @@ void fp8_forward(const torch::Tensor& q, const torch::Tensor& k, const torch::Te
   TORCH_CHECK(out.scalar_type() == torch::kFloat16 || out.scalar_type() == torch::kBFloat16,
               "sdpa fp8: out must be float16 or bfloat16");
   SdpaFp8Problem problem{};
-  SdpaProblem& attn = problem.attn;
-  attn.q = q.data_ptr();
-  attn.k = k.data_ptr();
-  attn.v = v.data_ptr();
-  attn.out = out.data_ptr();
-  attn.q_strides = strides_of(q);
-  attn.k_strides = strides_of(k);
-  attn.v_strides = strides_of(v);
-  attn.out_strides = strides_of(out);
-  attn.batch = static_cast<int32_t>(q.size(0));
-  attn.heads = static_cast<int32_t>(q.size(1));
-  attn.seq_len = static_cast<int32_t>(q.size(2));
-  attn.head_dim = static_cast<int32_t>(q.size(3));
-  attn.softmax_scale = static_cast<float>(softmax_scale);
-  attn.causal = causal ? 1 : 0;
-  attn.dtype = out.scalar_type() == torch::kFloat16 ? kSdpaFloat16 : kSdpaBFloat16;
+  problem.attn = problem_of(q, k, v, out, softmax_scale, causal,
+                            out.scalar_type() == torch::kFloat16 ? kSdpaFloat16 : kSdpaBFloat16);
   problem.q_descale = q_descale.data_ptr<float>();
   problem.k_descale = k_descale.data_ptr<float>();
   problem.v_descale = v_descale.data_ptr<float>();
