@@ -135,3 +135,25 @@ def test_helper_kernels_are_exempt_from_sass_require_only():
     without = replace(gates, helper_kernels=())
     failed = {g.gate for g in evaluate_gates([main, helper], without, opcodes) if not g.passed}
     assert "sass_requires_QGMMA" in failed
+
+
+def fp8_key_of(k):
+    """sdpa_wgmma_fp8.cuh's fp8_key_of, the key the logical k of P's A fragment stands for."""
+    return 16 * (k // 16) + 8 * ((k % 4) // 2) + 2 * ((k % 16) // 4) + (k % 2)
+
+
+def test_p_fragment_is_the_accumulator_at_permuted_keys():
+    """WgFp8Tile::pack_p takes, for register r and byte v0 of k32 slice 0, accumulator index
+    4 * (2 * (r // 2)) + 2 * (r % 2) + [0, 1, 4, 5][v0]. In CuTe's layouts (f32 accumulator
+    CLayout_64xN; 8-bit A ALayout_64x32) that element sits in A's row, at key fp8_key_of(A's k):
+    so P.V over Vt with the permuted keys is P.V."""
+    assert sorted(fp8_key_of(k) for k in range(32)) == list(range(32))
+    for lane in range(32):
+        g, t = lane // 4, lane % 4
+        for r in range(4):
+            for v0 in range(4):
+                a_row, a_k = g + 8 * (r % 2), 4 * t + v0 + 16 * (r // 2)
+                acc = 4 * (2 * (r // 2)) + 2 * (r % 2) + [0, 1, 4, 5][v0]
+                j, e = acc // 4, acc % 4
+                acc_row, acc_col = g + 8 * (e // 2), 8 * j + 2 * t + (e % 2)
+                assert (acc_row, acc_col) == (a_row, fp8_key_of(a_k))
