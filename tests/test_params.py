@@ -95,8 +95,8 @@ def test_optional_steps_are_opt_in_and_validated(tmp_path):
     plain.write_text(base)
     assert load_params(plain).steps == ()
     both = tmp_path / "both.yaml"
-    both.write_text(base + "steps: [sanitize, profile]\n")
-    assert load_params(both).steps == ("sanitize", "profile")
+    both.write_text(base + "steps: [sanitize, profile, explore]\n")
+    assert load_params(both).steps == ("sanitize", "profile", "explore")
     bad = tmp_path / "bad.yaml"
     bad.write_text(base + "steps: [fuzz]\n")
     with pytest.raises(ConfigError, match="steps: 'fuzz' is not supported"):

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One call on a lent GPU machine (no network): install the wheelhouse, run the
 # stage batch(es), the GPU tests and the report, and leave everything under $OUT.
-#   usage: [GPUS=all|0,1] [SANITIZE="stage ..."] [PROFILE="stage ..."] [TUNE="stage ..."] tools/device_run.sh "<stagelab run args>;<stagelab run args>..." [pytest-args]
+0,1] |0,1] [SANITIZE="stage ..."] [PROFILE="stage ..."] [TUNE="stage ..."] tools/device_run.sh "<stagelab run args>;<stagelab run args>..." [pytest-args]
 # GPUS adds `--gpus $GPUS` to every batch: one notebook per GPU at a time (nvidia-h200-x2 and larger).
 # Needs `make wheelhouse` beforehand and the folder carried along (carry: ["wheelhouse"]);
 # to keep adding to one store across calls, also carry "mlruns" and "runs".
@@ -14,6 +14,11 @@ python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site w
 export PYTHONPATH="$PWD/lib:/tmp/site" PATH="/tmp/site/bin:$PATH"
 python3 -m ipykernel install --user --name python3 > /dev/null
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv | tee "$OUT/gpu.txt"
+# One archive (a call brings back at most 8 files): the store, the executed notebooks, the
+# pages and the .ncu-rep files of `stagelab profile`; here, `stagelab import <unpacked>/mlruns`
+# merges the store into the local one. Taken after every step, so a call that runs past its
+# limit still brings back what finished.
+snapshot() { tar czf "$OUT/mlruns.tgz.part" mlruns runs docs/results build/profile 2>/dev/null; mv -f "$OUT/mlruns.tgz.part" "$OUT/mlruns.tgz"; }
 IFS=';' read -ra BATCHES <<< "${1:-}"
 # Only batches need every stage prebuilt; a tune-only call ("" as batches) builds what it tunes.
 if [ -n "${1:-}" ]; then echo "=== prebuild"; timeout 300 python3 -m stagelab build --jobs 8 2>&1 | tail -8; fi
@@ -24,11 +29,13 @@ for batch in "${BATCHES[@]}"; do
   start=$(date +%s)
   timeout "${BATCH_TIMEOUT:-480}" python3 -m stagelab run $batch 2>&1 | grep -v '^\s*$' | tee -a "$OUT/batch.log"
   echo "=== elapsed $(( $(date +%s) - start ))s for: $batch" | tee -a "$OUT/batch.log"
+  snapshot
 done
 for stage in ${TUNE:-}; do
   echo "=== stagelab tune $stage" | tee -a "$OUT/tune.log"
   timeout "${TUNE_TIMEOUT:-540}" python3 -m stagelab tune "$stage" --params "${TUNE_PARAMS:-params/acceptance.yaml}" \
     --jobs "$(nproc)" 2>&1 | grep -v '^\s*$' | tee -a "$OUT/tune.log"
+  snapshot
 done
 # Stage runs sanitize and profile on their own; these print the verdicts of stages outside a batch.
 for stage in ${SANITIZE:-}; do
@@ -43,10 +50,10 @@ if [ -n "${2:-}" ]; then
   echo "=== pytest $2"
   timeout "${PYTEST_TIMEOUT:-240}" python3 -m pytest -q -p no:cacheprovider $2 2>&1 | tail -25 | tee "$OUT/pytest.log"
 fi
-python3 -m stagelab report --family sdpa --params acceptance long mission 2>&1 | tail -2
-python3 -m stagelab report --family softmax --params softmax-acceptance 2>&1 | tail -2
-# One archive (a call brings back at most 8 files): the store, the executed notebooks, the
-# pages and the .ncu-rep files of `stagelab profile`; here, `stagelab import <unpacked>/mlruns`
-# merges the store into the local one.
-tar czf "$OUT/mlruns.tgz" mlruns runs docs/results build/profile 2>/dev/null
+# REPORT=0 leaves the pages to the machine that imports the store (saves a minute of device time).
+if [ "${REPORT:-1}" = 1 ]; then
+  python3 -m stagelab report --family sdpa --params acceptance long mission 2>&1 | tail -2
+  python3 -m stagelab report --family softmax --params softmax-acceptance 2>&1 | tail -2
+fi
+snapshot
 ls -la "$OUT"

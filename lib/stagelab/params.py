@@ -10,8 +10,8 @@
     timing: {dtype: float16, warmup: 10, repetitions: 100, modes: [cold],
              contenders: [flash, efficient, cudnn, math]}  # `backends` is the older name
     timeout_s: 1800                  # per-notebook limit in batch runs
-    steps: [sanitize, profile]       # optional steps this file runs (default none): each costs
-                                     # minutes per stage on a GPU, so a file opts in
+    steps: [sanitize, profile, explore]  # optional steps this file runs (default none): each
+                                     # costs minutes per stage on a GPU, so a file opts in
 """
 
 from __future__ import annotations
@@ -31,8 +31,9 @@ MIN_REPETITIONS = 100
 DEFAULT_FAMILY = "sdpa"
 
 _TOP_KEYS = {"description", "family", "dtypes", "seeds", "shapes", "mission", "timing", "timeout_s", "steps"}
-# Steps a parameter file may switch on: compute-sanitizer (sanitize.py) and Nsight Compute (profile.py).
-OPTIONAL_STEPS = ("sanitize", "profile")
+# Steps a parameter file may switch on: compute-sanitizer (sanitize.py), Nsight Compute (profile.py)
+# and the stage notebook's own exploration cells (notebooks/explore/<stage>.py: variant sweeps).
+OPTIONAL_STEPS = ("sanitize", "profile", "explore")
 _TIMING_KEYS = {"dtype", "warmup", "repetitions", "modes", "contenders", "backends"}
 
 

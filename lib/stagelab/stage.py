@@ -50,6 +50,17 @@ class StageRun:
     params: RunParams = property(lambda self: self.ctx.params)
     registry: Registry = property(lambda self: self.ctx.registry)
     gpu_available: bool = property(lambda self: self.ctx.gpu_available)
+
+    @property
+    def explores(self) -> bool:
+        """Whether the notebook's own exploration runs: a GPU and a parameter file with `steps: [explore]`
+        (its sweeps build and time variants, minutes per stage, so a headline-timing file leaves it out)."""
+        return self.gpu_available and "explore" in self.params.steps
+
+    def exploration_skipped(self) -> str:
+        if not self.gpu_available:
+            return "no CUDA device: exploration skipped"
+        return f"{self.params.name} has no `steps: [explore]`: exploration skipped"
     family = property(lambda self: self.ctx.family)
     run_id: str | None = property(lambda self: self.recorder.run_id)
 

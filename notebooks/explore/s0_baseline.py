@@ -7,7 +7,7 @@ import pandas as pd
 from stagelab.explore import time_contender, time_kernel
 from stagelab.families.sdpa import Shape
 
-if run.gpu_available:
+if run.explores:
     rows = []
     for seq_len in (256, 512, 1024, 2048):
         shape = Shape(2, 8, seq_len, 64, False)
@@ -18,4 +18,4 @@ if run.gpu_available:
     scaling.assign(seq_len=scaling["shape"].str.split("x").str[2].astype(int)).pivot_table(
         index="seq_len", columns="contender", values="tflops").plot(marker="o", logy=True, ylabel="TFLOP/s")
 else:
-    print("no CUDA device: exploration skipped")
+    print(run.exploration_skipped())

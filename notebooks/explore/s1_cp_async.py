@@ -2,7 +2,7 @@ Latency against the K/V tile size: smaller tiles mean more barriers and copies i
 key, larger ones more shared memory (fewer resident blocks). Same inputs, same process; the
 sweep is logged with the run (`sweep_p50_us/block_n/...`).
 # %%
-if run.gpu_available:
+if run.explores:
     tiles = {f"BLOCK_N={t}": run.variant(BLOCK_N=t) for t in (32, 64, 128)}
     shapes = [run.params.mission, *[s for s in run.params.shapes if s.seq_len >= 2048][:2]]
     by_tile = run.sweep("block_n", tiles, shapes, repetitions=100)
@@ -10,4 +10,4 @@ if run.gpu_available:
     by_tile.pivot_table(index="contender", columns="shape", values="p50_us").plot(
         marker="o", logy=True, ylabel="p50 (us)", title="s1: latency vs K/V tile size")
 else:
-    print("no CUDA device: exploration skipped")
+    print(run.exploration_skipped())

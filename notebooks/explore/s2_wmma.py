@@ -9,7 +9,7 @@ from stagelab.checks import rounding_atol
 from stagelab.families.sdpa import FAMILY as sdpa, Shape, attention, default_scale
 from stagelab.families.sdpa import FA3_ATOL_MAGNITUDE
 
-if run.gpu_available:
+if run.explores:
     shape = Shape(1, 1, 64, 64, False)
     q, k, v = sdpa.make_inputs(shape, torch.float16, seed=7, device="cuda")
     scale = default_scale(64)
@@ -23,4 +23,4 @@ if run.gpu_available:
         f"rounding atol {rounding_atol(right, torch.float16, FA3_ATOL_MAGNITUDE):.2e}"))
     assert (out - right).abs().max() < (out - wrong).abs().max() / 10, "the kernel multiplies by K, not K^T"
 else:
-    print("no CUDA device: exploration skipped")
+    print(run.exploration_skipped())

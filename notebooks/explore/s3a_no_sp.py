@@ -4,7 +4,7 @@ it is logged with the run (`sweep_p50_us/tile/...` and `tables/sweep_tile.csv`).
 # %%
 import pandas as pd
 
-if run.gpu_available:
+if run.explores:
     variants = {"s2 BLOCK_N=64": run.parent_kernel(), "s3a BLOCK_N=64": run.variant(BLOCK_N=64),
                 "s3a BLOCK_N=128": run.variant(BLOCK_N=128)}
     smem = pd.DataFrame([{"variant": name, "D": d, "dynamic smem (KB)": k.module.dynamic_shared_memory_bytes(d, 0) / 1024}
@@ -14,4 +14,4 @@ if run.gpu_available:
     times = run.sweep("tile", variants, shapes, repetitions=100)
     display(times.pivot_table(index="shape", columns="contender", values="p50_us"))
 else:
-    print("no CUDA device: exploration skipped")
+    print(run.exploration_skipped())

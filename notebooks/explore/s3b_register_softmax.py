@@ -7,7 +7,7 @@ import pandas as pd
 from stagelab.checks import check_all
 
 display(run.results.resources.frame()[["tag", "registers", "total_shared_memory_bytes", "spill_store_bytes", "spill_load_bytes"]])
-if run.gpu_available:
+if run.explores:
     s2 = run.parent_kernel()
     shapes = [s for s in run.params.shapes if s.seq_len >= 512] or list(run.params.shapes)
     rows = []
@@ -17,4 +17,4 @@ if run.gpu_available:
     ratios = pd.DataFrame(rows)
     display(ratios.pivot_table(index=["shape", "dtype"], columns="kernel", values="err_budget_ratio"))
 else:
-    print("no CUDA device: the error comparison is skipped")
+    print(run.exploration_skipped())

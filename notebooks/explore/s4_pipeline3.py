@@ -2,7 +2,7 @@ Pipeline depth 1 (FA2's single buffer), 2 and 3 with the same code, on the missi
 the long acceptance shapes; shared memory grows with the depth. This sweep is the evidence
 behind s4's outcome: it is logged with the run (`sweep_p50_us/depth/...`).
 # %%
-if run.gpu_available:
+if run.explores:
     depths = {f"PIPELINE_STAGES={d}": run.variant(PIPELINE_STAGES=d) for d in (1, 2, 3)}
     for name, kernel in depths.items():
         print(name, kernel.module.dynamic_shared_memory_bytes(128, 0) // 1024, "KB at D=128")
@@ -12,4 +12,4 @@ if run.gpu_available:
     by_depth.pivot_table(index="contender", columns="shape", values="tflops").plot(
         marker="o", ylabel="TFLOP/s", title="s4: TFLOP/s vs pipeline depth")
 else:
-    print("no CUDA device: exploration skipped")
+    print(run.exploration_skipped())

@@ -3,7 +3,7 @@ query rows sharing each K/V tile read) and 48-, 64- or 128-key tiles (48 fits th
 SM), on the mission shape and the long acceptance shapes. Shared memory grows with both; the sweep is logged with the run
 (`sweep_p50_us/tiles/...`) and shows which default the registry should carry.
 # %%
-if run.gpu_available:
+if run.explores:
     tiles = [(1, 48), (1, 64), (1, 128), (2, 128)]
     variants = {f"WG={wg} BLOCK_N={n}": run.variant(NUM_WARPGROUPS_D128=wg, BLOCK_N_D128=n) for wg, n in tiles}
     for name, kernel in variants.items():
@@ -17,4 +17,4 @@ if run.gpu_available:
     else:
         print(f"{run.params.name} has no head_dim-128 problem of 2048+ keys: tile sweep skipped")
 else:
-    print("no CUDA device: exploration skipped")
+    print(run.exploration_skipped())

@@ -2,7 +2,7 @@ Ring depth and key tile at head_dim 128: two or three buffers per K and V ring, 
 128-key tiles (three 128-key buffers per ring just fit in 227 KiB). The sweep is logged with
 the run (`sweep_p50_us/ring/...`) and shows which default the registry should carry.
 # %%
-if run.gpu_available:
+if run.explores:
     rings = [(2, 128), (3, 128), (2, 64), (4, 64)]
     variants = {f"STAGES={s} BLOCK_N={n}": run.variant(STAGES_D128=s, BLOCK_N_D128=n) for s, n in rings}
     for name, kernel in variants.items():
@@ -16,4 +16,4 @@ if run.gpu_available:
     else:
         print(f"{run.params.name} has no head_dim-128 problem of 2048+ keys: ring sweep skipped")
 else:
-    print("no CUDA device: exploration skipped")
+    print(run.exploration_skipped())

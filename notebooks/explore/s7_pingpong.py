@@ -2,7 +2,7 @@ Where the pingpong turn starts and ends: K(n)'s wait inside or before the turn
 (`WS_WAIT_K_IN_TURN`), O's rescale inside or before it (`WS_RESCALE_IN_TURN`), against the
 parent on the long shapes. The sweep is logged with the run (`sweep_p50_us/turn/...`).
 # %%
-if run.gpu_available:
+if run.explores:
     variants = {
         "default": run.variant(),
         "K wait in turn": run.variant(WS_WAIT_K_IN_TURN=1),
@@ -18,4 +18,4 @@ if run.gpu_available:
     else:
         print(f"{run.params.name} has no problem of 2048+ keys: turn sweep skipped")
 else:
-    print("no CUDA device: exploration skipped")
+    print(run.exploration_skipped())

@@ -1,7 +1,7 @@
 The short-sequence policy by split count (1, 2, 4 CTAs per 64-row query tile) and the two
 policies forced on every timed shape: where the automatic choice (0) stands against each.
 # %%
-if run.gpu_available:
+if run.explores:
     variants = {f"SPLITS={n}": run.variant(SPLITS=n, FORCE_POLICY=2) for n in (1, 2, 4)}
     variants["long policy"] = run.variant(FORCE_POLICY=1)
     variants["auto"] = run.variant()
@@ -11,4 +11,4 @@ if run.gpu_available:
     splits.pivot_table(index="contender", columns="shape", values="p50_us").plot(
         kind="bar", ylabel="p50 µs", title="s8: time by policy and split count")
 else:
-    print("no CUDA device: exploration skipped")
+    print(run.exploration_skipped())

@@ -3,7 +3,7 @@ inputs, s9 on the same inputs quantized per (batch, head) outside the timed laun
 pre-pass counts). The checks above report `err_vs_fp16` beside the FP8 budget: what FP8 costs
 a user, quantization included. The sweep is logged with the run (`sweep_p50_us/fp8/...`).
 # %%
-if run.gpu_available:
+if run.explores:
     variants = {"s6 (fp16)": run.parent_kernel(), "s9 default": run.kernel,
                 "s9 STAGES_D128=2": run.variant(STAGES_D128=2),
                 "s9 BLOCK_N_D128=64 STAGES_D128=4": run.variant(BLOCK_N_D128=64, STAGES_D128=4)}
@@ -16,4 +16,4 @@ if run.gpu_available:
     if not checks.empty and "err_vs_fp16" in checks:
         display(checks.groupby(["shape", "dtype"])[["max_abs_err", "budget", "err_vs_fp16"]].max())
 else:
-    print("no CUDA device: exploration skipped")
+    print(run.exploration_skipped())

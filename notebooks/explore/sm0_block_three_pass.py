@@ -2,7 +2,7 @@ Threads per row: a block of `BLOCK_THREADS` reduces one row. Too few threads lea
 to a handful of warps; too many waste most of the block on narrow rows and pay more for each
 block-wide reduction. The sweep is logged with the run (`sweep_p50_us/block_threads/...`).
 # %%
-if run.gpu_available:
+if run.explores:
     sizes = {f"BLOCK_THREADS={t}": run.variant(BLOCK_THREADS=t) for t in (128, 256, 512, 1024)}
     problems = [run.params.mission, *[p for p in run.params.shapes if p.rows * p.cols >= 1 << 20]]
     by_size = run.sweep("block_threads", sizes, problems, repetitions=100)
@@ -10,4 +10,4 @@ if run.gpu_available:
     by_size.pivot_table(index="contender", columns="shape", values="gbps").plot(
         marker="o", ylabel="GB/s", title="sm0: bandwidth vs threads per row")
 else:
-    print("no CUDA device: exploration skipped")
+    print(run.exploration_skipped())

@@ -8,7 +8,7 @@ import pandas as pd
 from stagelab.explore import time_contender
 from stagelab.families.softmax import Rows
 
-if run.gpu_available:
+if run.explores:
     elements = 1 << 24
     problems = [Rows(elements // cols, cols) for cols in (64, 256, 1024, 4096, 16384, 65536)]
     kernels = {"sm0 (block per row)": run.parent_kernel(), "sm1 (warp per row)": run.kernel}
@@ -20,4 +20,4 @@ if run.gpu_available:
     widths.pivot_table(index="cols", columns="contender", values="gbps").plot(
         marker="o", logx=True, ylabel="GB/s", title="softmax: bandwidth vs row width (16 Mi elements)")
 else:
-    print("no CUDA device: exploration skipped")
+    print(run.exploration_skipped())
