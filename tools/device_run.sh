@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One call on a lent GPU machine (no network): install the wheelhouse, run the
 # stage batch(es), the GPU tests and the report, and leave everything under $OUT.
-0,1] |0,1] [SANITIZE="stage ..."] [PROFILE="stage ..."] [TUNE="stage ..."] tools/device_run.sh "<stagelab run args>;<stagelab run args>..." [pytest-args]
+#   usage: [REPORT=0] [GPUS=all|0,1] [SANITIZE="stage ..."] [PROFILE="stage ..."] [TUNE="stage ..."] tools/device_run.sh "<stagelab run args>;<stagelab run args>..." [pytest-args]
 # GPUS adds `--gpus $GPUS` to every batch: one notebook per GPU at a time (nvidia-h200-x2 and larger).
 # Needs `make wheelhouse` beforehand and the folder carried along (carry: ["wheelhouse"]);
 # to keep adding to one store across calls, also carry "mlruns" and "runs".
