@@ -48,7 +48,7 @@ def test_scaled_units_and_missing_values():
 
 
 def test_summary_sums_and_weights_the_kernels_of_one_launch():
-    p = profile.summarize("2x8x512x64", FLOPS, fixture_rows(), "HGMMA")
+    p = profile.summarize("2x8x512x64", FLOPS, fixture_rows())
     assert p.duration_s == pytest.approx(50e-6)
     assert p.tensor_util_pct == pytest.approx(48.0)              # (60 x 40 us + 0 x 10 us) / 50 us
     assert p.tflops == pytest.approx(20.0)                       # 1e9 FLOP / 50 us
@@ -60,22 +60,32 @@ def test_summary_sums_and_weights_the_kernels_of_one_launch():
     assert p.dram_peak_bytes_per_s == pytest.approx(2048 * 1.593e9)
 
 
-def test_metric_set_names_the_tensor_pipe_the_stage_uses():
+def test_the_profile_names_the_tensor_opcode_and_reads_the_one_tensor_counter():
     assert profile.tensor_pipe([{"kernel": "a", "HGMMA": 12, "HMMA": 0}]) == "HGMMA"
+    assert profile.tensor_pipe([{"kernel": "a", "QGMMA": 16}, {"kernel": "t"}]) == "QGMMA"
     assert profile.tensor_pipe([{"kernel": "a", "HGMMA": 0, "HMMA": 40}]) == "HMMA"
-    assert ncu.TENSOR_PIPES["HGMMA"] in ncu.metric_set("HGMMA")
-    assert ncu.TENSOR_PIPES["HMMA"] not in ncu.metric_set("HGMMA")
+    assert profile.tensor_pipe([{"kernel": "a"}]) == "HMMA"
+    assert ncu.TENSOR_PIPE in ncu.metric_set() and "gmma" not in ncu.TENSOR_PIPE
+
+
+@pytest.mark.parametrize("unit, seconds", [("ns", 13792e-9), ("nsecond", 13792e-9), (" usecond", 13792e-6),
+                                           ("ms", 13.792), ("s", 13792.0)])
+def test_durations_in_every_spelling_of_their_unit(unit, seconds):
+    # An H100's ncu wrote a 13.8 us kernel as 13792 in a unit the spelled-out names missed.
+    text = f'"ID","Kernel Name","gpu__time_duration.sum","dram__bytes.sum"\n"","","{unit}","B"\n"0","k","13,792","2"\n'
+    [row] = ncu.parse_raw_csv(text)
+    assert row[ncu.DURATION] == pytest.approx(seconds) and row[ncu.DRAM_BYTES] == 2
 
 
 def test_profile_command_profiles_only_the_stage_kernels():
     kernels = [KernelResources("k", "_ZN12_GLOBAL__N_114sdpa_s0_kernelI6__halfLi64EEEv11SdpaProblem", "sm_90a"),
                KernelResources("k", "_ZN12_GLOBAL__N_114sdpa_s0_kernelI6__halfLi128EEEv11SdpaProblem", "sm_90a")]
     regex = profile.kernel_regex(kernels)
-    command = ncu.profile_command("/opt/ncu", "/tmp/r", regex, ncu.metric_set("HMMA"), ["python3", "-m", "x"])
+    command = ncu.profile_command("/opt/ncu", "/tmp/r", regex, ncu.metric_set(), ["python3", "-m", "x"])
     assert regex == "sdpa_s0_kernel"
     assert command[command.index("--kernel-name") + 1] == "regex:sdpa_s0_kernel"
     assert command[command.index("--export") + 1] == "/tmp/r"
-    assert command[command.index("--metrics") + 1].split(",") == ncu.metric_set("HMMA")
+    assert command[command.index("--metrics") + 1].split(",") == ncu.metric_set()
     assert command[-3:] == ["python3", "-m", "x"]
     assert ncu.csv_command("/opt/ncu", "/tmp/r.ncu-rep")[1:] == ["--import", "/tmp/r.ncu-rep", "--csv", "--page", "raw",
                                                                  "--print-units", "base"]

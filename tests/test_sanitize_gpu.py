@@ -18,6 +18,7 @@ from stagelab.stage import StageRun
 
 pytestmark = pytest.mark.gpu
 PLANTED = Path(__file__).parent / "fixtures" / "planted"
+PLANTED_PARAMS = "softmax-smoke-sanitize.yaml"
 SOFTMAX_SHARED = ("binding.cpp", "softmax_api.h", "softmax_common.cuh", "sm0_block_three_pass.cu")
 
 
@@ -34,13 +35,16 @@ def planted_checkout(tmp_path_factory):
     for path in PLANTED.iterdir():
         shutil.copy(path, kernels / path.name)
     shutil.copytree(repo_root() / "params", root / "params")
+    # the smoke problems, with the sanitize step switched on (a parameter file opts in)
+    smoke = (root / "params" / "softmax-smoke.yaml").read_text()
+    (root / "params" / PLANTED_PARAMS).write_text(smoke + "steps: [sanitize]\n")
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("STAGELAB_ROOT", str(root))  # the child launches read it too
         yield root
 
 
 def sanitized(stage_id: str) -> StageRun:
-    run = StageRun(stage_id, "params/softmax-smoke.yaml", track=False)
+    run = StageRun(stage_id, f"params/{PLANTED_PARAMS}", track=False)
     run.build()
     run.resources()
     run.check()

@@ -18,11 +18,12 @@ NCU = "ncu"
 REPORT_SUFFIX = ".ncu-rep"
 
 DURATION = "gpu__time_duration.sum"
-# The tensor pipe a stage uses, by the SASS opcode that drives it (mma.sync -> HMMA, wgmma -> HGMMA).
-TENSOR_PIPES = {
-    "HMMA": "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active",
-    "HGMMA": "sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active",
-}
+# Tensor-pipe activity. On sm_90 the counter named for HMMA counts every tensor-core instruction,
+# mma.sync (HMMA) and wgmma (HGMMA, QGMMA) alike; the gmma-named one
+# (sm__pipe_tensor_op_gmma_cycles_active) read n/a for every HGMMA kernel on an H100 (ncu 2025.3,
+# 2026-11-23), while this one read 45% for s9's QGMMA kernel at (1,32,8192,128): 1.1 PFLOP in
+# 1628 us under ncu's locked 1.47 GHz, i.e. 675 TFLOP/s of a 1979 * 1.47 / 1.98 = 1469 fp8 peak.
+TENSOR_PIPE = "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active"
 DRAM_BYTES = "dram__bytes.sum"
 DRAM_PCT = "dram__throughput.avg.pct_of_peak_sustained_elapsed"
 L2_HIT = "lts__t_sector_hit_rate.pct"
@@ -39,12 +40,16 @@ STALL_REASONS = ("barrier", "branch_resolving", "dispatch_stall", "drain", "imc_
                  "not_selected", "short_scoreboard", "sleeping", "tex_throttle", "wait")
 
 # Units of the raw page to SI, by lower-cased unit (base units are asked for; scaled ones, as
-# ncu prints them by default, are read all the same). Units not named here (%, ratios) are kept.
+# ncu prints them by default, are read all the same), spelled out or abbreviated: an H100's ncu
+# wrote durations in a unit the spelled-out names missed (read as seconds: 1e9 too long).
+# Units not named here (%, ratios, counts) are kept.
+_TIME = {"n": 1e-9, "u": 1e-6, "m": 1e-3, "": 1.0}
+_SIZE = {"": 1.0, "k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12}
 UNIT_SCALE = {
-    "byte": 1.0, "kbyte": 1e3, "mbyte": 1e6, "gbyte": 1e9, "tbyte": 1e12,
-    "nsecond": 1e-9, "usecond": 1e-6, "msecond": 1e-3, "second": 1.0,
-    "hz": 1.0, "khz": 1e3, "mhz": 1e6, "ghz": 1e9,
-    "cycle/nsecond": 1e9, "cycle/usecond": 1e6, "cycle/msecond": 1e3, "cycle/second": 1.0,
+    **{f"{p}byte": f for p, f in _SIZE.items()}, **{f"{p}b": f for p, f in _SIZE.items()},
+    **{f"{p}second": f for p, f in _TIME.items()}, **{f"{p}s": f for p, f in _TIME.items()},
+    **{f"{p}hz": f for p, f in _SIZE.items()},
+    **{f"cycle/{p}second": 1.0 / f for p, f in _TIME.items()}, **{f"cycle/{p}s": 1.0 / f for p, f in _TIME.items()},
 }
 ID_COLUMN = "ID"
 KERNEL_COLUMN = "Kernel Name"
@@ -54,8 +59,8 @@ def stall_metric(reason: str) -> str:
     return f"smsp__average_warps_issue_stalled_{reason}_per_issue_active.ratio"
 
 
-def metric_set(tensor_pipe: str) -> list[str]:
-    return [DURATION, TENSOR_PIPES[tensor_pipe], DRAM_BYTES, DRAM_PCT, L2_HIT, OCCUPANCY, REGISTERS,
+def metric_set() -> list[str]:
+    return [DURATION, TENSOR_PIPE, DRAM_BYTES, DRAM_PCT, L2_HIT, OCCUPANCY, REGISTERS,
             BANK_CONFLICTS, SM_CLOCK_HZ, DRAM_CLOCK_HZ, DRAM_PEAK_BYTES_PER_CYCLE,
             *(stall_metric(r) for r in STALL_REASONS)]
 
@@ -74,7 +79,7 @@ def csv_command(executable: str, report: str) -> list[str]:
 def _number(text: str, unit: str) -> float:
     """A metric cell in SI units; nan for what is not a number (n/a, an empty cell)."""
     try:
-        return float(text.replace(",", "").strip()) * UNIT_SCALE.get(unit.lower(), 1.0)
+        return float(text.replace(",", "").strip()) * UNIT_SCALE.get(unit.strip().lower(), 1.0)
     except ValueError:
         return math.nan
 

@@ -63,7 +63,7 @@ def _total(rows: list[dict], metric: str) -> float:
     return sum(r.get(metric, math.nan) for r in rows)
 
 
-def summarize(problem: str, flops: float, rows: list[dict], tensor_pipe: str) -> ProblemProfile:
+def summarize(problem: str, flops: float, rows: list[dict]) -> ProblemProfile:
     """The kernels one launch of the stage ran on one problem, as one summary."""
     duration = _total(rows, ncu.DURATION)
     dram_bytes = _total(rows, ncu.DRAM_BYTES)
@@ -71,7 +71,7 @@ def summarize(problem: str, flops: float, rows: list[dict], tensor_pipe: str) ->
     top = dict(sorted(stalls.items(), key=lambda item: -item[1])[:TOP_STALLS])
     return ProblemProfile(
         problem=problem, kernels=",".join(sorted({str(r[ncu.KERNEL_COLUMN]) for r in rows})),
-        duration_s=duration, tensor_util_pct=_weighted(rows, ncu.TENSOR_PIPES[tensor_pipe], duration),
+        duration_s=duration, tensor_util_pct=_weighted(rows, ncu.TENSOR_PIPE, duration),
         tflops=flops / duration / TERA if duration > 0 else math.nan, dram_bytes=dram_bytes,
         dram_pct=_weighted(rows, ncu.DRAM_PCT, duration),
         flop_per_byte=flops / dram_bytes if dram_bytes > 0 else math.nan,
@@ -81,9 +81,14 @@ def summarize(problem: str, flops: float, rows: list[dict], tensor_pipe: str) ->
         dram_peak_bytes_per_s=rows[0].get(ncu.DRAM_PEAK_BYTES_PER_CYCLE, math.nan) * rows[0].get(ncu.DRAM_CLOCK_HZ, math.nan))
 
 
+# The tensor-core opcodes by what drives them: wgmma (fp16/bf16, then e4m3) before mma.sync/WMMA.
+TENSOR_OPCODES = ("HGMMA", "QGMMA", "HMMA")
+
+
 def tensor_pipe(instructions: list[dict]) -> str:
-    """GMMA when any kernel instance issues HGMMA (wgmma), else HMMA (mma.sync, WMMA)."""
-    return "HGMMA" if any(row.get("HGMMA", 0) for row in instructions) else "HMMA"
+    """The tensor-core opcode the stage's kernels issue (recorded with the profile; one ncu counter
+    covers them all, ncu.TENSOR_PIPE); HMMA when none does."""
+    return next((op for op in TENSOR_OPCODES if any(row.get(op, 0) for row in instructions)), "HMMA")
 
 
 def kernel_regex(kernels: list[KernelResources]) -> str:
@@ -152,14 +157,14 @@ def profile_step(ctx, built, resources, out_dir: Path, run: Callable = run_under
     for problem in profile_problems(ctx):
         base = out_dir / f"{ctx.stage.id}_{problem.tag}"
         command = ncu.profile_command(executable, str(base), kernel_regex(built.stage.resources),
-                                      ncu.metric_set(pipe), child_command(ctx, "--problem", problem.tag))
+                                      ncu.metric_set(), child_command(ctx, "--problem", problem.tag))
         returncode, output = run(command, PROFILE_TIMEOUT_S, child_environment())
         report.log += f"$ {' '.join(command)}\n{output}\n"
         rows = _read_report(executable, base, run, report) if returncode is not None else []
         if returncode is None or returncode != 0 or not rows:
             report.status = TIMEOUT if returncode is None else FAILED
             break
-        report.problems.append(summarize(problem.tag, problem.flops(), rows, pipe))
+        report.problems.append(summarize(problem.tag, problem.flops(), rows))
     report.peak_tflops, report.peak_dram_gbps = device_peaks(report.problems)
     report.gates = evaluate_ncu_gates(report.problems, ctx.stage.gates.ncu)
     return report
@@ -171,4 +176,5 @@ def _read_report(executable: str, base: Path, run: Callable, report: ProfileRepo
         return []
     report.reports.append(path)
     returncode, text = run(ncu.csv_command(executable, str(path)), PROFILE_TIMEOUT_S, child_environment())
+    report.log += f"$ ncu --import {path.name} (raw page, units on its second row)\n{text}\n"  # the units, on record
     return ncu.parse_raw_csv(text) if returncode == 0 else []
