@@ -5,7 +5,12 @@ import shutil
 import mlflow
 
 from stagelab import tracking
-from stagelab.portable import import_store, relocate
+import gzip
+
+import pytest
+
+from stagelab.errors import ConfigError
+from stagelab.portable import import_record, import_store, relocate
 
 
 def make_store(folder, monkeypatch, stage="s0_baseline"):
@@ -48,3 +53,21 @@ def test_import_merges_once(tmp_path, monkeypatch):
     assert imported["tags.stagelab.imported_from_run"] == source_run
     artifacts = [a.path for a in tracking.client().list_artifacts(imported["run_id"])]
     assert artifacts == ["ptxas.log"]
+
+
+def test_a_gzipped_record_imports_its_runs_without_their_artifacts(tmp_path, monkeypatch):
+    source_db, source_run = make_store(tmp_path / "session" / "mlruns", monkeypatch, "s9_fp8")
+    record = tmp_path / "records" / "h100.db.gz"
+    record.parent.mkdir()
+    record.write_bytes(gzip.compress(source_db.read_bytes()))
+    shutil.rmtree(source_db.parent)  # only the record is left, as in a new checkout
+    make_store(tmp_path / "here" / "mlruns", monkeypatch, "s0_baseline")
+    assert import_record(record, progress=lambda _: None) == 1
+    assert import_record(record, progress=lambda _: None) == 0
+    runs = mlflow.search_runs(experiment_names=["stagelab-sdpa"])
+    imported = runs[runs["tags.stage"] == "s9_fp8"].iloc[0]
+    assert imported["metrics.mission_p50_us"] == 12.5 and imported["tags.stagelab.imported_from_run"] == source_run
+    garbage = tmp_path / "records" / "bad.db.gz"
+    garbage.write_bytes(b"not gzip at all")
+    with pytest.raises(ConfigError, match="bad.db.gz is not a gzipped MLflow database"):
+        import_record(garbage)

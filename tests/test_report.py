@@ -41,3 +41,20 @@ def test_page_uses_newest_finished_gpu_runs(tmp_store, tmp_path):
     with open(tmp_path / "test-gpu-1.runs.csv") as handle:
         rows = list(csv.DictReader(handle))
     assert [r["run_id"] for r in rows] == [newest]
+
+
+def test_a_killed_run_never_hides_a_finished_one(tmp_store, tmp_path):
+    """A batch's time limit killed the newest s0 run: the page keeps the finished one before it;
+    s1 was only ever killed, so its killed run is what the page shows."""
+    experiment_id = tracking.init_store("stagelab-sdpa")
+    finished = log_run(experiment_id, "s0_baseline", "acceptance", 190.0)
+    log_run(experiment_id, "s0_baseline", "acceptance", 150.0, outcome="killed")
+    only_killed = log_run(experiment_id, "s1_cp_async", "acceptance", 60.0, outcome="killed")
+    page = write_report(["acceptance"], out_dir=tmp_path)
+    ladder = page.read_text().split("## acceptance")[1].split("Per problem")[0]
+    outcomes = {cells[0]: cells[1] for cells in (
+        [c.strip() for c in line.strip("|").split("|")] for line in ladder.splitlines() if line.startswith("| s") and "---" not in line)}
+    outcomes.pop("stage")  # the header row
+    assert outcomes == {"s0_baseline": "pass", "s1_cp_async": "killed"}
+    with open(tmp_path / "test-gpu-1.runs.csv") as handle:
+        assert {r["run_id"] for r in csv.DictReader(handle)} == {finished, only_killed}

@@ -282,19 +282,19 @@ def _cmd_import(args) -> int:
     from pathlib import Path
 
     from . import tracking
-    from .portable import import_store
+    from .portable import RECORD_SUFFIX, import_record, import_store
 
     source = Path(args.store)
     db = source / "mlflow.db" if source.is_dir() else source
-    copied = import_store(db)
+    copied = import_record(db) if db.name.endswith(RECORD_SUFFIX) else import_store(db)
     print(f"imported {copied} new run(s) from {db} into {tracking.tracking_uri()}")
     return 0
 
 
 def _add_store_commands(sub) -> None:
     """`runs`, `backup`, `import` and `ui`: looking after the store rather than running stages."""
-    imp = sub.add_parser("import", help="merge a store brought back from another machine (its mlruns/ folder "
-                         "or mlflow.db) into stagelab's store; runs already imported are skipped")
+    imp = sub.add_parser("import", help="merge a store brought back from another machine (its mlruns/ folder, "
+                         "its mlflow.db, or a gzipped record of one, *.db.gz) into stagelab's store; runs already imported are skipped")
     imp.add_argument("store")
     imp.set_defaults(func=_cmd_import)
 

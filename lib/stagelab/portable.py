@@ -99,3 +99,29 @@ def import_store(source_db: Path, progress=print) -> int:
             copied += 1
         progress(f"{experiment.name}: {len(runs)} runs, {copied} copied so far")
     return copied
+
+
+# A session's record kept in the repository (docs/results/<family>/records/): the SQLite store
+# alone, gzipped; metrics, parameters and tags, which the results page is written from. Its
+# artifacts (notebooks, .ncu-rep files) stay with the store it was taken from.
+RECORD_SUFFIX = ".db.gz"
+
+
+def import_record(record: Path, progress=print) -> int:
+    """import_store for a gzipped mlflow.db (`stagelab backup --to F && gzip -9 F`), unpacked into a
+    scratch folder, since importing rewrites the source's artifact locations."""
+    import gzip
+    import shutil
+    import tempfile
+
+    record = Path(record)
+    if not record.is_file():
+        raise ConfigError(f"no record at {record} (a gzipped mlflow.db, `*{RECORD_SUFFIX}`)")
+    with tempfile.TemporaryDirectory() as scratch:
+        db = Path(scratch) / "mlflow.db"
+        try:
+            with gzip.open(record) as packed, open(db, "wb") as plain:
+                shutil.copyfileobj(packed, plain)
+        except (OSError, EOFError) as err:
+            raise ConfigError(f"{record} is not a gzipped MLflow database: {err}") from err
+        return import_store(db, progress)

@@ -40,6 +40,10 @@ def latest_runs(experiment: str, params_names: list[str], gpu: str | None) -> tu
             raise FileNotFoundError("no finished GPU runs for those parameter files")
         gpu = runs["tags.gpu"].iloc[0]
     runs = runs[runs["tags.gpu"] == gpu]
+    # A run stopped from outside (Ctrl-C, a batch's time limit) says nothing of its stage: the newest
+    # run that ended on its own stands for the stage, a killed one only where no other did.
+    stopped = runs["tags.outcome"] == m.OUTCOME_KILLED
+    runs = runs.assign(_stopped=stopped).sort_values("_stopped", kind="stable").drop(columns="_stopped")
     latest = runs.drop_duplicates(subset=["tags.stage", "tags.params_file"], keep="first")
     return latest, gpu
 
