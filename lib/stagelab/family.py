@@ -158,6 +158,11 @@ class Family:
         """A library implementation to time beside the stage; RuntimeError when unavailable here."""
         raise NotImplementedError
 
+    def kind_contenders(self, input_kind: str) -> tuple[str, ...]:
+        """Library contenders timed beside every stage of this input kind, on top of the parameter
+        file's (an FP8 stage against the libraries' FP8 attention); `contender` builds them."""
+        return ()
+
     def dynamic_shared_memory(self, module: ModuleType, template_args: list[str]) -> int | None:
         """Launch-time shared memory of one kernel instance, named by its template arguments."""
         return None

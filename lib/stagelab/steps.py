@@ -95,9 +95,10 @@ def check_step(ctx: StageContext, built: Built) -> CheckReport:
 
 def _contenders(ctx: StageContext, builds: dict[str, BuildResult | None], shape, inputs,
                 unavailable: dict[str, str]) -> dict:
-    """Each labelled build that has a loaded module, then the parameter file's library contenders.
-    Every build gets the same standard inputs; the family converts them for a stage of another
-    input kind (e.g. an FP8 stage beside its fp16 parent)."""
+    """Each labelled build that has a loaded module, then the parameter file's library contenders and
+    those the family brings for the stage's input kind. Every build gets the same standard inputs;
+    the family converts them for a stage of another input kind (e.g. an FP8 stage beside its fp16
+    parent). A contender that cannot run here is recorded in `unavailable`."""
     family = ctx.family
     contenders = {}
     for label, result in builds.items():
@@ -105,7 +106,7 @@ def _contenders(ctx: StageContext, builds: dict[str, BuildResult | None], shape,
             out = family.new_output(shape, inputs)
             kind = ctx.registry.get(result.stage_id).input_kind
             contenders[label] = family.module_launch(result.module, shape, inputs, out, kind)
-    for name in ctx.params.timing.contenders:
+    for name in (*ctx.params.timing.contenders, *family.kind_contenders(ctx.stage.input_kind)):
         try:
             contenders[family.contender_label(name)] = family.contender(name, shape, inputs)
         except RuntimeError as exc:

@@ -107,7 +107,19 @@ class SdpaFamily(Family):
 
     def contender(self, name: str, problem: Shape, inputs):
         q, k, v = inputs
+        if name in self.kind_contenders(FP8_INPUTS):
+            from .fp8.contenders import fp8_contender
+
+            return fp8_contender(name, q, k, v, default_scale(problem.head_dim), problem.causal)
         return library_contender(name, q, k, v, default_scale(problem.head_dim), problem.causal)
+
+    def kind_contenders(self, input_kind: str) -> tuple[str, ...]:
+        """FP8 stages also meet torch's FP8 attention (FA3's and cuDNN's; fp8/contenders.py)."""
+        if input_kind != FP8_INPUTS:
+            return ()
+        from .fp8.contenders import FP8_CONTENDERS
+
+        return tuple(FP8_CONTENDERS)
 
     def dynamic_shared_memory(self, module: ModuleType, template_args: list[str]) -> int | None:
         """Kernels are templated <dtype, head_dim, ...>: the first argument names the dtype,
