@@ -28,7 +28,7 @@ from . import metrics, tracking
 from .errors import ConfigError, RunnerStopped
 from .gpus import Gpu
 from .owner import heartbeat_tags
-from .params import RunParams, load_params
+from .params import RunParams, load_params, with_steps
 from .paths import repo_root, resolve_params_path, runs_dir
 from .progress import BatchProgress
 from .registry import Registry, family_registry
@@ -120,11 +120,13 @@ class BatchContext:
     timeout_s: int
     kernel_name: str = "python3"
     running: RunningNotebooks = field(default_factory=RunningNotebooks)
-    tags: dict[str, str] = field(default_factory=dict)  # on every run of the batch (its shard)
+    tags: dict[str, str] = field(default_factory=dict)  # on every run of the batch (its shard, its steps)
+    steps: str | None = None  # `--steps`: the optional steps instead of the file's, comma-separated
 
     def parameters(self, stage: str, run_id: str) -> dict[str, str]:
+        steps = {} if self.steps is None else {"steps": self.steps}
         return {"stage": stage, "params_file": str(self.params_path), "mlflow_run_id": run_id,
-                "experiment": self.experiment}
+                "experiment": self.experiment, **steps}
 
 
 def _log_notebook(batch: BatchContext, stage: str, run_id: str, executed: Path, stderr: str, seconds: float) -> None:
@@ -213,7 +215,7 @@ def _write_summary(rows: list[dict], folder: Path) -> pd.DataFrame:
 
 
 def _new_batch(params_path: Path, run_params: RunParams, experiment: str | None, timeout_s: int | None,
-               kernel_name: str, shard: Shard | None) -> BatchContext:
+               kernel_name: str, shard: Shard | None, steps: tuple[str, ...] | None = None) -> BatchContext:
     """The store and experiment opened, and the batch's own runs/ folder made."""
     experiment = experiment or run_params.family.experiment
     experiment_id = tracking.init_store(experiment)
@@ -222,22 +224,27 @@ def _new_batch(params_path: Path, run_params: RunParams, experiment: str | None,
     # A folder of its own even when another batch starts in the same second (concurrent runs on one
     # checkout would otherwise write their executed notebooks over each other's).
     folder = Path(tempfile.mkdtemp(prefix=f"{stamp}-{params_path.stem}-", dir=runs_dir()))
+    tags = {metrics.TAG_SHARD: str(shard)} if shard else {}
+    if steps is not None:  # the record says the file's steps were overridden, and with what
+        tags[metrics.TAG_STEPS_OVERRIDE] = ",".join(steps) or "none"
     return BatchContext(params_path, experiment_id, experiment, folder, timeout_s or run_params.timeout_s,
-                        kernel_name, tags={metrics.TAG_SHARD: str(shard)} if shard else {})
+                        kernel_name, tags=tags, steps=None if steps is None else ",".join(steps))
 
 
 def run_batch(stages: list[str] | None = None, params: str | Path = "params/acceptance.yaml", *,
               timeout_s: int | None = None, experiment: str | None = None, kernel_name: str = "python3",
               progress: bool = True, resume: bool = False, gpus: list[Gpu] | None = None,
-              shard: Shard | None = None) -> pd.DataFrame:
+              shard: Shard | None = None, steps: list[str] | None = None) -> pd.DataFrame:
     """Run the stages' notebooks, in order, one at a time or (with `gpus`) one per GPU at a time; a
-    failing notebook is recorded and the batch goes on. With `shard`, only that piece of the stages.
+    failing notebook is recorded and the batch goes on. With `shard`, only that piece of the stages;
+    with `steps`, these optional steps instead of the parameter file's (checked before any work).
     On start, runs left RUNNING by a runner that is gone are closed as killed; with `resume`, a
     stage with a finished run of its current source on this parameter file is not run again.
     SIGINT/SIGTERM stop the running notebooks, record each as killed and raise RunnerStopped."""
     params_path, run_params, registry, stages = _plan(stages, params)
+    chosen_steps = None if steps is None else with_steps(run_params, steps).steps
     stages = shard.pick(stages) if shard else stages
-    batch = _new_batch(params_path, run_params, experiment, timeout_s, kernel_name, shard)
+    batch = _new_batch(params_path, run_params, experiment, timeout_s, kernel_name, shard, chosen_steps)
     console = BatchProgress(len(stages), params_path.stem + (f", shard {shard}" if shard else ""), progress)
     results: dict[str, NotebookResult] = {}
 

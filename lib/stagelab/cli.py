@@ -22,7 +22,7 @@ def _cmd_run(args) -> int:
     gpus = resolve_gpus(args.gpus)  # both checked before any work: a bad value is one line and exit 2
     shard = Shard.parse(args.shard) if args.shard is not None else None
     summary = run_batch(args.stages or None, args.params, timeout_s=args.timeout, experiment=args.experiment,
-                        kernel_name=args.kernel, resume=args.resume, gpus=gpus, shard=shard)
+                        kernel_name=args.kernel, resume=args.resume, gpus=gpus, shard=shard, steps=args.steps)
     shown = summary.drop(columns=["run_id"] + ([] if gpus else ["gpu"]))
     print(shown.to_markdown(index=False, floatfmt=".4g"))
     bad = summary["outcome"].isin(["error", "build_failed", "incorrect", "resource_fail"])
@@ -384,6 +384,9 @@ def build_parser() -> argparse.ArgumentParser:
                           "'all' or nvidia-smi indices, e.g. 0,1")
     run.add_argument("--shard", default=None, metavar="K/N",
                      help="run only the K-th of N pieces of the stages (K from 1), for a job array on many machines")
+    run.add_argument("--steps", nargs="*", default=None, metavar="STEP",
+                     help="the optional steps to run instead of the parameter file's (sanitize, profile, explore; "
+                          "none given: none); tagged steps_override on each run")
     run.set_defaults(func=_cmd_run)
 
     stages = sub.add_parser("stages", help="list every family's stage registry")

@@ -128,6 +128,7 @@ TUNE_CONFIGS = Metric("tune_configurations", "count", "configurations in the tun
 # is MLflow's own: the UI nests a configuration's run under its tune run through it.
 TAG_STAGE = "stage"
 TAG_PARAMS_FILE = "params_file"
+TAG_STEPS_OVERRIDE = "steps_override"  # `stagelab run --steps`: the optional steps run instead of the file's
 TAG_GPU = "gpu"
 TAG_OUTCOME = "outcome"
 TAG_OUTCOME_REASON = "outcome_reason"

@@ -45,7 +45,8 @@ def _parameters_source(stage: Stage, params_file: str, knob_example: str) -> str
             f'params_file = "{params_file}"  # relative to the repo root, or absolute\n'
             "mlflow_run_id = None  # set by `stagelab run`; None starts a fresh MLflow run\n"
             "experiment = None  # None: the family's experiment (stagelab-<family>)\n"
-            f"knobs = {{}}  # compile-time overrides of the stage's defines, e.g. {knob_example}")
+            f"knobs = {{}}  # compile-time overrides of the stage's defines, e.g. {knob_example}\n"
+            'steps = None  # None: the parameter file\'s optional steps; else e.g. "sanitize,profile" ("" for none)')
 
 
 SANITIZE_INTRO = ("### Sanitizer\ncompute-sanitizer memcheck, racecheck and synccheck on small odd problems, "
@@ -72,7 +73,8 @@ def common_cells(stage: Stage, params_file: str, knob_example: str) -> tuple[lis
             "from IPython.display import Markdown, display\n\n"
             "from stagelab.plots import error_plot, latency_plot\n"
             "from stagelab.stage import StageRun\n\n"
-            "run = StageRun(stage, params_file, defines=knobs, mlflow_run_id=mlflow_run_id, experiment=experiment)\n"
+            "run = StageRun(stage, params_file, defines=knobs, mlflow_run_id=mlflow_run_id, experiment=experiment,\n"
+            "               steps=steps)\n"
             "display(Markdown(f\"**{run.stage.title}** (parent: `{run.stage.parent}`), \"\n"
             "                 f\"params `{run.params.name}`, GPU available: {run.gpu_available}\"))"),
         new_markdown_cell("## 1. Build\nnvcc compiles the torch-free `.cu`; cpp_extension links the family's "

@@ -82,6 +82,16 @@ def _positive_int(where: str, value: Any) -> int:
     return value
 
 
+def with_steps(params: RunParams, steps: str | list[str] | tuple[str, ...]) -> RunParams:
+    """The parameter file with its optional steps replaced (`stagelab run --steps`, a notebook's
+    `steps` parameter): a list, or one comma-separated string ("" for none)."""
+    from dataclasses import replace
+
+    names = [s for s in steps.split(",") if s.strip()] if isinstance(steps, str) else list(steps)
+    names = [s.strip() for s in names]
+    return replace(params, steps=_choice_list("steps", names, OPTIONAL_STEPS) if names else ())
+
+
 def _choice_list(where: str, value: Any, allowed: tuple[str, ...]) -> tuple[str, ...]:
     values = [value] if isinstance(value, str) else value
     if not isinstance(values, list) or not values:

@@ -38,8 +38,8 @@ def _said(frame: pd.DataFrame, status: str, step: str) -> pd.DataFrame:
 class StageRun:
     def __init__(self, stage: str, params: str | Path = "params/acceptance.yaml", *,
                  defines: dict | str | None = None, mlflow_run_id: str | None = None,
-                 experiment: str | None = None, track: bool = True):
-        self.ctx = StageContext.load(stage, params, defines)
+                 experiment: str | None = None, track: bool = True, steps: str | list[str] | None = None):
+        self.ctx = StageContext.load(stage, params, defines, steps)
         self.recorder = MlflowRecorder(self.ctx, experiment, mlflow_run_id) if track else NullRecorder()
         self.results = StageResults()
         self.outcome: Outcome | None = None

@@ -12,7 +12,7 @@ from .build import BuildResult, build_stage
 from .envinfo import read_clocks
 from .errors import ConfigError
 from .family import Family
-from .params import RunParams, load_params
+from .params import RunParams, load_params, with_steps
 from .paths import resolve_params_path
 from .registry import Registry, Stage, find_stage
 from .resources import evaluate_gates
@@ -46,13 +46,17 @@ class StageContext:
         return torch.device("cuda" if self.gpu_available else "cpu")
 
     @classmethod
-    def load(cls, stage_id: str, params: str | Path, defines: dict | str | None = None) -> "StageContext":
+    def load(cls, stage_id: str, params: str | Path, defines: dict | str | None = None,
+             steps: str | list[str] | None = None) -> "StageContext":
         """Reads the registry and the parameter file; no build, no store, no subprocess.
-        `defines`: overrides of the stage's defines, or the name of one of its variants."""
+        `defines`: overrides of the stage's defines, or the name of one of its variants;
+        `steps`: the optional steps to run instead of the file's (params.with_steps)."""
         registry, stage = find_stage(stage_id)
         if isinstance(defines, str):
             stage, defines = stage.variant(defines), None
         run_params = load_params(resolve_params_path(params))
+        if steps is not None:
+            run_params = with_steps(run_params, steps)
         if run_params.family.name != registry.family:
             raise ConfigError(f"stage {stage_id} is in the {registry.family} family, but "
                               f"{run_params.path} describes {run_params.family.name} problems")
