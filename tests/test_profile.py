@@ -128,7 +128,7 @@ def fake_ncu(calls):
 @pytest.mark.parametrize("limit, passed", [(0.45, True), (0.5, False)])
 def test_profile_step_with_a_stand_in_ncu(tmp_path, monkeypatch, limit, passed):
     monkeypatch.setattr(profile, "find_tool", lambda name: "/opt/ncu")
-    monkeypatch.setattr(profile, "device_peaks", lambda problems: (800.0, 3262.464))
+    monkeypatch.setattr(profile, "device_peaks", lambda problems, opcode: (800.0, 3262.464))
     ctx = s5_context(True, (("tensor_util_min", limit),))
     built = SimpleNamespace(stage=SimpleNamespace(resources=[
         KernelResources("k", "_ZN12_GLOBAL__N_114sdpa_s5_kernelI6__halfLi64EEEv11SdpaProblem", "sm_90a")]))
@@ -158,7 +158,7 @@ def test_failed_child_is_recorded_failed(tmp_path, monkeypatch):
 
 def profiled_report(tmp_path, monkeypatch) -> profile.ProfileReport:
     monkeypatch.setattr(profile, "find_tool", lambda name: "/opt/ncu")
-    monkeypatch.setattr(profile, "device_peaks", lambda problems: (800.0, 3262.464))
+    monkeypatch.setattr(profile, "device_peaks", lambda problems, opcode: (800.0, 3262.464))
     built = SimpleNamespace(stage=SimpleNamespace(resources=[]))
     resources = SimpleNamespace(instructions=[{"kernel": "k", "HGMMA": 8}])
     return profile.profile_step(s5_context(True), built, resources, tmp_path, run=fake_ncu([]))
@@ -200,3 +200,20 @@ def test_recorded_profile_and_sanitize_reach_the_run_the_page_and_the_roofline(t
 
     roofline_plot(points, *peaks, path=tmp_path / "roofline.png")
     assert (tmp_path / "roofline.png").stat().st_size > 0
+
+
+def test_the_roofline_peak_is_the_stages_own_fp8_for_qgmma(monkeypatch):
+    """An H100 (132 SMs) at ncu's 1.47 GHz: 793 dense fp16 TFLOP/s, twice that for an e4m3 stage."""
+    import types
+
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(torch.cuda, "get_device_properties",
+                        lambda index: types.SimpleNamespace(major=9, minor=0, multi_processor_count=132))
+    [problem] = [profile.summarize("2x8x512x64", FLOPS, fixture_rows())]
+    problem.sm_clock_hz = 1.467e9
+    fp16, dram = profile.device_peaks([problem], "HGMMA")
+    fp8, _ = profile.device_peaks([problem], "QGMMA")
+    assert fp16 == pytest.approx(132 * 1.467e9 * 4096 / 1e12) and fp8 == pytest.approx(2 * fp16)
+    assert dram == pytest.approx(problem.dram_peak_bytes_per_s / 1e9)

@@ -29,6 +29,8 @@ GIGA = 1e9
 # Dense fp16/bf16 tensor FLOP per SM per cycle (fp32 accumulate) by compute capability: the
 # whitepapers' peak over SMs x boost clock (A100 312 T / (108 x 1.41 GHz), H100 SXM 989 T / (132 x 1.83 GHz)).
 TENSOR_FLOP_PER_SM_CYCLE = {(8, 0): 2048, (9, 0): 4096}
+# e4m3 wgmma (QGMMA) runs at twice that rate on sm_90: H100 SXM 1979 vs 989 dense TFLOP/s.
+OPCODE_RATE = {"QGMMA": 2}
 # Registry gate -> the summary field it bounds (as a fraction of 100%).
 GATE_FIELDS = {"tensor_util_min": "tensor_util_pct", "dram_throughput_min": "dram_pct",
                "occupancy_min": "occupancy_pct", "l2_hit_rate_min": "l2_hit_pct"}
@@ -130,7 +132,7 @@ class ProfileReport:
         return pd.DataFrame([g.__dict__ for g in self.gates])
 
 
-def device_peaks(problems: list[ProblemProfile]) -> tuple[float | None, float | None]:
+def device_peaks(problems: list[ProblemProfile], tensor_opcode: str = "HMMA") -> tuple[float | None, float | None]:
     """Dense tensor TFLOP/s (SMs and compute capability from the device, SM clock under ncu)
     and DRAM GB/s (ncu's peak bytes per DRAM cycle x DRAM clock)."""
     import torch
@@ -140,6 +142,7 @@ def device_peaks(problems: list[ProblemProfile]) -> tuple[float | None, float | 
     props = torch.cuda.get_device_properties(torch.cuda.current_device())
     per_cycle = TENSOR_FLOP_PER_SM_CYCLE.get((props.major, props.minor))
     first = problems[0]
+    per_cycle = per_cycle * OPCODE_RATE.get(tensor_opcode, 1) if per_cycle else None  # the stage's own peak
     flops = props.multi_processor_count * first.sm_clock_hz * per_cycle / TERA if per_cycle else None
     return flops, first.dram_peak_bytes_per_s / GIGA
 
@@ -165,7 +168,7 @@ def profile_step(ctx, built, resources, out_dir: Path, run: Callable = run_under
             report.status = TIMEOUT if returncode is None else FAILED
             break
         report.problems.append(summarize(problem.tag, problem.flops(), rows))
-    report.peak_tflops, report.peak_dram_gbps = device_peaks(report.problems)
+    report.peak_tflops, report.peak_dram_gbps = device_peaks(report.problems, pipe)
     report.gates = evaluate_ncu_gates(report.problems, ctx.stage.gates.ncu)
     return report
 
