@@ -44,6 +44,15 @@ struct Params {
   const float* v_descale;
 };
 
+// The FP8 stage's knobs on top of the warp-specialized Config (Base):
+// kFoldPScale and kPolyEvery as in WgFp8Tile (sdpa_wgmma_fp8.cuh).
+template <class Base, bool kFoldPScale_, int kPolyEvery_>
+struct Fp8Config : Base {
+  static constexpr bool kFoldPScale = kFoldPScale_;
+  static constexpr int kPolyEvery = kPolyEvery_;
+  static_assert(kPolyEvery_ >= 0, "0 = every exponential on MUFU, k = every k-th n8 tile on the FMA pipe");
+};
+
 // Shared memory: Q, the O staging tile (output dtype), the K and Vt rings, barriers.
 template <int D, class Cfg>
 struct Layout {
@@ -139,9 +148,11 @@ __device__ __forceinline__ void produce(const Params& prm, uint32_t s_base) {
 template <typename T, int D, class Cfg, bool kCausal, bool kScalePositive>
 struct Consumer {
   using L = Layout<D, Cfg>;
-  using Tile = WgFp8Tile<T, D, Cfg::kBlockN, kCausal, kScalePositive>;
+  using Tile = WgFp8Tile<T, D, Cfg::kBlockN, kCausal, kScalePositive, Cfg::kFoldPScale, Cfg::kPolyEvery>;
   static constexpr int kStages = Cfg::kStages;
   static constexpr int kBlockN = Cfg::kBlockN;
+  static constexpr int kTurnThreads = 2 * kWarpgroupThreads;  // both consumer warpgroups meet at a turn
+  static_assert(!Cfg::kPingpong || Cfg::kConsumerWGs == 2, "pingpong alternates exactly two consumer warpgroups");
 
   const Params& prm;
   uint32_t s_base, bars;
@@ -174,39 +185,68 @@ struct Consumer {
     return make_desc_kmajor8<kBlockN>(s_base + L::kVOffset + (index % kStages) * L::kVtBytes);
   }
 
+  // Pingpong (Cfg::kPingpong, s7's scheme on sdpa_warpspec's named barriers):
+  // a warpgroup issues its GEMMs of a tile only between turn_begin (bar.sync on
+  // its own barrier) and turn_end (bar.arrive on the other's), then waits for
+  // them and runs its softmax while the other warpgroup's GEMMs hold the tensor
+  // cores. Without pingpong both are empty and the schedule is s6's.
+  __device__ __forceinline__ void turn_begin() const {
+    if constexpr (Cfg::kPingpong) sdpa_warpspec::bar_sync(sdpa_warpspec::kTurnBarrier0 + cwg, kTurnThreads);
+  }
+  __device__ __forceinline__ void turn_end() const {
+    if constexpr (Cfg::kPingpong) sdpa_warpspec::bar_arrive(sdpa_warpspec::kTurnBarrier0 + (1 - cwg), kTurnThreads);
+  }
+  // A turn with no GEMM: a warpgroup with fewer tiles (causal) keeps the alternation.
+  __device__ __forceinline__ void empty_turn() const {
+    turn_begin();
+    turn_end();
+  }
+
   // The first tile: S only. Issue and wait stay in one branch (C7514, sdpa_warpspec.cuh).
   __device__ __forceinline__ void first_tile(int idx, int key0) {
+    turn_begin();
     wait_full(sdpa_warpspec::kFullK, idx);
     fence_regs(tile.m.s_acc);
     wgmma_fence();
     tile.issue_qk(desc_q(), desc_k(idx));
     wgmma_commit();
+    turn_end();
     wgmma_wait<0>();
     fence_regs(tile.m.s_acc);
     release(sdpa_warpspec::kEmptyK, idx);
-    tile.m.softmax(key0, prm.ws.p.seq_len);
+    tile.softmax(key0, prm.ws.p.seq_len);
     tile.pack_p();
   }
   // S(idx) and P(idx-1).V(idx-1) back to back; O's rescale under S, softmax(idx) under P.V.
+  // With pingpong, O's rescale moves in front of the turn (under the other
+  // warpgroup's GEMMs; s7's default) and K(idx)'s wait too (FlashAttention-3).
   __device__ __forceinline__ void middle_tile(int idx, int key0) {
+    if constexpr (Cfg::kPingpong) {
+      fence_regs(tile.m.o_acc);
+      tile.m.rescale_o();
+    }
     wait_full(sdpa_warpspec::kFullK, idx);
+    turn_begin();
     fence_regs(tile.m.s_acc);
     fence_regs(tile.p8);
     fence_regs(tile.m.o_acc);
     wgmma_fence();  // p8 (and a rescaled o_acc) were written by ordinary instructions
     tile.issue_qk(desc_q(), desc_k(idx));
     wgmma_commit();
-    fence_regs(tile.m.o_acc);
-    tile.m.rescale_o();
-    fence_regs(tile.m.o_acc);
+    if constexpr (!Cfg::kPingpong) {  // under S(idx) on the tensor cores
+      fence_regs(tile.m.o_acc);
+      tile.m.rescale_o();
+      fence_regs(tile.m.o_acc);
+    }
     wait_full(sdpa_warpspec::kFullV, idx - 1);
     wgmma_fence();
     tile.issue_pv(desc_vt(idx - 1));
     wgmma_commit();
+    turn_end();
     wgmma_wait<1>();  // S(idx) done; P(idx-1).V(idx-1) may still run
     fence_regs(tile.m.s_acc);
     release(sdpa_warpspec::kEmptyK, idx);
-    tile.m.softmax(key0, prm.ws.p.seq_len);
+    tile.softmax(key0, prm.ws.p.seq_len);
     schedule_boundary(prm.ws.p.seq_len < 0);  // keep the wait below the softmax (sdpa_wgmma.cuh)
     wgmma_wait<0>();
     fence_regs(tile.m.o_acc);
@@ -219,10 +259,12 @@ struct Consumer {
     tile.m.rescale_o();
     fence_regs(tile.m.o_acc);
     fence_regs(tile.p8);
+    turn_begin();
     wait_full(sdpa_warpspec::kFullV, idx);
     wgmma_fence();
     tile.issue_pv(desc_vt(idx));
     wgmma_commit();
+    turn_end();
     wgmma_wait<0>();
     fence_regs(tile.m.o_acc);
     release(sdpa_warpspec::kEmptyV, idx);
@@ -241,11 +283,17 @@ struct Consumer {
     const int mine = max(0, min(wt.kt_end, needed) - wt.kt_begin);
     tile.init(p.softmax_scale * prm.q_descale[bh] * prm.k_descale[bh], wg_q0 + warp_in_wg * Tile::Base::kWarpRows,
               lane);
+    // Pingpong: warpgroup 0 takes the first turn; both take tiles + 1 turns.
+    if constexpr (Cfg::kPingpong) {
+      if (cwg == 1) sdpa_warpspec::bar_arrive(sdpa_warpspec::kTurnBarrier0, kTurnThreads);
+    }
     mbarrier_wait(sdpa_warpspec::full_q_bar(bars), 0);
     if (mine > 0) first_tile(0, wt.kt_begin * kBlockN);
+    else empty_turn();
     for (int j = 1; j < mine; ++j) middle_tile(j, (wt.kt_begin + j) * kBlockN);
     if (mine > 0) last_pv(mine - 1);
     for (int j = mine; j < tiles; ++j) {
+      empty_turn();
       wait_full(sdpa_warpspec::kFullK, j);
       release(sdpa_warpspec::kEmptyK, j);
       wait_full(sdpa_warpspec::kFullV, j);

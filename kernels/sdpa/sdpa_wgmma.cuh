@@ -172,6 +172,30 @@ __device__ __forceinline__ float ex2_approx(float x) {
   return y;
 }
 
+// 2^x on the FMA and integer pipes, no MUFU: Cody-Waite split x = n + f,
+// n = floor(x) (an FADD rounding down onto the 1.5 * 2^23 grid, whose low
+// mantissa bits then hold n in two's complement), f in [0, 1), 2^f by a cubic
+// (p(0) = 1; coefficients a weighted least-squares minimax fit, max relative
+// error 8.6e-5 = 2^-13.5 over [0, 1) in float32 Horner), 2^n added into the
+// exponent field: about 8 instructions (FMNMX, 3 FADD, 3 FFMA, one shift-add)
+// on pipes issuing 64-128/clk/SM, where ex2_approx is one MUFU.EX2 at
+// 16/clk/SM: a softmax that is MUFU-bound (FP8 at head_dim 64 and 128) can move
+// a share of its exponentials here. x is clamped to >= -126 so the exponent add cannot
+// wrap: x = -inf (a masked score) gives 2^-126 * [1, 2), not 0 -- negligible
+// in any row sum, and 0 once quantized to e4m3 or 16 bits. Valid for x < 2^22.
+__device__ __forceinline__ float ex2_poly3(float x) {
+  constexpr float kRoundShift = 12582912.0f;  // 1.5 * 2^23: ulp 1 over [2^23, 2^24)
+  constexpr int kMantissaBits = 23;
+  constexpr float kC1 = 0.6951163411140442f, kC2 = 0.227647066116333f, kC3 = 0.07706516236066818f;
+  constexpr float kMinExp = -126.0f;  // smallest normal exponent: 2^n stays a valid exponent-field add
+  x = fmaxf(x, kMinExp);
+  const float shifted = __fadd_rd(x, kRoundShift);  // kRoundShift + floor(x)
+  const float n = shifted - kRoundShift;
+  const float f = x - n;
+  const float p = fmaf(fmaf(fmaf(kC3, f, kC2), f, kC1), f, 1.0f);
+  return __int_as_float(__float_as_int(p) + (__float_as_int(shifted) << kMantissaBits));
+}
+
 // Basic-block boundary for ptxas's scheduler. `never` must be a warp-uniform
 // run-time value that is always false (e.g. seq_len < 0) but that the compiler
 // cannot prove false; the branch around a volatile no-op then splits the

@@ -110,7 +110,19 @@ __device__ __forceinline__ uint32_t pack_e4m3x2(float lo, float hi) {
 //   P8 = e4m3(2^kPExp2Offset * p), p = exp2(s * scale * log2(e) - running max) in [0, 1]
 // (FlashAttention-3's Max_offset: P in [0, 256] uses more of e4m3's range);
 // the row sum stays the fp32 sum of p, so the output is O * v_descale / (2^8 * sum).
-template <typename T, int D, int kBlockN, bool kCausal, bool kScalePositive>
+// kFoldPScale: the 2^8 goes into the exponent instead, p' = exp2(s' - max + 8)
+// (one FMUL per score less: the offset rides in the softmax's FFMA addend), and
+// the row sum is the sum of p' = 2^8 p, so store_o divides by it directly.
+// Both are exact power-of-two scalings in float32 (p' <= 2^8, no overflow; the
+// flush-to-zero threshold moves from p < 2^-126 to p < 2^-134, far below
+// e4m3's smallest subnormal 2^-9). They are not bit-identical: s' - max + 8 is
+// rounded once at the magnitude of the shifted argument (half an ulp of [4, 8)
+// is 2^-22, i.e. p relative error <= 2^-22 ln 2 ~ 1.7e-7 more), so an e4m3 byte
+// can flip by one ulp where 2^8 p lies within ~1e-7 of a rounding midpoint.
+// kPolyEvery > 0: every kPolyEvery-th n8 tile of S takes ex2_poly3 (FMA pipe,
+// relative error <= 8.6e-5, well inside e4m3's 2^-4 half ulp) instead of MUFU.
+template <typename T, int D, int kBlockN, bool kCausal, bool kScalePositive, bool kFoldPScale = false,
+          int kPolyEvery = 0>
 struct WgFp8Tile {
   using Base = WgAttentionTile<T, D, kBlockN, kCausal, kScalePositive>;
   static constexpr int kPExp2Offset = 8;                      // FA3's Max_offset for FP8
@@ -144,6 +156,15 @@ struct WgFp8Tile {
 #pragma unroll
     for (int kk = 0; kk < kKeySlices; ++kk) WgO::rs(m.o_acc, p8[kk], desc_advance(desc_vt, kk * kWgmmaK8), 1);
   }
+  // S(tile at key0) -> p (or 2^8 p when folded) in place; running max / sum.
+  __device__ __forceinline__ void softmax(int key0, int seq_len) {
+    m.template softmax<kFoldPScale ? kPExp2Offset : 0, kPolyEvery>(key0, seq_len);
+  }
+  // x (= p) -> 2^8 p for the e4m3 conversion; already scaled when folded.
+  static __device__ __forceinline__ float p_scaled(float x) {
+    if constexpr (kFoldPScale) return x;
+    return kPScale * x;
+  }
   // Register r (v1 = r % 2, v2 = r / 2), byte v0 of slice kk is S tile
   // 4kk + 2 v2 + v0 / 2, element e = 2 v1 + v0 % 2 (header comment).
   __device__ __forceinline__ void pack_p() {
@@ -153,9 +174,9 @@ struct WgFp8Tile {
       for (int r = 0; r < 4; ++r) {
         const int first = 4 * (kTilesPerSlice * kk + 2 * (r / 2)) + 2 * (r % 2);  // v0 = 0
         constexpr int kNextTile = 4;                                               // v0 = 2: the next n8 tile
-        const uint32_t lo = pack_e4m3x2(kPScale * m.s_acc[first], kPScale * m.s_acc[first + 1]);
+        const uint32_t lo = pack_e4m3x2(p_scaled(m.s_acc[first]), p_scaled(m.s_acc[first + 1]));
         const uint32_t hi =
-            pack_e4m3x2(kPScale * m.s_acc[first + kNextTile], kPScale * m.s_acc[first + kNextTile + 1]);
+            pack_e4m3x2(p_scaled(m.s_acc[first + kNextTile]), p_scaled(m.s_acc[first + kNextTile + 1]));
         p8[kk][r] = lo | (hi << 16);
       }
   }
@@ -165,8 +186,10 @@ struct WgFp8Tile {
                                           int valid_rows, int lane, float v_descale) {
     float l[Base::kRowsPerThread];
     m.reduced_row_sums(l);
+    if constexpr (!kFoldPScale) {  // folded: the sums are of 2^8 p already
 #pragma unroll
-    for (int r = 0; r < Base::kRowsPerThread; ++r) l[r] *= kPScale;
+      for (int r = 0; r < Base::kRowsPerThread; ++r) l[r] *= kPScale;
+    }
 #pragma unroll
     for (int i = 0; i < Base::kOAcc; ++i) m.o_acc[i] *= v_descale;
     m.template store_o<kTileRows>(staging, row_base, out, row_stride, valid_rows, lane, l);

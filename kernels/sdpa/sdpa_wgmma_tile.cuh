@@ -103,7 +103,12 @@ struct WgAttentionTile {
   }
 
   // Scale + mask S of the tile starting at key0, update the running max / sum;
-  // S becomes exp2(S - max) in place and `correction` the O rescale per row.
+  // S becomes exp2(S - max + kExp2Offset) in place and `correction` the O
+  // rescale per row. kExp2Offset scales p (and the row sum) by 2^kExp2Offset
+  // inside the exponent (FP8's P scale, sdpa_wgmma_fp8.cuh); kPolyEvery > 0
+  // computes every kPolyEvery-th n8 tile's exponentials with ex2_poly3 (FMA
+  // pipe) instead of MUFU.EX2. The defaults (0, 0) are the fp16 stages' code.
+  template <int kExp2Offset = 0, int kPolyEvery = 0>
   __device__ __forceinline__ void softmax(int key0, int seq_len) {
     // With a positive scale, max(s * scale) = max(s) * scale: the max runs on
     // the raw scores and the scale folds into one FFMA per score. Otherwise scale first.
@@ -125,7 +130,7 @@ struct WgAttentionTile {
         }
     }
 #pragma unroll
-    for (int r = 0; r < kRowsPerThread; ++r) softmax_row(r);
+    for (int r = 0; r < kRowsPerThread; ++r) softmax_row<kExp2Offset, kPolyEvery>(r);
   }
 
   __device__ __forceinline__ void rescale_o() {
@@ -183,7 +188,16 @@ struct WgAttentionTile {
   }
 
  private:
+  template <int kPolyEvery>
+  static __device__ __forceinline__ float ex2_of_tile(int j, float x) {
+    if constexpr (kPolyEvery > 0) {
+      if (j % kPolyEvery == kPolyEvery - 1) return ex2_poly3(x);  // j is unrolled: a compile-time choice
+    }
+    return ex2_approx(x);
+  }
+  template <int kExp2Offset, int kPolyEvery>
   __device__ __forceinline__ void softmax_row(int r) {
+    static_assert(kPolyEvery >= 0 && kPolyEvery <= kSTiles, "a poly share of 1/kPolyEvery of the n8 tiles");
     const float mul = kScalePositive ? scale_log2 : 1.0f;
     // Pairwise trees: log2(BLOCK_N/4) dependent steps instead of a chain.
     float tree[2 * kSTiles];
@@ -200,11 +214,14 @@ struct WgAttentionTile {
     const float base = sdpa_softmax_base(mx);       // 0 while the row has seen only -inf
     correction[r] = ex2_approx(row_max[r] - base);  // ex2(-inf) = 0 on the first visible tile
     row_max[r] = mx;
-    const float neg_base = -base;
+    // The offset goes into the FFMA's addend: no instruction added. Without one,
+    // -base exactly as before (0.0f - base would differ for base = 0: +0, not -0).
+    float neg_base = -base;
+    if constexpr (kExp2Offset != 0) neg_base = static_cast<float>(kExp2Offset) - base;
 #pragma unroll
     for (int j = 0; j < kSTiles; ++j) {
-      s_acc[4 * j + 2 * r] = ex2_approx(fmaf(s_acc[4 * j + 2 * r], mul, neg_base));
-      s_acc[4 * j + 2 * r + 1] = ex2_approx(fmaf(s_acc[4 * j + 2 * r + 1], mul, neg_base));
+      s_acc[4 * j + 2 * r] = ex2_of_tile<kPolyEvery>(j, fmaf(s_acc[4 * j + 2 * r], mul, neg_base));
+      s_acc[4 * j + 2 * r + 1] = ex2_of_tile<kPolyEvery>(j, fmaf(s_acc[4 * j + 2 * r + 1], mul, neg_base));
       tree[2 * j] = s_acc[4 * j + 2 * r];
       tree[2 * j + 1] = s_acc[4 * j + 2 * r + 1];
     }
