@@ -366,10 +366,8 @@ def _add_tune_parser(sub) -> None:
     tun.set_defaults(func=_cmd_tune)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="stagelab", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
-
+def _add_run_parser(sub) -> None:
+    """`stagelab run`: a batch of stage notebooks."""
     run = sub.add_parser("run", help="execute stage notebooks through papermill and log them to MLflow")
     run.add_argument("--stages", nargs="*", help="stage ids (default: every stage in the registry, in order)")
     run.add_argument("--params", default="params/acceptance.yaml", help="parameter file")
@@ -388,6 +386,13 @@ def build_parser() -> argparse.ArgumentParser:
                      help="the optional steps to run instead of the parameter file's (sanitize, profile, explore; "
                           "none given: none); tagged steps_override on each run")
     run.set_defaults(func=_cmd_run)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="stagelab", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    _add_run_parser(sub)
 
     stages = sub.add_parser("stages", help="list every family's stage registry")
     stages.add_argument("--family", default=None)
