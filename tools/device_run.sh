@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One call on a lent GPU machine (no network): install the wheelhouse, run the
 # stage batch(es), the GPU tests and the report, and leave everything under $OUT.
-#   usage: [REPORT=0] [GPUS=all|0,1] [SANITIZE="stage ..."] [PROFILE="stage ..."] [TUNE="stage ..."] tools/device_run.sh "<stagelab run args>;<stagelab run args>..." [pytest-args]
+#   usage: [REPORT=0] [QUICK="..."] [GPUS=all|0,1] [SANITIZE="stage ..."] [PROFILE="stage ..."] [TUNE="stage ..."] tools/device_run.sh "<stagelab run args>;<stagelab run args>..." [pytest-args]
 # GPUS adds `--gpus $GPUS` to every batch: one notebook per GPU at a time (nvidia-h200-x2 and larger).
 # Needs `make wheelhouse` beforehand and the folder carried along (carry: ["wheelhouse"]);
 # to keep adding to one store across calls, also carry "mlruns" and "runs".
@@ -19,6 +19,13 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv 
 # merges the store into the local one. Taken after every step, so a call that runs past its
 # limit still brings back what finished.
 snapshot() { tar czf "$OUT/mlruns.tgz.part" mlruns runs docs/results build/profile 2>/dev/null; mv -f "$OUT/mlruns.tgz.part" "$OUT/mlruns.tgz"; }
+# QUICK="<tools/quick_check.py args>": check and time stages or variants without MLflow first (the
+# fast edit loop, e.g. QUICK="s9_fp8 s6_tma_warpspec --time --variant pp=s9_fp8:PINGPONG=1"); its
+# output comes back as quick_check.txt.
+if [ -n "${QUICK:-}" ]; then
+  echo "=== quick_check $QUICK" | tee "$OUT/quick_check.txt"
+  timeout "${QUICK_TIMEOUT:-300}" python3 tools/quick_check.py $QUICK 2>&1 | tee -a "$OUT/quick_check.txt" | tail -40
+fi
 IFS=';' read -ra BATCHES <<< "${1:-}"
 # Only batches need every stage prebuilt; a tune-only call ("" as batches) builds what it tunes.
 if [ -n "${1:-}" ]; then echo "=== prebuild"; timeout 300 python3 -m stagelab build --jobs 8 2>&1 | tail -8; fi
