@@ -48,8 +48,24 @@ Knobs (-D overrides)
   FORCE_POLICY=0        0 by shape, 1 always long (persistent), 2 always short
   PINGPONG=0            the long policy's consumer warpgroups in pingpong (s7)
                         or not (s6): pingpong measured 0.75x on the long shapes
+  KEY_SPLIT_WGS=1       2: the short policy's 64-row tile is shared by two
+                        consumer warpgroups that take alternate key tiles of one
+                        ring (ring index i -> warpgroup i % 2; the producer is
+                        unchanged), each with its own O, max and sum; warpgroup 1
+                        parks its partial in shared memory (16 KiB O + 2 KiB
+                        stats at D=64), a named barrier, warpgroup 0 merges and
+                        stores. Mission: 128 blocks of 2 x 2 tiles of 128 keys
+                        (today 1 x 4), no cluster, no DSMEM. One block per SM
+                        (3 warpgroups; 24/240). 1 (off) is the record's build
+                        and the same SASS as before the knob. Not yet timed.
+  KEY_SPLIT_BLOCK_N=128, KEY_SPLIT_STAGES_D64=4, KEY_SPLIT_STAGES_D128=2: the
+                        key split's tiles and ring depth (even: slot i % stages
+                        always serves warpgroup i % 2); 64 with 8 / 4 halves each
+                        step and keeps 4 / 2 slots per warpgroup.
 
 Shared memory: long as s7; short (64 + 4*128) * D * 2 + barriers + 1024.
+  Key split: (64 + 2*stages*BLOCK_N) * D * 2 + barriers + 128 * (D/2 + 4) * 4
+  + 1024: 158,864 B at D=64 (4 x 128 keys), 183,376 B at D=128 (2 x 128).
 
 Scope: as s6: head_dim 64 and 128, fp16 and bf16, causal or not, any
   seq_len >= 1 and scale, 16-byte-addressable strides (cudaErrorInvalidValue
@@ -76,6 +92,18 @@ Build / SASS (UTMALDG, HGMMA, SYNCS, USETMAXREG; LDS/LD through mapa for DSMEM):
 #ifndef PINGPONG
 #define PINGPONG 0
 #endif
+#ifndef KEY_SPLIT_WGS
+#define KEY_SPLIT_WGS 1
+#endif
+#ifndef KEY_SPLIT_BLOCK_N
+#define KEY_SPLIT_BLOCK_N 128
+#endif
+#ifndef KEY_SPLIT_STAGES_D64
+#define KEY_SPLIT_STAGES_D64 4
+#endif
+#ifndef KEY_SPLIT_STAGES_D128
+#define KEY_SPLIT_STAGES_D128 2
+#endif
 
 namespace {
 
@@ -93,6 +121,20 @@ constexpr int kShortStages = 2;
 using ShortConfig = Config<1, kShortBlockN, kShortStages, /*pingpong=*/false, /*persistent=*/false,
                            /*blocks per SM=*/2, kProducerRegs, 232>;
 static_assert(SPLITS == 0 || SPLITS == 1 || SPLITS == 2 || SPLITS == 4, "SPLITS: 0 (auto), 1, 2 or 4");
+// Key split (short policy): two consumer warpgroups on the same 64 rows, each
+// over every other key tile. Three warpgroups no longer fit two blocks per SM
+// (2 * 128 * (24 + 2 * 116) = 65536 leaves 116 registers, under the S, P and O
+// fragments), so one block per SM with s6's 24/240 split; the mission's 128
+// blocks fit 132 SMs in one wave either way. Ring depth per warpgroup is
+// stages / 2: 4 x 128 keys at D=64 (64 KiB per ring), 2 at D=128 (64 KiB).
+static_assert(KEY_SPLIT_WGS == 1 || KEY_SPLIT_WGS == 2, "KEY_SPLIT_WGS: 1 (off) or 2 warpgroups per query tile");
+static_assert(KEY_SPLIT_WGS == 1 || SPLITS == 1, "key split and cluster split (SPLITS) are exclusive");
+template <int D>
+using KeySplitConfig =
+    sdpa_warpspec::KeySplit<Config<KEY_SPLIT_WGS, KEY_SPLIT_BLOCK_N, D == 64 ? KEY_SPLIT_STAGES_D64 : KEY_SPLIT_STAGES_D128,
+                                   /*pingpong=*/false, /*persistent=*/false, /*blocks per SM=*/1, kProducerRegs,
+                                   CONSUMER_REGS>>;
+constexpr bool kKeySplit = KEY_SPLIT_WGS > 1;
 static_assert(FORCE_POLICY >= 0 && FORCE_POLICY <= 2, "FORCE_POLICY: 0 by shape, 1 long, 2 short");
 
 enum Policy : int { kByShape = 0, kLong = 1, kShort = 2 };
@@ -117,7 +159,12 @@ struct SmemOf {  // the larger of the two policies' footprints
   static constexpr size_t smem_bytes() {
     constexpr size_t a = sdpa_warpspec::Layout<T, D, LongConfig<D>>::kSmemBytes;
     constexpr size_t b = sdpa_warpspec::Layout<T, D, ShortConfig>::kSmemBytes;
-    return a > b ? a : b;
+    constexpr size_t ab = a > b ? a : b;
+    if constexpr (kKeySplit) {
+      constexpr size_t c = sdpa_warpspec::Layout<T, D, KeySplitConfig<D>>::kSmemBytes;
+      return ab > c ? ab : c;
+    }
+    return ab;
   }
 };
 
@@ -130,6 +177,7 @@ extern "C" cudaError_t sdpa_forward(const SdpaProblem* problem, cudaStream_t str
     const int sms = sdpa_warpspec::sm_count();
     if (sms <= 0) return cudaErrorNoDevice;
     if (use_long_policy(*problem, sms)) return sdpa_warpspec::launch<T, D, LongConfig<D>>(*problem, 1, stream);
+    if constexpr (kKeySplit) return sdpa_warpspec::launch<T, D, KeySplitConfig<D>>(*problem, 1, stream);
     const int splits = SPLITS > 0 ? SPLITS : auto_splits(*problem, sms);
     return sdpa_warpspec::launch<T, D, ShortConfig>(*problem, splits, stream);
   });
@@ -139,7 +187,9 @@ extern "C" const char* sdpa_stage_config() {
   return "s8_persistent_split long: persistent grid=SMs, longest-first, BLOCK_M=128 pingpong BLOCK_N_D64=" SDPA_STR(
       BLOCK_N_D64) " BLOCK_N_D128=" SDPA_STR(BLOCK_N_D128) " STAGES_D64=" SDPA_STR(STAGES_D64) " STAGES_D128=" SDPA_STR(
       STAGES_D128) "; short: BLOCK_M=64 BLOCK_N=128 split-KV cluster SPLITS=" SDPA_STR(SPLITS) " (0=auto)"
-      " FORCE_POLICY=" SDPA_STR(FORCE_POLICY) " PINGPONG=" SDPA_STR(PINGPONG)
+      " FORCE_POLICY=" SDPA_STR(FORCE_POLICY) " PINGPONG=" SDPA_STR(PINGPONG) " KEY_SPLIT_WGS=" SDPA_STR(
+          KEY_SPLIT_WGS) " KEY_SPLIT_BLOCK_N=" SDPA_STR(KEY_SPLIT_BLOCK_N) " KEY_SPLIT_STAGES_D64=" SDPA_STR(
+          KEY_SPLIT_STAGES_D64) " KEY_SPLIT_STAGES_D128=" SDPA_STR(KEY_SPLIT_STAGES_D128)
          " setmaxnreg producer/consumer: long 24/240, short 24/232 (2 blocks per SM)";
 }
 

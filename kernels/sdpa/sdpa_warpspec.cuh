@@ -23,6 +23,13 @@
 //                its own shared memory, and rank 0 combines the partials over
 //                DSMEM (mapa + ld.shared::cluster). The cluster size is chosen
 //                at launch.
+//   kKeySplit    (2 consumer warpgroups, not persistent, no pingpong) both
+//                warpgroups take the SAME 64 query rows; ring index i (key
+//                tile kt_begin + i) belongs to warpgroup i % 2, so each walks
+//                half of the item's key tiles with its own O, max and sum;
+//                warpgroup 1 parks its partial in shared memory behind a named
+//                barrier and warpgroup 0 merges and stores. The producer is
+//                unchanged: it issues the tiles in order.
 // Work items are (query tile, head, batch), query tiles fastest and in
 // descending order: for causal attention each head's longest items go first
 // (statically striped over the persistent blocks).
@@ -79,15 +86,40 @@ struct Config {
   static constexpr int kProducerRegs = kProducerRegs_;
   static constexpr int kConsumerRegs = kConsumerRegs_;
   static constexpr int kThreads = (1 + kConsumerWGs) * kWarpgroupThreads;  // producer first
+  static constexpr bool kKeySplit = false;  // KeySplit<Config> below turns it on
   static constexpr int kBlockM = kConsumerWGs * kWgmmaM;
+  // Ring indices between a warpgroup's consecutive key tiles, and the warps
+  // that consume (and release) each ring slot.
+  static constexpr int kRingStride = 1;
   static constexpr int kConsumerThreads = kConsumerWGs * kWarpgroupThreads;
   static constexpr int kConsumerWarps = kConsumerWGs * kWarpgroupWarps;
+  static constexpr int kRingReleasers = kConsumerWarps;
   static_assert(kConsumerWGs == 1 || kConsumerWGs == 2, "one or two consumer warpgroups (64 or 128 rows)");
   static_assert(!kPingpong || kConsumerWGs == 2, "pingpong needs two consumer warpgroups");
   static_assert(kStages >= 2, "a buffer is refilled while the other is read: >= 2 per ring");
   static_assert(kBlockN == 64 || kBlockN == 128, "BLOCK_N: 64 or 128 (TMA box rows <= 256, wgmma N)");
   static_assert(kMinBlocks * kWarpgroupThreads * (kProducerRegs + kConsumerWGs * kConsumerRegs) <= kRegisterFile,
                 "the setmaxnreg split of every resident block must fit the register file");
+};
+
+// A Config whose two consumer warpgroups split the key tiles of ONE 64-row
+// query tile (the header's kKeySplit). A derived type rather than a Config
+// parameter, so the other configs' kernels keep their names and code.
+template <class Base>
+struct KeySplit : Base {
+  static constexpr bool kKeySplit = true;
+  static constexpr int kBlockM = kWgmmaM;  // both warpgroups on the same rows
+  static constexpr int kRingStride = Base::kConsumerWGs;
+  static constexpr int kRingReleasers = kWarpgroupWarps;  // only the owning warpgroup consumes a slot
+  static_assert(Base::kConsumerWGs == 2, "key split: warpgroup 1 hands its partial to warpgroup 0");
+  static_assert(!Base::kPingpong, "key split: the warpgroups own disjoint tiles, no turns to take");
+  // Ring index i is warpgroup i % 2's from 0 on; a persistent block carries
+  // the ring position across items, which would shift that ownership.
+  static_assert(!Base::kPersistent, "key split: one work item per block (ring index 0 = warpgroup 0)");
+  // Slot i % kStages then always serves the same warpgroup, so a warpgroup's
+  // parity wait on a slot never races a phase the other one has not consumed
+  // (a wait one phase ahead would pass at once).
+  static_assert(Base::kStages % Base::kConsumerWGs == 0, "key split: ring slots divide evenly between warpgroups");
 };
 
 template <typename T, int D, class Cfg>
@@ -102,7 +134,11 @@ struct Layout {
   static constexpr int kVOffset = kKOffset + Cfg::kStages * kKVBytes;
   static constexpr int kBarOffset = kVOffset + Cfg::kStages * kKVBytes;
   static constexpr int kBarriers = 2 + 4 * Cfg::kStages;  // full_q, empty_q, then four rings
-  static constexpr int kSmemBytes = kBarOffset + kBarriers * kBarBytes + kSw128Align;  // + alignment slack
+  // Key split: warpgroup 1's fp32 O (kOAcc = D/2 per thread) and (max, max, sum, sum), past the barriers.
+  static constexpr int kMergeOffset = kBarOffset + kBarriers * kBarBytes;
+  static constexpr int kMergeStatOffset = kMergeOffset + kWarpgroupThreads * (D / 2) * 4;
+  static constexpr int kMergeBytes = Cfg::kKeySplit ? kMergeStatOffset - kMergeOffset + kWarpgroupThreads * 16 : 0;
+  static constexpr int kSmemBytes = kBarOffset + kBarriers * kBarBytes + kMergeBytes + kSw128Align;  // + slack
   // Split-KV partials (fp32 O per consumer thread + row max / sum) reuse the K ring.
   static constexpr int kPartialOBytes = Cfg::kConsumerThreads * (D / 2) * 4;
   static constexpr int kPartialStatOffset = kKOffset + kPartialOBytes;
@@ -113,6 +149,7 @@ struct Layout {
   static_assert(kQBytes % kSw128Align == 0 && kKVBytes % kSw128Align == 0, "every tile starts 1024-aligned");
   static_assert(static_cast<size_t>(kSmemBytes) <= kSdpaMaxSmemPerBlock, "tiles exceed Hopper shared memory");
   static_assert(kSmemBytes <= (1 << 18), "shared addresses fit the 14-bit descriptor field (>> 4)");
+  static_assert(kMergeOffset % 16 == 0, "the merge area is read and written as float4");
 };
 
 enum Ring : int { kFullK = 0, kFullV = 1, kEmptyK = 2, kEmptyV = 3 };
@@ -197,6 +234,7 @@ __device__ __forceinline__ void produce(const Params& prm, uint32_t s_base, int 
 // c is barrier kTurnBarrier0 + c; kConsumersDone joins all consumer warps.
 constexpr int kTurnBarrier0 = 1;
 constexpr int kConsumersDone = 3;
+constexpr int kKeySplitMerge = kConsumersDone + 1;  // key split: warpgroup 1's partial is in shared memory
 __device__ __forceinline__ void bar_sync(int id, int threads) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
@@ -225,6 +263,8 @@ struct Consumer {
     lane = ctid % kWarpSize;
   }
 
+  // This warpgroup's first query row within the block's tile.
+  __device__ __forceinline__ int wg_row0() const { return Cfg::kKeySplit ? 0 : cwg * kWgmmaM; }
   __device__ __forceinline__ void turn_begin() const {
     if constexpr (Cfg::kPingpong) bar_sync(kTurnBarrier0 + cwg, kTurnThreads);
   }
@@ -240,7 +280,7 @@ struct Consumer {
     if (lane == 0) mbarrier_arrive(bar);
   }
   __device__ __forceinline__ uint64_t desc_q() const {
-    return make_desc_kmajor(s_base + L::kQOffset + cwg * kWgmmaM * kSw128RowBytes);
+    return make_desc_kmajor(s_base + L::kQOffset + wg_row0() * kSw128RowBytes);
   }
   __device__ __forceinline__ uint64_t desc_k(int index) const {
     return make_desc_kmajor(s_base + L::kKOffset + (index % kStages) * L::kKVBytes);
@@ -272,7 +312,8 @@ struct Consumer {
     tile.softmax(key0, prm.p.seq_len);
     tile.pack_p();
   }
-  // S(idx) and P(idx-1).V(idx-1) issued back to back; softmax(idx) under the P.V.
+  // S(idx) and P.V of this warpgroup's previous tile (ring index idx - kRingStride)
+  // issued back to back; softmax(idx) under the P.V.
   __device__ __forceinline__ void middle_tile(int idx, int key0) {
     if constexpr (Cfg::kPingpong && !kRescaleInTurn) {  // the other warpgroup's GEMMs cover it
       fence_regs(tile.o_acc);
@@ -292,9 +333,10 @@ struct Consumer {
       tile.rescale_o();
       fence_regs(tile.o_acc);
     }
-    wait_full(kFullV, idx - 1);
+    const int prev = idx - Cfg::kRingStride;
+    wait_full(kFullV, prev);
     wgmma_fence();
-    tile.issue_pv(desc_v(idx - 1));
+    tile.issue_pv(desc_v(prev));
     wgmma_commit();
     turn_end();
     wgmma_wait<1>();  // S(idx) done; P(idx-1).V(idx-1) may still run
@@ -305,7 +347,7 @@ struct Consumer {
     wgmma_wait<0>();
     fence_regs(tile.o_acc);
     fence_regs(tile.p_frag);
-    release(ring_bar<kStages>(bars, kEmptyV, idx - 1));
+    release(ring_bar<kStages>(bars, kEmptyV, prev));
     tile.pack_p();
   }
   __device__ __forceinline__ void last_pv(int idx) {
@@ -327,8 +369,9 @@ struct Consumer {
   // One work item's key tiles; returns how many ring slots it consumed. Both
   // warpgroups take (tiles + 1) pingpong turns per item, whatever they compute.
   __device__ __forceinline__ int mainloop(const WorkTile& wt, int ring) {
+    if constexpr (Cfg::kKeySplit) return mainloop_key_split(wt, ring);
     const int S = prm.p.seq_len;
-    const int wg_q0 = wt.q_begin + cwg * kWgmmaM;
+    const int wg_q0 = wt.q_begin + wg_row0();
     const int needed = wg_q0 < S ? sdpa_ceil_div(sdpa_kv_end(wg_q0, kWgmmaM, S, kCausal), kBlockN) : 0;
     const int tiles = wt.kt_end - wt.kt_begin;
     const int mine = max(0, min(wt.kt_end, needed) - wt.kt_begin);
@@ -347,13 +390,31 @@ struct Consumer {
     }
     return tiles;
   }
+  // Key split: both warpgroups need every tile of the item (same rows); this
+  // one takes ring indices cwg, cwg + 2, ... A warpgroup left with none (a
+  // one-tile item) keeps init's O = 0, max = -inf, sum = 0: it weighs 0 in
+  // the merge. Every row sees key kt_begin * kBlockN of each tile it takes
+  // (tile starts are <= q_begin and < seq_len), so no row is -inf after one.
+  __device__ __forceinline__ int mainloop_key_split(const WorkTile& wt, int ring) {
+    constexpr int kStride = Cfg::kRingStride;
+    const int tiles = wt.kt_end - wt.kt_begin;
+    const int mine = max(0, sdpa_ceil_div(tiles - cwg, kStride));
+    tile.init(prm.p.softmax_scale, wt.q_begin + warp_in_wg * Tile::kWarpRows, lane);
+    first_tile(ring + cwg, (wt.kt_begin + cwg) * kBlockN, mine > 0);
+    for (int j = 1; j < mine; ++j) {
+      const int i = cwg + j * kStride;
+      middle_tile(ring + i, (wt.kt_begin + i) * kBlockN);
+    }
+    if (mine > 0) last_pv(ring + cwg + (mine - 1) * kStride);
+    return tiles;
+  }
 
   __device__ __forceinline__ void store(const WorkTile& wt, const float (&l)[Tile::kRowsPerThread]) {
     const SdpaProblem& p = prm.p;
-    if (wt.q_begin + cwg * kWgmmaM < p.seq_len) {
+    if (wt.q_begin + wg_row0() < p.seq_len) {
       T* o_g = sdpa_head_ptr(static_cast<T*>(p.out), p.out_strides, wt.b, wt.h) +
                static_cast<int64_t>(wt.q_begin) * p.out_strides.seq;
-      tile.template store_o<Cfg::kBlockM>(smem + L::kQOffset, cwg * kWgmmaM + warp_in_wg * Tile::kWarpRows, o_g,
+      tile.template store_o<Cfg::kBlockM>(smem + L::kQOffset, wg_row0() + warp_in_wg * Tile::kWarpRows, o_g,
                                           p.out_strides.seq, p.seq_len - wt.q_begin, lane, l);
     }
     fence_proxy_async_shared();  // the staging writes precede the next Q's TMA overwrite
@@ -394,6 +455,47 @@ struct Consumer {
     }
     cluster_sync();  // peers keep their shared memory until rank 0 has read it
   }
+  // Key split: warpgroup 1 parks O and (max, sum) in the merge area and goes;
+  // warpgroup 0 waits for them, folds them into its own and stores. Both are
+  // past their last wgmma, so warpgroup 0 may stage O through the Q buffer.
+  __device__ __forceinline__ void merge_and_store(const WorkTile& wt) {
+    static_assert(Cfg::kKeySplit, "the key-split epilogue");
+    constexpr int kPairThreads = 2 * kWarpgroupThreads;
+    float l[Tile::kRowsPerThread];
+    tile.reduced_row_sums(l);
+    const int t = ctid % kWarpgroupThreads;
+    float4* o_part = reinterpret_cast<float4*>(smem + L::kMergeOffset);
+    float4* stat = reinterpret_cast<float4*>(smem + L::kMergeStatOffset) + t;
+    if (cwg == 1) {
+#pragma unroll
+      for (int i = 0; i < Tile::kOAcc / 4; ++i)  // thread-fastest float4s: conflict-free
+        o_part[i * kWarpgroupThreads + t] =
+            make_float4(tile.o_acc[4 * i], tile.o_acc[4 * i + 1], tile.o_acc[4 * i + 2], tile.o_acc[4 * i + 3]);
+      *stat = make_float4(tile.row_max[0], tile.row_max[1], l[0], l[1]);
+      bar_arrive(kKeySplitMerge, kPairThreads);  // orders the stores above before warpgroup 0's reads
+      release(empty_q_bar(bars));
+      return;
+    }
+    bar_sync(kKeySplitMerge, kPairThreads);
+    const float4 st = *stat;
+    float w_mine[2], w_peer[2];
+    merge_stats(0, st.x, st.z, l, w_mine, w_peer);
+    merge_stats(1, st.y, st.w, l, w_mine, w_peer);
+    fold_partial(o_part, t, w_mine, w_peer);
+    store(wt, l);
+  }
+  // O = O_mine * w_mine + O_peer * w_peer, row by row (accumulators 4i, 4i+1: row g; 4i+2, 4i+3: row g+8).
+  __device__ __forceinline__ void fold_partial(const float4* o_part, int t, const float (&w_mine)[2],
+                                               const float (&w_peer)[2]) {
+#pragma unroll
+    for (int i = 0; i < Tile::kOAcc / 4; ++i) {
+      const float4 v = o_part[i * kWarpgroupThreads + t];
+      tile.o_acc[4 * i] = tile.o_acc[4 * i] * w_mine[0] + v.x * w_peer[0];
+      tile.o_acc[4 * i + 1] = tile.o_acc[4 * i + 1] * w_mine[0] + v.y * w_peer[0];
+      tile.o_acc[4 * i + 2] = tile.o_acc[4 * i + 2] * w_mine[1] + v.z * w_peer[1];
+      tile.o_acc[4 * i + 3] = tile.o_acc[4 * i + 3] * w_mine[1] + v.w * w_peer[1];
+    }
+  }
   // Row r's running max / sum merged with a peer's; the weights rescale both
   // partial O rows to the merged base. A side that saw only masked keys (max
   // -inf) weighs 0, never 0 * inf.
@@ -419,7 +521,9 @@ struct Consumer {
       const WorkTile wt = decode_work<Cfg, kCausal>(prm, w, split, splits);
       mbarrier_wait(full_q_bar(bars), local & 1);
       ring += mainloop(wt, ring);
-      if (L::kCanSplit && splits > 1) {
+      if constexpr (Cfg::kKeySplit) {
+        merge_and_store(wt);
+      } else if (L::kCanSplit && splits > 1) {
         combine_and_store(wt, split, splits);
       } else {
         float l[Tile::kRowsPerThread];
@@ -449,8 +553,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) warpspec_kerne
     for (int s = 0; s < Cfg::kStages; ++s) {
       mbarrier_init(ring_bar<Cfg::kStages>(bars, kFullK, s), 1);
       mbarrier_init(ring_bar<Cfg::kStages>(bars, kFullV, s), 1);
-      mbarrier_init(ring_bar<Cfg::kStages>(bars, kEmptyK, s), Cfg::kConsumerWarps);
-      mbarrier_init(ring_bar<Cfg::kStages>(bars, kEmptyV, s), Cfg::kConsumerWarps);
+      mbarrier_init(ring_bar<Cfg::kStages>(bars, kEmptyK, s), Cfg::kRingReleasers);
+      mbarrier_init(ring_bar<Cfg::kStages>(bars, kEmptyV, s), Cfg::kRingReleasers);
     }
     fence_mbarrier_init();
   }
@@ -509,7 +613,7 @@ cudaError_t launch_instance(const Params& prm, int splits, cudaStream_t stream) 
 template <typename T, int D, class Cfg>
 cudaError_t launch(const SdpaProblem& p, int splits, cudaStream_t stream) {
   if (splits < 1 || splits > kMaxClusterSplits) return cudaErrorInvalidValue;
-  if (splits > 1 && (Cfg::kPersistent || !Layout<T, D, Cfg>::kCanSplit)) return cudaErrorInvalidValue;
+  if (splits > 1 && (Cfg::kPersistent || Cfg::kKeySplit || !Layout<T, D, Cfg>::kCanSplit)) return cudaErrorInvalidValue;
   Params prm{};
   prm.p = p;
   prm.m_tiles = sdpa_ceil_div(p.seq_len, Cfg::kBlockM);
