@@ -110,7 +110,7 @@ constexpr bool kPingpong = false;
 constexpr bool kPersistent = false;
 constexpr int kBlocksPerSm = 1;
 
-// head_dim 128 keeps two: three would leave 160 registers for 64 + 64 accumulators.
+// head_dim 128 keeps two: three would leave 160 registers for S 64 + O 64 + P 32.
 template <int D>
 constexpr int kConsumerWarpgroups = D == 64 ? CONSUMER_WGS_D64 : 2;
 // CONSUMER_REGS (240) with two warpgroups; with three, the 160 that fit.
