@@ -5,7 +5,8 @@ wgmma math.
 
 What it is
   One block = 3 warpgroups = 384 threads for BLOCK_M = 128 query rows of one
-  (batch, head):
+  (batch, head) (CONSUMER_WGS_D64=3: at D=64, 4 warpgroups = 512 threads for
+  192 rows, consumers 1-3):
     warpgroup 0   producer. setmaxnreg.dec to PRODUCER_REGS; one thread issues
                   every copy: Q once, then K(n) and V(n) for each key tile,
                   each a cp.async.bulk.tensor (TMA) box through a tensor map
@@ -50,10 +51,36 @@ Knobs (-D overrides)
   PRODUCER_REGS=24    registers per producer thread after setmaxnreg.dec
   CONSUMER_REGS=240   registers per consumer thread after setmaxnreg.inc
                       (3 warpgroups: 128 * (24 + 2 * 240) = 64512 <= 65536)
+  CONSUMER_WGS_D64=2  consumer warpgroups at head_dim 64: 2 (BLOCK_M 128) or
+                      3 (BLOCK_M 192, FlashAttention-3's head-dim-64 block;
+                      512 threads, consumers at fit_consumer_regs = 160:
+                      (65536 - 24 * 128) / 384 = 162, rounded down to 8).
+                      head_dim 128 stays at 2 (its O alone is 64 registers).
+
+Log (versions; how to run them)
+  v1  today's record (CONSUMER_WGS_D64=2). H100, throughput mode: 430 TFLOP/s
+      at (4,16,4096,64) vs cuDNN 446 (0.96x), the one long shape below cuDNN;
+      577 vs 582 (4,16,4096,128), 614 vs 606 (1,32,8192,128).
+  v2  (knob, not yet measured) CONSUMER_WGS_D64=3, registry variant wg3_d64.
+      Why: at D=64 a K/V tile feeds only 128 query rows, so the loads, the
+      mbarrier traffic and the per-tile overhead weigh more per FLOP than at
+      D=128; 192 rows spread each tile over 1.5x the math. Per consumer at
+      D=64, BLOCK_N=128: S 64 + O 32 + P 32 = 128 accumulator/fragment
+      registers of the 160. Built (nvcc 13.0): 160 consumer registers, 0
+      spills, no LDL/STL, no C75xx advisory, HGMMA/UTMALDG/SYNCS/USETMAXREG
+      present; shared memory 121 KiB (Q 24 + K/V ring 96). The default build's
+      SASS (s6, s7, s8) is identical to before the knob. The epilogue's
+      staging addresses are kept after the key loop at 3 warpgroups
+      (hoisted, they spilled 80 bytes). s8's long policy takes the same knob
+      (variant wg3_d64; PINGPONG must stay 0). Check and time in one call:
+        PYTHONPATH=lib python3 tools/quick_check.py s6_tma_warpspec --time \
+          --contenders cudnn --variant wg3=s6_tma_warpspec:CONSUMER_WGS_D64=3 \
+          --variant s8wg3=s8_persistent_split:CONSUMER_WGS_D64=3
 
 Shared memory: (BLOCK_M + 2 * STAGES * BLOCK_N) * D * 2 bytes + the barriers
   + 1024 (slack to align the tiles to the 1024-byte swizzle atom).
-  D=64:  (128 + 6*128) * 128 + ... = 115 KiB;  D=128: (128 + 4*128) * 256 = 160 KiB
+  D=64:  (128 + 6*128) * 128 + ... = 115 KiB (3 warpgroups: (192 + 6*128) * 128
+  + ... = 121 KiB);  D=128: (128 + 4*128) * 256 = 160 KiB
 
 Scope: head_dim 64 and 128, fp16 and bf16, causal or not, any seq_len >= 1,
   any softmax_scale, strided Q/K/V/O whose base and strides are multiples of
@@ -78,20 +105,29 @@ Build / resources / SASS (UTMALDG, SYNCS, USETMAXREG, HGMMA):
 
 namespace {
 
-constexpr int kConsumerWarpgroups = 2;
+static_assert(CONSUMER_WGS_D64 == 2 || CONSUMER_WGS_D64 == 3, "CONSUMER_WGS_D64: 2 (128 rows) or 3 (192 rows)");
 constexpr bool kPingpong = false;
 constexpr bool kPersistent = false;
 constexpr int kBlocksPerSm = 1;
 
+// head_dim 128 keeps two: three would leave 160 registers for S 64 + O 64 + P 32.
 template <int D>
-using S6Config = sdpa_warpspec::Config<kConsumerWarpgroups, D == 64 ? BLOCK_N_D64 : BLOCK_N_D128,
+constexpr int kConsumerWarpgroups = D == 64 ? CONSUMER_WGS_D64 : 2;
+// CONSUMER_REGS (240) with two warpgroups; with three, the 160 that fit.
+template <int D>
+constexpr int kConsumerRegs =
+    sdpa_warpspec::fit_consumer_regs(kConsumerWarpgroups<D>, PRODUCER_REGS, kBlocksPerSm, CONSUMER_REGS);
+
+template <int D>
+using S6Config = sdpa_warpspec::Config<kConsumerWarpgroups<D>, D == 64 ? BLOCK_N_D64 : BLOCK_N_D128,
                                        D == 64 ? STAGES_D64 : STAGES_D128, kPingpong, kPersistent, kBlocksPerSm,
-                                       PRODUCER_REGS, CONSUMER_REGS>;
+                                       PRODUCER_REGS, kConsumerRegs<D>>;
 
 }  // namespace
 
 SDPA_WARPSPEC_EXPORT(S6Config,
-                     "s6_tma_warpspec BLOCK_M=128 (2 consumer warpgroups + 1 producer) BLOCK_N_D64=" SDPA_STR(
+                     "s6_tma_warpspec BLOCK_M=64*consumer warpgroups (+1 producer): CONSUMER_WGS_D64=" SDPA_STR(
+      CONSUMER_WGS_D64) " D128=2 BLOCK_N_D64=" SDPA_STR(
       BLOCK_N_D64) " BLOCK_N_D128=" SDPA_STR(BLOCK_N_D128) " STAGES_D64=" SDPA_STR(STAGES_D64) " STAGES_D128=" SDPA_STR(
       STAGES_D128) " setmaxnreg producer=" SDPA_STR(PRODUCER_REGS) " consumer=" SDPA_STR(CONSUMER_REGS)
-      " loads=TMA(cp.async.bulk.tensor 4d, SW128) + mbarrier rings")
+      " (3 warpgroups: the most that fits, fit_consumer_regs) loads=TMA(cp.async.bulk.tensor 4d, SW128) + mbarrier rings")

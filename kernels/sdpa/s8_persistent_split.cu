@@ -48,6 +48,9 @@ Knobs (-D overrides)
   FORCE_POLICY=0        0 by shape, 1 always long (persistent), 2 always short
   PINGPONG=0            the long policy's consumer warpgroups in pingpong (s7)
                         or not (s6): pingpong measured 0.75x on the long shapes
+  CONSUMER_WGS_D64=2    the long policy's consumer warpgroups at head_dim 64:
+                        3 = 192-row work items, 160 registers each (s6's
+                        knob; variant wg3_d64, not yet measured; PINGPONG 0)
   KEY_SPLIT_WGS=1       2: the short policy's 64-row tile is shared by two
                         consumer warpgroups that take alternate key tiles of one
                         ring (ring index i -> warpgroup i % 2; the producer is
@@ -110,11 +113,18 @@ namespace {
 using sdpa_warpspec::Config;
 
 constexpr int kProducerRegs = PRODUCER_REGS;
-// Long: one block per SM, 3 warpgroups: 128 * (24 + 2 * 240) = 64512 <= 65536.
+// Long: one block per SM, 3 warpgroups: 128 * (24 + 2 * 240) = 64512 <= 65536;
+// at head_dim 64 optionally 4 warpgroups (CONSUMER_WGS_D64=3, no pingpong): 128 * (24 + 3 * 160).
+static_assert(CONSUMER_WGS_D64 == 2 || CONSUMER_WGS_D64 == 3, "CONSUMER_WGS_D64: 2 (128 rows) or 3 (192 rows)");
+constexpr int kLongBlocksPerSm = 1;
 template <int D>
-using LongConfig = Config<2, D == 64 ? BLOCK_N_D64 : BLOCK_N_D128, D == 64 ? STAGES_D64 : STAGES_D128,
-                          /*pingpong=*/PINGPONG != 0, /*persistent=*/true, /*blocks per SM=*/1, kProducerRegs,
-                          CONSUMER_REGS>;
+constexpr int kLongConsumerWGs = D == 64 ? CONSUMER_WGS_D64 : 2;
+template <int D>
+using LongConfig = Config<kLongConsumerWGs<D>, D == 64 ? BLOCK_N_D64 : BLOCK_N_D128,
+                          D == 64 ? STAGES_D64 : STAGES_D128, /*pingpong=*/PINGPONG != 0, /*persistent=*/true,
+                          kLongBlocksPerSm, kProducerRegs,
+                          sdpa_warpspec::fit_consumer_regs(kLongConsumerWGs<D>, kProducerRegs, kLongBlocksPerSm,
+                                                           CONSUMER_REGS)>;
 // Short: two blocks per SM of 2 warpgroups: 2 * 128 * (24 + 232) = 65536.
 constexpr int kShortBlockN = 128;
 constexpr int kShortStages = 2;
@@ -148,9 +158,10 @@ inline int auto_splits(const SdpaProblem& p, int sms) {
   return splits;
 }
 
+template <int D>
 inline bool use_long_policy(const SdpaProblem& p, int sms) {
   if (FORCE_POLICY != kByShape) return FORCE_POLICY == kLong;
-  const int long_items = sdpa_ceil_div(p.seq_len, LongConfig<64>::kBlockM) * p.heads * p.batch;  // same at every D
+  const int long_items = sdpa_ceil_div(p.seq_len, LongConfig<D>::kBlockM) * p.heads * p.batch;
   return long_items >= sms;
 }
 
@@ -176,7 +187,7 @@ extern "C" cudaError_t sdpa_forward(const SdpaProblem* problem, cudaStream_t str
     constexpr int D = decltype(hd)::value;
     const int sms = sdpa_warpspec::sm_count();
     if (sms <= 0) return cudaErrorNoDevice;
-    if (use_long_policy(*problem, sms)) return sdpa_warpspec::launch<T, D, LongConfig<D>>(*problem, 1, stream);
+    if (use_long_policy<D>(*problem, sms)) return sdpa_warpspec::launch<T, D, LongConfig<D>>(*problem, 1, stream);
     if constexpr (kKeySplit) return sdpa_warpspec::launch<T, D, KeySplitConfig<D>>(*problem, 1, stream);
     const int splits = SPLITS > 0 ? SPLITS : auto_splits(*problem, sms);
     return sdpa_warpspec::launch<T, D, ShortConfig>(*problem, splits, stream);
@@ -190,6 +201,7 @@ extern "C" const char* sdpa_stage_config() {
       " FORCE_POLICY=" SDPA_STR(FORCE_POLICY) " PINGPONG=" SDPA_STR(PINGPONG) " KEY_SPLIT_WGS=" SDPA_STR(
           KEY_SPLIT_WGS) " KEY_SPLIT_BLOCK_N=" SDPA_STR(KEY_SPLIT_BLOCK_N) " KEY_SPLIT_STAGES_D64=" SDPA_STR(
           KEY_SPLIT_STAGES_D64) " KEY_SPLIT_STAGES_D128=" SDPA_STR(KEY_SPLIT_STAGES_D128)
+         " CONSUMER_WGS_D64=" SDPA_STR(CONSUMER_WGS_D64) " (long, head_dim 64; 3: consumer 160)"
          " setmaxnreg producer/consumer: long 24/240, short 24/232 (2 blocks per SM)";
 }
 

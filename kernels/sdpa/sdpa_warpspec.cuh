@@ -5,7 +5,8 @@
 //                        per work item) and K(n), V(n) into rings of kStages
 //                        buffers, each with a "full" (transaction bytes) and an
 //                        "empty" (one arrival per consumer warp) mbarrier.
-//   consumer warpgroups  setmaxnreg.inc; 64 query rows each; per key tile the
+//   consumer warpgroups  setmaxnreg.inc; 64 query rows each (1, 2 or 3 of them:
+//                        64, 128 or 192 rows per block); per key tile the
 //                        intra-warpgroup overlap of s5 (S(n) issued before
 //                        P(n-1).V(n-1), softmax(n) under P(n-1).V(n-1)).
 //
@@ -56,6 +57,19 @@ constexpr int kWarpSize = 32;
 constexpr int kRegisterFile = 64 * 1024;  // 32-bit registers per SM
 constexpr int kMaxClusterSplits = 4;      // key-range splits per work item (cluster size)
 constexpr int kBarBytes = 8;
+constexpr int kMaxTmaBoxRows = 256;       // cuTensorMapEncodeTiled's limit per box dimension
+constexpr int kRegGranule = 8;            // setmaxnreg counts are multiples of 8
+
+// The most registers each consumer thread may ask of setmaxnreg.inc, at most
+// `wanted`: what the register file leaves per consumer thread once every
+// resident block's producer warpgroup holds its share, rounded down to the
+// granule. One block per SM, producer at 24: 2 warpgroups (65536 - 24*128) / 256
+// = 244 -> 240; 3 warpgroups (65536 - 24*128) / 384 = 162 -> 160.
+constexpr int fit_consumer_regs(int consumer_wgs, int producer_regs, int min_blocks, int wanted) {
+  const int per_block = kRegisterFile / min_blocks;
+  const int fit = (per_block / kWarpgroupThreads - producer_regs) / consumer_wgs / kRegGranule * kRegGranule;
+  return wanted < fit ? wanted : fit;
+}
 // Pingpong details, measured in s7's notebook: where K(n)'s wait and O's
 // rescale sit relative to a warpgroup's turn.
 #ifndef WS_WAIT_K_IN_TURN
@@ -94,7 +108,10 @@ struct Config {
   static constexpr int kConsumerThreads = kConsumerWGs * kWarpgroupThreads;
   static constexpr int kConsumerWarps = kConsumerWGs * kWarpgroupWarps;
   static constexpr int kRingReleasers = kConsumerWarps;
-  static_assert(kConsumerWGs == 1 || kConsumerWGs == 2, "one or two consumer warpgroups (64 or 128 rows)");
+  // Three warpgroups (192 rows, FlashAttention-3's head-dim-64 block) leave each
+  // consumer 160 registers (fit_consumer_regs): enough at D=64, not at D=128.
+  static_assert(kConsumerWGs >= 1 && kConsumerWGs <= 3, "one to three consumer warpgroups (64, 128 or 192 rows)");
+  static_assert(kBlockM <= kMaxTmaBoxRows, "Q is loaded as one TMA box of kBlockM rows per column block");
   static_assert(!kPingpong || kConsumerWGs == 2, "pingpong needs two consumer warpgroups");
   static_assert(kStages >= 2, "a buffer is refilled while the other is read: >= 2 per ring");
   static_assert(kBlockN == 64 || kBlockN == 128, "BLOCK_N: 64 or 128 (TMA box rows <= 256, wgmma N)");
@@ -409,13 +426,21 @@ struct Consumer {
     return tiles;
   }
 
+  // Three warpgroups leave 160 registers: the compiler hoists the epilogue's
+  // loop-invariant staging addresses (2 rows x D/8 column tiles) above the
+  // key loop, where they do not fit and spill. An opaque row base keeps them
+  // after the loop. Two warpgroups (240 registers) keep them hoisted.
+  static constexpr bool kLateEpilogueAddresses = Cfg::kConsumerWGs == 3;
+
   __device__ __forceinline__ void store(const WorkTile& wt, const float (&l)[Tile::kRowsPerThread]) {
     const SdpaProblem& p = prm.p;
     if (wt.q_begin + wg_row0() < p.seq_len) {
       T* o_g = sdpa_head_ptr(static_cast<T*>(p.out), p.out_strides, wt.b, wt.h) +
                static_cast<int64_t>(wt.q_begin) * p.out_strides.seq;
-      tile.template store_o<Cfg::kBlockM>(smem + L::kQOffset, wg_row0() + warp_in_wg * Tile::kWarpRows, o_g,
-                                          p.out_strides.seq, p.seq_len - wt.q_begin, lane, l);
+      int row_base = wg_row0() + warp_in_wg * Tile::kWarpRows;
+      if constexpr (kLateEpilogueAddresses) asm volatile("" : "+r"(row_base));
+      tile.template store_o<Cfg::kBlockM>(smem + L::kQOffset, row_base, o_g, p.out_strides.seq,
+                                          p.seq_len - wt.q_begin, lane, l);
     }
     fence_proxy_async_shared();  // the staging writes precede the next Q's TMA overwrite
     release(empty_q_bar(bars));

@@ -24,3 +24,11 @@
 #ifndef CONSUMER_REGS
 #define CONSUMER_REGS 240
 #endif
+// Consumer warpgroups at head_dim 64 (2: 128-row blocks; 3: 192-row blocks,
+// FlashAttention-3's head-dim-64 shape, each K/V tile feeding 1.5x the rows).
+// With 3 the consumers get the registers that fit (160, sdpa_warpspec::
+// fit_consumer_regs), whatever CONSUMER_REGS says. head_dim 128 stays at 2:
+// its 64x128 O accumulator and S tile need more than 160 registers.
+#ifndef CONSUMER_WGS_D64
+#define CONSUMER_WGS_D64 2
+#endif
