@@ -50,6 +50,8 @@ class StageRun:
     params: RunParams = property(lambda self: self.ctx.params)
     registry: Registry = property(lambda self: self.ctx.registry)
     gpu_available: bool = property(lambda self: self.ctx.gpu_available)
+    family = property(lambda self: self.ctx.family)
+    run_id: str | None = property(lambda self: self.recorder.run_id)
 
     @property
     def explores(self) -> bool:
@@ -61,8 +63,6 @@ class StageRun:
         if not self.gpu_available:
             return "no CUDA device: exploration skipped"
         return f"{self.params.name} has no `steps: [explore]`: exploration skipped"
-    family = property(lambda self: self.ctx.family)
-    run_id: str | None = property(lambda self: self.recorder.run_id)
 
     @property
     def kernel(self):

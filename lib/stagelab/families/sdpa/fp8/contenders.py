@@ -33,20 +33,19 @@ def _quantized_sdpa():
     return module
 
 
-def _per_tensor(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """e4m3 data and a (1, 1, 1, 1) descale from the whole tensor's amax (1 for an all-zero tensor)."""
-    from .quantize import E4M3, E4M3_MAX
+def _per_tensor(x: torch.Tensor, name: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """e4m3 data and a (1, 1, 1, 1) descale from the whole tensor's amax: the quantizer's own rules
+    (zero tensor -> scale 1, saturation), with the tensor seen as one head."""
+    from .quantize import quantize_e4m3
 
-    amax = x.abs().amax().float()
-    scale = torch.where(amax > 0, E4M3_MAX / amax, torch.ones_like(amax))
-    data = (x.float() * scale).clamp(-E4M3_MAX, E4M3_MAX).to(E4M3)
-    return data, scale.reciprocal().reshape(PER_TENSOR_SHAPE)
+    whole = quantize_e4m3(x.reshape(1, 1, -1, x.shape[-1]), name)
+    return whole.data.reshape(x.shape), whole.descale.reshape(PER_TENSOR_SHAPE)
 
 
 def _quantize(mode: str, q, k, v) -> tuple[tuple[torch.Tensor, ...], tuple[torch.Tensor, ...]]:
     """(e4m3 q, k, v), (their descales) in the shape the descaling mode asks for."""
     if mode == "PER_TENSOR":
-        pairs = [_per_tensor(t) for t in (q, k, v)]
+        pairs = [_per_tensor(t, name) for name, t in (("q", q), ("k", k), ("v", v))]
         return tuple(p[0] for p in pairs), tuple(p[1] for p in pairs)
     from .quantize import quantize_qkv
 
