@@ -19,7 +19,11 @@ stages (and contenders) per launch in throughput mode on the long and mission sh
 from __future__ import annotations
 
 import argparse
+import multiprocessing
+import os
 import sys
+import time
+from concurrent.futures import ProcessPoolExecutor
 
 import torch
 
@@ -93,6 +97,28 @@ def time_all(family, kernels, contender_names, repetitions) -> None:
         print(f"[time] {problem.tag}: " + " | ".join(cells), flush=True)
 
 
+def parse_variant(spec: str):
+    """LABEL=STAGE:KEY=VAL,KEY=VAL -> (LABEL, (registry, the stage built with those defines))."""
+    label, rest = spec.split("=", 1)
+    stage_id, _, defines = rest.partition(":")
+    reg, stage = find_stage(stage_id)
+    values = dict(kv.split("=", 1) for kv in defines.split(",") if kv)
+    return label, (reg, stage.with_defines(values))
+
+
+def _build_into_cache(reg, stage) -> None:
+    build_stage(stage, reg, load=False)
+
+
+def prebuild(builds, jobs: int) -> None:
+    """Compile every stage and variant side by side into the build cache (each nvcc run takes
+    1-3 min for the Hopper stages, so building one after another would eat the device call);
+    the loads that follow find them cached. Spawned: this process may hold a CUDA context."""
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+        for future in [pool.submit(_build_into_cache, reg, stage) for reg, stage in builds]:
+            future.result()
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("stages", nargs="+")
@@ -100,22 +126,20 @@ def main(argv=None) -> int:
     ap.add_argument("--contenders", nargs="*", default=["cudnn", "flash", "fa4"])
     ap.add_argument("--repetitions", type=int, default=50)
     ap.add_argument("--debug", action="store_true", help="print every check's error and budget")
+    ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="parallel builds")
     ap.add_argument("--variant", action="append", default=[], metavar="LABEL=STAGE:KEY=VAL,KEY=VAL",
                     help="also check and time STAGE built with these defines, under LABEL")
     args = ap.parse_args(argv)
     registry, _ = find_stage(args.stages[0])
     family = load_family(registry.family)
-    kernels = {}
-    for stage_id in args.stages:
-        reg, stage = find_stage(stage_id)
-        kernels[stage_id] = family.stage_kernel(build_stage(stage, reg).module, stage_id, stage.input_kind)
+    builds = {stage_id: find_stage(stage_id) for stage_id in args.stages}
     for spec in args.variant:
-        label, rest = spec.split("=", 1)
-        stage_id, _, defines = rest.partition(":")
-        reg, stage = find_stage(stage_id)
-        values = dict(kv.split("=", 1) for kv in defines.split(",") if kv)
-        kernels[label] = family.stage_kernel(build_stage(stage.with_defines(values), reg).module, stage_id,
-                                             stage.input_kind)
+        builds.update([parse_variant(spec)])
+    started = time.monotonic()
+    prebuild(builds.values(), args.jobs)
+    print(f"[build] {len(builds)} builds in {time.monotonic() - started:.0f} s", flush=True)
+    kernels = {label: family.stage_kernel(build_stage(stage, reg).module, stage.id, stage.input_kind)
+               for label, (reg, stage) in builds.items()}
     print(f"[gpu] {torch.cuda.get_device_name()}", flush=True)
     ok = check(family, kernels, args.debug)
     if args.time:
