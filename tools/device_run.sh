@@ -28,7 +28,7 @@ if [ -n "${QUICK:-}" ]; then
 fi
 IFS=';' read -ra BATCHES <<< "${1:-}"
 # Only batches need every stage prebuilt; a tune-only call ("" as batches) builds what it tunes.
-if [ -n "${1:-}" ]; then echo "=== prebuild"; timeout 300 python3 -m stagelab build --jobs 8 2>&1 | tail -8; fi
+if [ -n "${1:-}" ]; then echo "=== prebuild"; timeout 300 python3 -m stagelab build --jobs "${BUILD_JOBS:-$(nproc)}" 2>&1 | tail -8; fi
 for batch in "${BATCHES[@]}"; do
   [ -n "$batch" ] || continue
   [ -z "${GPUS:-}" ] || batch="$batch --gpus $GPUS"

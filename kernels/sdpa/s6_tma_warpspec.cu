@@ -61,7 +61,7 @@ Log (versions; how to run them)
   v1  today's record (CONSUMER_WGS_D64=2). H100, throughput mode: 430 TFLOP/s
       at (4,16,4096,64) vs cuDNN 446 (0.96x), the one long shape below cuDNN;
       577 vs 582 (4,16,4096,128), 614 vs 606 (1,32,8192,128).
-  v2  (knob, not yet measured) CONSUMER_WGS_D64=3, registry variant wg3_d64.
+  v2  (knob, measured, off) CONSUMER_WGS_D64=3, registry variant wg3_d64.
       Why: at D=64 a K/V tile feeds only 128 query rows, so the loads, the
       mbarrier traffic and the per-tile overhead weigh more per FLOP than at
       D=128; 192 rows spread each tile over 1.5x the math. Per consumer at
@@ -76,6 +76,10 @@ Log (versions; how to run them)
         PYTHONPATH=lib python3 tools/quick_check.py s6_tma_warpspec --time \
           --contenders cudnn --variant wg3=s6_tma_warpspec:CONSUMER_WGS_D64=3 \
           --variant s8wg3=s8_persistent_split:CONSUMER_WGS_D64=3
+      Measured (H100, throughput mode, one run): 446 vs 422 TFLOP/s at
+      (4,16,4096,64) (cuDNN 429), but 10.86 vs 9.00 us at the mission shape
+      (2,8,512,64): 48 blocks of 192 rows instead of 64 of 128 on 132 SMs.
+      Left off here; s8, whose mission runs its short policy, takes it.
 
 Shared memory: (BLOCK_M + 2 * STAGES * BLOCK_N) * D * 2 bytes + the barriers
   + 1024 (slack to align the tiles to the 1024-byte swizzle atom).

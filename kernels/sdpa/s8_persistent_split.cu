@@ -48,9 +48,11 @@ Knobs (-D overrides)
   FORCE_POLICY=0        0 by shape, 1 always long (persistent), 2 always short
   PINGPONG=0            the long policy's consumer warpgroups in pingpong (s7)
                         or not (s6): pingpong measured 0.75x on the long shapes
-  CONSUMER_WGS_D64=2    the long policy's consumer warpgroups at head_dim 64:
+  CONSUMER_WGS_D64=3    the long policy's consumer warpgroups at head_dim 64:
                         3 = 192-row work items, 160 registers each (s6's
-                        knob; variant wg3_d64, not yet measured; PINGPONG 0)
+                        knob; needs PINGPONG 0). H100, throughput mode: 454 vs
+                        421 TFLOP/s with 2 at (4,16,4096,64) (cuDNN 429 in the
+                        same run); promoted 2026-11-23. Variant wg2_d64: 2.
   KEY_SPLIT_WGS=1       2: the short policy's 64-row tile is shared by two
                         consumer warpgroups that take alternate key tiles of one
                         ring (ring index i -> warpgroup i % 2; the producer is
@@ -60,7 +62,10 @@ Knobs (-D overrides)
                         stores. Mission: 128 blocks of 2 x 2 tiles of 128 keys
                         (today 1 x 4), no cluster, no DSMEM. One block per SM
                         (3 warpgroups; 24/240). 1 (off) is the record's build
-                        and the same SASS as before the knob. Not yet timed.
+                        and the same SASS as before the knob. H100, per launch:
+                        6.54 us (BLOCK_N 128) and 6.59 (64) vs 6.79 off, s5
+                        6.39: the chain is shorter but the merge and one block
+                        per SM eat it; off (variants key_split, key_split_n64).
   KEY_SPLIT_BLOCK_N=128, KEY_SPLIT_STAGES_D64=4, KEY_SPLIT_STAGES_D128=2: the
                         key split's tiles and ring depth (even: slot i % stages
                         always serves warpgroup i % 2); 64 with 8 / 4 halves each
@@ -83,6 +88,10 @@ Build / SASS (UTMALDG, HGMMA, SYNCS, USETMAXREG; LDS/LD through mapa for DSMEM):
 
 #include "sdpa_api.h"
 #include "sdpa_export.cuh"
+// s8 runs three consumer warpgroups at head_dim 64 (its log); s6/s7 keep the shared default of 2
+#ifndef CONSUMER_WGS_D64
+#define CONSUMER_WGS_D64 3
+#endif
 #include "sdpa_warpspec.cuh"
 #include "sdpa_warpspec_knobs.cuh"
 

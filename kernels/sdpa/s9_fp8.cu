@@ -39,10 +39,10 @@ Knobs (-D overrides)
   PRODUCER_REGS=24    registers per producer thread after setmaxnreg.dec
   CONSUMER_REGS=240   registers per consumer thread after setmaxnreg.inc
                       (3 warpgroups: 128 * (24 + 2 * 240) = 64512 <= 65536)
-  PINGPONG=0          1: s7's turns (named barriers 1 and 2, bar.sync own /
+  PINGPONG=1          1: s7's turns (named barriers 1 and 2, bar.sync own /
                       bar.arrive other, 256 threads): one warpgroup's softmax
                       under the other's QGMMAs; O's rescale before the turn
-  FOLD_P_SCALE=0      1: P8 = e4m3(exp2(s' - max + 8)) (the 2^8 in the FFMA's
+  FOLD_P_SCALE=1      1: P8 = e4m3(exp2(s' - max + 8)) (the 2^8 in the FFMA's
                       addend) instead of e4m3(256 * exp2(s' - max)): one FMUL
                       per score less; equal up to one fp32 rounding of the
                       argument (sdpa_wgmma_fp8.cuh), row sums of 2^8 p
@@ -54,18 +54,29 @@ Log (versions; how to run them)
       throughput mode: 759 TFLOP/s (4,16,4096,128) vs s6 577; 808 vs 614
       (1,32,8192,128); 649 vs 508 causal; 502 vs 430 (4,16,4096,64); mission
       (2,8,512,64) 10.6 us vs 9.1. ncu: tensor pipe 45% busy at (1,32,8192,128).
-  v2  (knobs, not yet measured) why: per 128x128 tile at D=128 the QGMMAs take
+  v2  the knobs. Why: per 128x128 tile at D=128 the QGMMAs take
       2 * 2 * 128^3 / 8192 flop/clk/SM = 1024 clk, and the 16384 exponentials
       16384 / 16 MUFU.EX2/clk/SM = 1024 clk too (at D=64: 512 vs 1024), so the
       softmax must run under the other warpgroup's GEMMs (PINGPONG) and MUFU
-      shed work (EXP2_POLY_EVERY); FOLD_P_SCALE trims the FMA pipe.
-      Registry variants: pingpong, fold, pingpong_fold, pingpong_fold_poly4,
-      pingpong_fold_poly2, pingpong_fold_stages2; search_space for stagelab tune.
-      Check and time them in one device call:
+      shed work (EXP2_POLY_EVERY); FOLD_P_SCALE trims the FMA pipe. Every
+      variant builds with 0 spills, no LDL/STL, no ptxas C75xx advisory.
+      Measured (H100, throughput mode, one quick_check run; TFLOP/s at
+      4096x128 / 8192x128 / 4096x128 causal / 4096x64, mission us):
+        knobs off      745 / 716 / 631 / 496, 10.35 us
+        PINGPONG       724 / 713 / 623 / 443, 10.36
+        PP + FOLD      763 / 754 / 651 / 498,  9.98   <- promoted (v3)
+        PP+FOLD+poly4  722 / 715 / 613 / 458,  9.88
+        PP+FOLD+poly2  648 / 664 / 581 / 415, 10.38
+        PP+FOLD, STAGES_D128=2  729 / 764 / 646 / 498, 9.98
+      s6 in the same run: 577 / 539 / 492 / 422, 9.00 us. The cubic costs
+      more FMA-pipe time than the MUFU it saves: the softmax is not MUFU-bound
+      alone. Raw output: docs/results/sdpa/archive/variants-quick-check-
+      nvidia-h100-2026-11-23-evening.txt.
+  v3  defaults PINGPONG=1, FOLD_P_SCALE=1: 1.32x s6 at 4096x128, 1.40x at
+      8192x128 in that run; the issue's 1.5x is not reached. Variants
+      knobs_off, fold_only, poly4, poly2, stages2. Check and time:
         PYTHONPATH=lib python3 tools/quick_check.py s9_fp8 s6_tma_warpspec --time \
-          --contenders cudnn --variant pp=s9_fp8:PINGPONG=1 \
-          --variant ppf=s9_fp8:PINGPONG=1,FOLD_P_SCALE=1 ...
-      Every variant builds with 0 spills, no LDL/STL, no ptxas C75xx advisory.
+          --contenders cudnn flash_fp8 cudnn_fp8 --variant off=s9_fp8:PINGPONG=0,FOLD_P_SCALE=0
 
 Shared memory: BLOCK_M * D (Q) + BLOCK_M * D * 2 (O staging)
   + 2 * STAGES * BLOCK_N * D (K, Vt) + barriers + 1024 alignment slack.
@@ -83,10 +94,10 @@ Scope: head_dim 64 and 128, fp16 or bf16 output, causal or not, any
 
 // Speed knobs, default off (the registry's defines keep the measured s9; see the log above).
 #ifndef PINGPONG
-#define PINGPONG 0
+#define PINGPONG 1
 #endif
 #ifndef FOLD_P_SCALE
-#define FOLD_P_SCALE 0
+#define FOLD_P_SCALE 1
 #endif
 #ifndef EXP2_POLY_EVERY
 #define EXP2_POLY_EVERY 0
