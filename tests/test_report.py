@@ -4,7 +4,7 @@ import csv
 
 from stagelab import metrics as m
 from stagelab import tracking
-from stagelab.report import write_report
+from stagelab.report import experiment_note, write_report
 
 MISSION = "2x8x512x64"
 
@@ -58,3 +58,14 @@ def test_a_killed_run_never_hides_a_finished_one(tmp_store, tmp_path):
     assert outcomes == {"s0_baseline": "pass", "s1_cp_async": "killed"}
     with open(tmp_path / "test-gpu-1.runs.csv") as handle:
         assert {r["run_id"] for r in csv.DictReader(handle)} == {finished, only_killed}
+
+
+def test_the_experiment_note_stays_within_mlflows_limit():
+    """A page with every stage on every file outgrew MLflow's 20,000 characters for an experiment
+    tag (the report then died after writing the page); the note keeps whole lines and points on."""
+    lines = [f"| s{i}_stage | pass | {i}.0 |" for i in range(3000)]
+    note = experiment_note(lines, "docs/results/sdpa/gpu.md", limit=1000)
+    assert len(note) <= 1000 and note.endswith("the whole page is docs/results/sdpa/gpu.md)_")
+    kept = note.split("\n\n_(cut")[0].splitlines()
+    assert kept == lines[: len(kept)] and len(kept) > 10
+    assert experiment_note(lines[:3], "x.md") == "\n".join(lines[:3])

@@ -53,6 +53,13 @@ Knobs (-D overrides)
                         knob; needs PINGPONG 0). H100, throughput mode: 454 vs
                         421 TFLOP/s with 2 at (4,16,4096,64) (cuDNN 429 in the
                         same run); promoted 2026-11-23. Variant wg2_d64: 2.
+                        The H200 acceptance run (commit 91cd597) then showed
+                        3 losing at (2,8,2048,64): 60.0 vs s7's 50.6 us cold,
+                        causal 58.2 vs 44.8: 176 items of 192 rows make two
+                        waves of 1.5x the work on 132 SMs. 0 picks 2 or 3 per
+                        problem by waves x item cost (wgs3_pays_off); variant
+                        wg_by_waves_d64, built (0 spills, default SASS
+                        unchanged), not yet timed.
   KEY_SPLIT_WGS=1       2: the short policy's 64-row tile is shared by two
                         consumer warpgroups that take alternate key tiles of one
                         ring (ring index i -> warpgroup i % 2; the producer is
@@ -124,16 +131,35 @@ using sdpa_warpspec::Config;
 constexpr int kProducerRegs = PRODUCER_REGS;
 // Long: one block per SM, 3 warpgroups: 128 * (24 + 2 * 240) = 64512 <= 65536;
 // at head_dim 64 optionally 4 warpgroups (CONSUMER_WGS_D64=3, no pingpong): 128 * (24 + 3 * 160).
-static_assert(CONSUMER_WGS_D64 == 2 || CONSUMER_WGS_D64 == 3, "CONSUMER_WGS_D64: 2 (128 rows) or 3 (192 rows)");
+// 0: 2 or 3 per problem, by wgs3_pays_off below (both instantiated).
+static_assert(CONSUMER_WGS_D64 >= 0 && CONSUMER_WGS_D64 <= 3 && CONSUMER_WGS_D64 != 1,
+              "CONSUMER_WGS_D64: 2 (128 rows), 3 (192 rows) or 0 (by the wave count)");
+static_assert(CONSUMER_WGS_D64 == 2 || PINGPONG == 0, "three consumer warpgroups need PINGPONG 0");
 constexpr int kLongBlocksPerSm = 1;
+template <int D, int WGs>
+using LongConfigOf = Config<WGs, D == 64 ? BLOCK_N_D64 : BLOCK_N_D128, D == 64 ? STAGES_D64 : STAGES_D128,
+                            /*pingpong=*/PINGPONG != 0, /*persistent=*/true, kLongBlocksPerSm, kProducerRegs,
+                            sdpa_warpspec::fit_consumer_regs(WGs, kProducerRegs, kLongBlocksPerSm, CONSUMER_REGS)>;
+// The build's first choice at each head dim (head_dim 128 keeps two: its O alone is 64 registers).
 template <int D>
-constexpr int kLongConsumerWGs = D == 64 ? CONSUMER_WGS_D64 : 2;
+constexpr int kLongConsumerWGs = D == 64 && CONSUMER_WGS_D64 != 2 ? 3 : 2;
 template <int D>
-using LongConfig = Config<kLongConsumerWGs<D>, D == 64 ? BLOCK_N_D64 : BLOCK_N_D128,
-                          D == 64 ? STAGES_D64 : STAGES_D128, /*pingpong=*/PINGPONG != 0, /*persistent=*/true,
-                          kLongBlocksPerSm, kProducerRegs,
-                          sdpa_warpspec::fit_consumer_regs(kLongConsumerWGs<D>, kProducerRegs, kLongBlocksPerSm,
-                                                           CONSUMER_REGS)>;
+using LongConfig = LongConfigOf<D, kLongConsumerWGs<D>>;
+template <int D>
+using LongConfig2 = LongConfigOf<D, 2>;
+
+// Three consumer warpgroups did each 192-row item 1.08x faster per row than two did 128-row ones
+// (H100, throughput mode, (4,16,4096,64): 454 vs 421 TFLOP/s), but the persistent grid pays for
+// whole waves: on 132 SMs (2,8,2048,64) has 176 items of 192 rows (2 waves of 1.5x the work)
+// against 256 of 128 (2 waves), and measured 0.84x with three (H200 acceptance). Compare
+// waves x per-item cost, in units of a 128-row item: 3 warpgroups when
+// ceil(items3 / sms) * (3/2) / 1.08 < ceil(items2 / sms).
+constexpr int kWgs3GainPercent = 108;
+inline bool wgs3_pays_off(const SdpaProblem& p, int sms) {
+  const int waves3 = sdpa_ceil_div(sdpa_ceil_div(p.seq_len, 192) * p.heads * p.batch, sms);
+  const int waves2 = sdpa_ceil_div(sdpa_ceil_div(p.seq_len, 128) * p.heads * p.batch, sms);
+  return waves3 * 3 * 100 < waves2 * 2 * kWgs3GainPercent;
+}
 // Short: two blocks per SM of 2 warpgroups: 2 * 128 * (24 + 232) = 65536.
 constexpr int kShortBlockN = 128;
 constexpr int kShortStages = 2;
@@ -170,14 +196,18 @@ inline int auto_splits(const SdpaProblem& p, int sms) {
 template <int D>
 inline bool use_long_policy(const SdpaProblem& p, int sms) {
   if (FORCE_POLICY != kByShape) return FORCE_POLICY == kLong;
-  const int long_items = sdpa_ceil_div(p.seq_len, LongConfig<D>::kBlockM) * p.heads * p.batch;
+  // by the wave count (0), two warpgroups' 128-row items must fill the SMs; otherwise the build's own
+  constexpr int rows = CONSUMER_WGS_D64 == 0 ? LongConfig2<D>::kBlockM : LongConfig<D>::kBlockM;
+  const int long_items = sdpa_ceil_div(p.seq_len, rows) * p.heads * p.batch;
   return long_items >= sms;
 }
 
 struct SmemOf {  // the larger of the two policies' footprints
   template <class T, int D>
   static constexpr size_t smem_bytes() {
-    constexpr size_t a = sdpa_warpspec::Layout<T, D, LongConfig<D>>::kSmemBytes;
+    constexpr size_t a3 = sdpa_warpspec::Layout<T, D, LongConfig<D>>::kSmemBytes;
+    constexpr size_t a2 = sdpa_warpspec::Layout<T, D, LongConfig2<D>>::kSmemBytes;
+    constexpr size_t a = a3 > a2 ? a3 : a2;
     constexpr size_t b = sdpa_warpspec::Layout<T, D, ShortConfig>::kSmemBytes;
     constexpr size_t ab = a > b ? a : b;
     if constexpr (kKeySplit) {
@@ -196,7 +226,12 @@ extern "C" cudaError_t sdpa_forward(const SdpaProblem* problem, cudaStream_t str
     constexpr int D = decltype(hd)::value;
     const int sms = sdpa_warpspec::sm_count();
     if (sms <= 0) return cudaErrorNoDevice;
-    if (use_long_policy<D>(*problem, sms)) return sdpa_warpspec::launch<T, D, LongConfig<D>>(*problem, 1, stream);
+    if (use_long_policy<D>(*problem, sms)) {
+      if constexpr (D == 64 && CONSUMER_WGS_D64 == 0) {
+        if (!wgs3_pays_off(*problem, sms)) return sdpa_warpspec::launch<T, D, LongConfig2<D>>(*problem, 1, stream);
+      }
+      return sdpa_warpspec::launch<T, D, LongConfig<D>>(*problem, 1, stream);
+    }
     if constexpr (kKeySplit) return sdpa_warpspec::launch<T, D, KeySplitConfig<D>>(*problem, 1, stream);
     const int splits = SPLITS > 0 ? SPLITS : auto_splits(*problem, sms);
     return sdpa_warpspec::launch<T, D, ShortConfig>(*problem, splits, stream);
@@ -210,7 +245,7 @@ extern "C" const char* sdpa_stage_config() {
       " FORCE_POLICY=" SDPA_STR(FORCE_POLICY) " PINGPONG=" SDPA_STR(PINGPONG) " KEY_SPLIT_WGS=" SDPA_STR(
           KEY_SPLIT_WGS) " KEY_SPLIT_BLOCK_N=" SDPA_STR(KEY_SPLIT_BLOCK_N) " KEY_SPLIT_STAGES_D64=" SDPA_STR(
           KEY_SPLIT_STAGES_D64) " KEY_SPLIT_STAGES_D128=" SDPA_STR(KEY_SPLIT_STAGES_D128)
-         " CONSUMER_WGS_D64=" SDPA_STR(CONSUMER_WGS_D64) " (long, head_dim 64; 3: consumer 160)"
+         " CONSUMER_WGS_D64=" SDPA_STR(CONSUMER_WGS_D64) " (long, head_dim 64; 3: consumer 160; 0: 2 or 3 by the wave count)"
          " setmaxnreg producer/consumer: long 24/240, short 24/232 (2 blocks per SM)";
 }
 

@@ -143,6 +143,9 @@ def _build_one(stage_id: str) -> str:
 
     registry, stage = find_stage(stage_id)
     result = build_stage(stage, registry, load=False)
+    # the SASS listing too (cuobjdump, 1-3 s a stage), so the notebook's resource cell only reads it:
+    # measured on an H200 the first sweep after a prebuild paid it in every notebook
+    result.sass_opcodes()
     return f"{stage_id}: {'cached' if result.cached else 'built'} in {result.seconds:.1f}s (key {result.key})"
 
 

@@ -13,6 +13,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import pandas as pd
+from mlflow.utils.validation import MAX_EXPERIMENT_TAG_VAL_LENGTH
 
 from . import metrics as m
 from . import tracking
@@ -250,13 +251,25 @@ def write_report(params_names: list[str], *, family: str = "sdpa", out_dir: str 
     lines += [f"The {len(runs)} runs behind this page, with every metric and tag: [{label}.runs.csv]({label}.runs.csv).", ""]
     page = out / f"{label}.md"
     page.write_text("\n".join(lines))
-    _describe_experiment(experiment or fam.experiment, lines)
+    _describe_experiment(experiment or fam.experiment, lines, f"docs/results/{family}/{page.name}")
     return page
 
 
-def _describe_experiment(experiment: str, lines: list[str]) -> None:
+def _describe_experiment(experiment: str, lines: list[str], page_name: str) -> None:
     """The page (less its plot and file links) as the experiment's description, so the MLflow
     experiment page itself compares the stages."""
     found = tracking.client().get_experiment_by_name(experiment)
-    text = "\n".join(line for line in lines if not line.startswith(("![", "The ")))
-    tracking.client().set_experiment_tag(found.experiment_id, "mlflow.note.content", text[:60000])
+    text = experiment_note([line for line in lines if not line.startswith(("![", "The "))], page_name)
+    tracking.client().set_experiment_tag(found.experiment_id, "mlflow.note.content", text)
+
+
+def experiment_note(lines: list[str], page_name: str, limit: int = MAX_EXPERIMENT_TAG_VAL_LENGTH) -> str:
+    """The lines as one note within MLflow's limit on an experiment tag's value: whole lines up
+    to the limit, then a pointer to the full page (a page with every stage on every parameter
+    file and GPU outgrows it)."""
+    text = "\n".join(lines)
+    if len(text) <= limit:
+        return text
+    pointer = f"\n\n_(cut at MLflow's {limit}-character limit on a description: the whole page is {page_name})_"
+    kept = text[: limit - len(pointer)].rsplit("\n", 1)[0]
+    return kept + pointer
