@@ -161,6 +161,7 @@ TAG_HEARTBEAT = "stagelab.heartbeat"
 # Several GPUs and machines (stagelab run --gpus, --shard). The GPU's name is TAG_GPU: the runner
 # writes nvidia-smi's name when it binds a notebook to a GPU, the notebook torch's when it starts.
 TAG_GPU_INDEX = "gpu_index"           # the GPU the runner bound the notebook to (its CUDA_VISIBLE_DEVICES)
+TAG_CPU_THREADS = "cpu_threads"       # OMP_NUM_THREADS the runner gave the notebook (its share of the cores)
 TAG_CUDA_VISIBLE_DEVICES = "cuda_visible_devices"  # as the notebook's own process saw it; UNSET when not set
 CUDA_VISIBLE_DEVICES_UNSET = "unset"
 TAG_SHARD = "shard"                   # k/n of the batch that made the run, when it ran one shard of a sweep

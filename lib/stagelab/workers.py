@@ -9,6 +9,7 @@ record its run as killed before the stop propagates, naming what was killed and 
 
 from __future__ import annotations
 
+import os
 import subprocess
 import threading
 from collections import deque
@@ -26,13 +27,23 @@ from .stopping import stop_tree
 POLL_S = 1.0
 
 
+# torch sizes its CPU thread pool from OMP_NUM_THREADS, else from every core: two notebooks side by
+# side would each start a pool as large as the machine (torchrun sets 1 for the same reason).
+CPU_THREADS = "OMP_NUM_THREADS"
+
+
 @dataclass(frozen=True)
 class Slot:
-    """Where one notebook runs: a GPU of its own, or (gpu None) whatever the runner was given."""
+    """Where one notebook runs: a GPU of its own, or (gpu None) whatever the runner was given;
+    beside other slots, with `cpu_threads`, its share of the cores."""
     gpu: Gpu | None = None
+    cpu_threads: int | None = None
 
     def env(self) -> dict[str, str]:
-        return {VISIBLE_DEVICES: self.gpu.index} if self.gpu else {}
+        env = {VISIBLE_DEVICES: self.gpu.index} if self.gpu else {}
+        if self.cpu_threads and CPU_THREADS not in os.environ:  # a thread count the user set wins
+            env[CPU_THREADS] = str(self.cpu_threads)
+        return env
 
     @property
     def label(self) -> str:
@@ -42,11 +53,22 @@ class Slot:
         """What the runner records on the run before the notebook starts; the notebook adds what it saw."""
         if self.gpu is None:
             return {}
-        return {metrics.TAG_GPU_INDEX: self.gpu.index, **({metrics.TAG_GPU: self.gpu.name} if self.gpu.name else {})}
+        threads = self.env().get(CPU_THREADS)
+        return {metrics.TAG_GPU_INDEX: self.gpu.index, **({metrics.TAG_GPU: self.gpu.name} if self.gpu.name else {}),
+                **({metrics.TAG_CPU_THREADS: threads} if threads else {})}
 
 
-def slots_for(gpus: list[Gpu] | None) -> list[Slot]:
-    return [Slot(gpu) for gpu in gpus] if gpus else [Slot()]
+def available_cpus() -> int:
+    """The cores this process may run on (its affinity mask: a container's or a Slurm job's share)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def slots_for(gpus: list[Gpu] | None, cpus: int | None = None) -> list[Slot]:
+    """One slot per GPU, the cores shared out evenly between them; one slot (all cores) without --gpus."""
+    if not gpus:
+        return [Slot()]
+    share = max(1, (cpus or available_cpus()) // len(gpus)) if len(gpus) > 1 else None
+    return [Slot(gpu, share) for gpu in gpus]
 
 
 class RunningNotebooks:
