@@ -54,6 +54,7 @@ def test_summary_sums_and_weights_the_kernels_of_one_launch():
     assert p.tflops == pytest.approx(20.0)                       # 1e9 FLOP / 50 us
     assert p.dram_bytes == 4_194_304 and p.flop_per_byte == pytest.approx(FLOPS / 4_194_304)
     assert p.l2_hit_pct == pytest.approx(73.5) and p.occupancy_pct == pytest.approx(25.0)
+    assert p.l2_bytes == 17_825_792 and p.l2_pct == pytest.approx(46.0)  # (55 x 40 us + 10 x 10 us) / 50 us
     assert p.registers == 168 and p.bank_conflicts == 1024
     assert list(p.stalls) == ["long_scoreboard", "wait", "barrier"]
     assert p.stalls["long_scoreboard"] == pytest.approx(1.36)

@@ -73,6 +73,16 @@ Knobs (-D overrides)
                         6.54 us (BLOCK_N 128) and 6.59 (64) vs 6.79 off, s5
                         6.39: the chain is shorter but the merge and one block
                         per SM eat it; off (variants key_split, key_split_n64).
+                        Next hypothesis for the mission (untested): L2 traffic.
+                        Every 64-row query tile re-reads its head's whole K and
+                        V (512 x 64 x 2 B x 2 = 128 KiB): 8 tiles x 16 heads =
+                        16.8 MB through L2 for 4 MB of inputs, about 3 us at
+                        5.5 TB/s, against ~5.3 us of kernel (6.4 us per launch
+                        less the 1.1 us throughput floor). A cluster of the
+                        head's query tiles sharing each K/V tile by TMA
+                        multicast would cut that by the cluster size. The
+                        profile step now reads L2 bytes and L2 throughput %
+                        (ncu_l2_bytes, ncu_l2_throughput_pct) to test it first.
   KEY_SPLIT_BLOCK_N=128, KEY_SPLIT_STAGES_D64=4, KEY_SPLIT_STAGES_D128=2: the
                         key split's tiles and ring depth (even: slot i % stages
                         always serves warpgroup i % 2); 64 with 8 / 4 halves each

@@ -95,6 +95,7 @@ def sanitize_metrics(report: SanitizeReport) -> dict[str, float]:
 _PROFILE_FIELDS = {m.NCU_DURATION_US: ("duration_s", 1e6), m.NCU_TENSOR_UTIL: ("tensor_util_pct", 1),
                    m.NCU_TFLOPS: ("tflops", 1), m.NCU_DRAM_BYTES: ("dram_bytes", 1), m.NCU_DRAM_PCT: ("dram_pct", 1),
                    m.NCU_ARITHMETIC_INTENSITY: ("flop_per_byte", 1), m.NCU_L2_HIT: ("l2_hit_pct", 1),
+                   m.NCU_L2_BYTES: ("l2_bytes", 1), m.NCU_L2_PCT: ("l2_pct", 1),
                    m.NCU_OCCUPANCY: ("occupancy_pct", 1), m.NCU_REGISTERS: ("registers", 1),
                    m.NCU_BANK_CONFLICTS: ("bank_conflicts", 1)}
 

@@ -27,6 +27,10 @@ TENSOR_PIPE = "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_a
 DRAM_BYTES = "dram__bytes.sum"
 DRAM_PCT = "dram__throughput.avg.pct_of_peak_sustained_elapsed"
 L2_HIT = "lts__t_sector_hit_rate.pct"
+# L2 traffic, hits and misses alike: where K/V tiles re-read by every query tile of a head meet
+# the L2 bandwidth (the mission shape reads about 4x its 4 MB of inputs from L2 at 64-row tiles)
+L2_BYTES = "lts__t_bytes.sum"
+L2_PCT = "lts__throughput.avg.pct_of_peak_sustained_elapsed"
 OCCUPANCY = "sm__warps_active.avg.pct_of_peak_sustained_active"
 REGISTERS = "launch__registers_per_thread"
 BANK_CONFLICTS = "l1tex__data_bank_conflicts_pipe_lsu_mem_shared.sum"
@@ -60,7 +64,7 @@ def stall_metric(reason: str) -> str:
 
 
 def metric_set() -> list[str]:
-    return [DURATION, TENSOR_PIPE, DRAM_BYTES, DRAM_PCT, L2_HIT, OCCUPANCY, REGISTERS,
+    return [DURATION, TENSOR_PIPE, DRAM_BYTES, DRAM_PCT, L2_HIT, L2_BYTES, L2_PCT, OCCUPANCY, REGISTERS,
             BANK_CONFLICTS, SM_CLOCK_HZ, DRAM_CLOCK_HZ, DRAM_PEAK_BYTES_PER_CYCLE,
             *(stall_metric(r) for r in STALL_REASONS)]
 

@@ -47,6 +47,8 @@ class ProblemProfile:
     dram_pct: float
     flop_per_byte: float
     l2_hit_pct: float
+    l2_bytes: float
+    l2_pct: float
     occupancy_pct: float
     registers: float
     bank_conflicts: float
@@ -77,7 +79,8 @@ def summarize(problem: str, flops: float, rows: list[dict]) -> ProblemProfile:
         tflops=flops / duration / TERA if duration > 0 else math.nan, dram_bytes=dram_bytes,
         dram_pct=_weighted(rows, ncu.DRAM_PCT, duration),
         flop_per_byte=flops / dram_bytes if dram_bytes > 0 else math.nan,
-        l2_hit_pct=_weighted(rows, ncu.L2_HIT, duration), occupancy_pct=_weighted(rows, ncu.OCCUPANCY, duration),
+        l2_hit_pct=_weighted(rows, ncu.L2_HIT, duration), l2_bytes=_total(rows, ncu.L2_BYTES),
+        l2_pct=_weighted(rows, ncu.L2_PCT, duration), occupancy_pct=_weighted(rows, ncu.OCCUPANCY, duration),
         registers=max(r.get(ncu.REGISTERS, math.nan) for r in rows), bank_conflicts=_total(rows, ncu.BANK_CONFLICTS),
         stalls=top, sm_clock_hz=rows[0].get(ncu.SM_CLOCK_HZ, math.nan),
         dram_peak_bytes_per_s=rows[0].get(ncu.DRAM_PEAK_BYTES_PER_CYCLE, math.nan) * rows[0].get(ncu.DRAM_CLOCK_HZ, math.nan))
