@@ -18,7 +18,17 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv 
 # pages and the .ncu-rep files of `stagelab profile`; here, `stagelab import <unpacked>/mlruns`
 # merges the store into the local one. Taken after every step, so a call that runs past its
 # limit still brings back what finished.
-snapshot() { tar czf "$OUT/mlruns.tgz.part" mlruns runs docs/results build/profile 2>/dev/null; mv -f "$OUT/mlruns.tgz.part" "$OUT/mlruns.tgz"; }
+# A file over 16 MB does not come back (an H200 acceptance sweep's store was 17.9 MB): a larger
+# archive comes back in 15 MB pieces, mlruns.tgz.00, .01, ...; here `cat mlruns.tgz.* > mlruns.tgz`.
+snapshot() {
+  tar czf "$OUT/mlruns.tgz.new" mlruns runs docs/results build/profile 2>/dev/null
+  rm -f "$OUT"/mlruns.tgz "$OUT"/mlruns.tgz.[0-9][0-9]
+  if [ "$(stat -c %s "$OUT/mlruns.tgz.new")" -gt $((15 * 1024 * 1024)) ]; then
+    split -d -b 15M "$OUT/mlruns.tgz.new" "$OUT/mlruns.tgz." && rm -f "$OUT/mlruns.tgz.new"
+  else
+    mv -f "$OUT/mlruns.tgz.new" "$OUT/mlruns.tgz"
+  fi
+}
 # QUICK="<tools/quick_check.py args>": check and time stages or variants without MLflow first (the
 # fast edit loop, e.g. QUICK="s9_fp8 s6_tma_warpspec --time --variant pp=s9_fp8:PINGPONG=1"); its
 # output comes back as quick_check.txt.
