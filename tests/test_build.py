@@ -47,3 +47,16 @@ def test_unchanged_stage_is_not_rebuilt_and_a_change_is(family, nvcc_available):
     assert all(r.dynamic_shared_memory_bytes > 0 for r in first.resources)
     knob = build_stage(stage.with_defines({"BLOCK_N": 32}), registry, load=False)
     assert not knob.cached and knob.key != first.key
+
+
+def test_a_failed_build_comes_back_from_a_worker_process(family, nvcc_available):
+    """`stagelab build`, `stagelab tune` and quick_check build in spawned workers: the compile error
+    must arrive whole (it once could not be unpickled, so `stagelab build` crashed on a bad stage)."""
+    from stagelab.build import build_all
+
+    source = family / "s0_baseline.cu"
+    source.write_text(source.read_text() + "\nthis is not C++;\n")
+    registry = load_registry(family / "stages.yaml")
+    [(index, outcome)] = list(build_all([(registry.get("s0_baseline"), registry)], jobs=2))
+    assert index == 0 and isinstance(outcome, BuildError)
+    assert outcome.reason.startswith("nvcc failed on s0_baseline.cu") and "this is not C++" in outcome.log

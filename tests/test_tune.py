@@ -8,6 +8,7 @@ import mlflow
 import pytest
 
 from stagelab import metrics as m
+from stagelab import build as build_module
 from stagelab import tracking, tune as tune_module
 from stagelab.build import BuildResult
 from stagelab.checks import CheckResult
@@ -64,7 +65,8 @@ def builds(monkeypatch, tmp_path):
         spills = 8 if threads(ctx.stage) == GATE_FAILS else 0
         return ResourceReport([], [GateResult("no_spills", "kernel", 0, spills, spills == 0)])
 
-    monkeypatch.setattr(tune_module, "build_stage", fake_build)
+    monkeypatch.setattr(tune_module, "build_stage", fake_build)   # the gates' loads
+    monkeypatch.setattr(build_module, "build_stage", fake_build)  # the compiles (build.build_all)
     monkeypatch.setattr(BuildResult, "sass_opcodes", lambda self: {})
     monkeypatch.setattr(tune_module, "resource_step", fake_gates)
     return compiled

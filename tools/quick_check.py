@@ -19,15 +19,14 @@ stages (and contenders) per launch in throughput mode on the long and mission sh
 from __future__ import annotations
 
 import argparse
-import multiprocessing
 import os
 import sys
 import time
-from concurrent.futures import ProcessPoolExecutor
 
 import torch
 
-from stagelab.build import build_stage
+from stagelab.build import build_all, build_stage
+from stagelab.errors import BuildError
 from stagelab.explore import time_contender, time_kernel
 from stagelab.family import load_family
 from stagelab.registry import find_stage
@@ -108,17 +107,13 @@ def parse_variant(spec: str):
     return label, (reg, stage.with_defines(values))
 
 
-def _build_into_cache(reg, stage) -> None:
-    build_stage(stage, reg, load=False)
-
-
 def prebuild(builds, jobs: int) -> None:
     """Compile every stage and variant side by side into the build cache (each nvcc run takes
     1-3 min for the Hopper stages, so building one after another would eat the device call);
-    the loads that follow find them cached. Spawned: this process may hold a CUDA context."""
-    with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
-        for future in [pool.submit(_build_into_cache, reg, stage) for reg, stage in builds]:
-            future.result()
+    the loads that follow find them cached."""
+    for _, outcome in build_all([(stage, reg) for reg, stage in builds], jobs):
+        if isinstance(outcome, BuildError):
+            raise outcome
 
 
 def main(argv=None) -> int:

@@ -162,13 +162,15 @@ using LongConfig2 = LongConfigOf<D, 2>;
 // (H100, throughput mode, (4,16,4096,64): 454 vs 421 TFLOP/s), but the persistent grid pays for
 // whole waves: on 132 SMs (2,8,2048,64) has 176 items of 192 rows (2 waves of 1.5x the work)
 // against 256 of 128 (2 waves), and measured 0.84x with three (H200 acceptance). Compare
-// waves x per-item cost, in units of a 128-row item: 3 warpgroups when
-// ceil(items3 / sms) * (3/2) / 1.08 < ceil(items2 / sms).
-constexpr int kWgs3GainPercent = 108;
+// waves x per-item cost (its rows), three warpgroups' rows 1.08x cheaper: 3 warpgroups when
+// ceil(items3 / sms) * 192 / 1.08 < ceil(items2 / sms) * 128.
+template <int D>
 inline bool wgs3_pays_off(const SdpaProblem& p, int sms) {
-  const int waves3 = sdpa_ceil_div(sdpa_ceil_div(p.seq_len, 192) * p.heads * p.batch, sms);
-  const int waves2 = sdpa_ceil_div(sdpa_ceil_div(p.seq_len, 128) * p.heads * p.batch, sms);
-  return waves3 * 3 * 100 < waves2 * 2 * kWgs3GainPercent;
+  constexpr int gain_percent = 108;
+  constexpr int rows3 = LongConfig<D>::kBlockM, rows2 = LongConfig2<D>::kBlockM;
+  const int waves3 = sdpa_ceil_div(sdpa_ceil_div(p.seq_len, rows3) * p.heads * p.batch, sms);
+  const int waves2 = sdpa_ceil_div(sdpa_ceil_div(p.seq_len, rows2) * p.heads * p.batch, sms);
+  return waves3 * rows3 * 100 < waves2 * rows2 * gain_percent;
 }
 // Short: two blocks per SM of 2 warpgroups: 2 * 128 * (24 + 232) = 65536.
 constexpr int kShortBlockN = 128;
@@ -238,7 +240,7 @@ extern "C" cudaError_t sdpa_forward(const SdpaProblem* problem, cudaStream_t str
     if (sms <= 0) return cudaErrorNoDevice;
     if (use_long_policy<D>(*problem, sms)) {
       if constexpr (D == 64 && CONSUMER_WGS_D64 == 0) {
-        if (!wgs3_pays_off(*problem, sms)) return sdpa_warpspec::launch<T, D, LongConfig2<D>>(*problem, 1, stream);
+        if (!wgs3_pays_off<D>(*problem, sms)) return sdpa_warpspec::launch<T, D, LongConfig2<D>>(*problem, 1, stream);
       }
       return sdpa_warpspec::launch<T, D, LongConfig<D>>(*problem, 1, stream);
     }

@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import json
+import multiprocessing
 import os
 import platform
 import shutil
@@ -24,6 +25,8 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -223,6 +226,35 @@ def build_stage(stage: Stage, registry: Registry, *, load: bool = True) -> Build
         result.module = import_module_file(name, final / meta["module"])
         attach_dynamic_shared_memory(result, load_family(registry.family))
     return result
+
+
+def build_into_cache(stage: Stage, registry: Registry) -> BuildResult:
+    """Compile (or find) a stage and its SASS listing in the cache without loading it: the offline
+    part of a build, so that a later load, and the resource step, only read files."""
+    result = build_stage(stage, registry, load=False)
+    result.sass_opcodes()
+    return result
+
+
+def build_all(builds: Sequence[tuple[Stage, Registry]], jobs: int) -> Iterator[tuple[int, BuildResult | BuildError]]:
+    """build_into_cache for each (stage, registry), `jobs` at a time; yields (index, result or the
+    BuildError) as each finishes. In this process when jobs is 1; otherwise in spawned processes,
+    not forked ones: the caller may hold a CUDA context, and a forked child of a CUDA process is
+    not supported by the driver."""
+    if jobs <= 1:
+        for index, (stage, registry) in enumerate(builds):
+            try:
+                yield index, build_into_cache(stage, registry)
+            except BuildError as exc:
+                yield index, exc
+        return
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+        futures = {pool.submit(build_into_cache, stage, registry): index for index, (stage, registry) in enumerate(builds)}
+        for future in as_completed(futures):
+            try:
+                yield futures[future], future.result()
+            except BuildError as exc:
+                yield futures[future], exc
 
 
 def attach_dynamic_shared_memory(result: BuildResult, family) -> None:

@@ -137,34 +137,22 @@ def _add_tool_parsers(sub) -> None:
         parser.set_defaults(func=func)
 
 
-def _build_one(stage_id: str) -> str:
-    from .build import build_stage
-    from .registry import find_stage
-
-    registry, stage = find_stage(stage_id)
-    result = build_stage(stage, registry, load=False)
-    # the SASS listing too (cuobjdump, 1-3 s a stage), so the notebook's resource cell only reads it:
-    # measured on an H200 the first sweep after a prebuild paid it in every notebook
-    result.sass_opcodes()
-    return f"{stage_id}: {'cached' if result.cached else 'built'} in {result.seconds:.1f}s (key {result.key})"
-
-
 def _cmd_build(args) -> int:
     """Build stages in parallel processes so later notebook runs find them cached."""
-    from concurrent.futures import ProcessPoolExecutor, as_completed
-
+    from .build import build_all
     from .errors import BuildError
+    from .registry import find_stage
 
     stage_ids = _stage_ids(args.stages)
+    builds = [(stage, registry) for registry, stage in map(find_stage, stage_ids)]
     failed = 0
-    with ProcessPoolExecutor(max_workers=args.jobs) as pool:
-        futures = {pool.submit(_build_one, s): s for s in stage_ids}
-        for future in as_completed(futures):
-            try:
-                print(future.result(), flush=True)
-            except BuildError as exc:
-                failed += 1
-                print(f"{futures[future]}: build failed\n{exc}", flush=True)
+    for index, outcome in build_all(builds, args.jobs):
+        if isinstance(outcome, BuildError):
+            failed += 1
+            print(f"{stage_ids[index]}: build failed\n{outcome}", flush=True)
+        else:
+            print(f"{stage_ids[index]}: {'cached' if outcome.cached else 'built'} in {outcome.seconds:.1f}s "
+                  f"(key {outcome.key})", flush=True)
     return 1 if failed else 0
 
 

@@ -18,7 +18,12 @@ class BuildError(StagelabError):
 
     def __init__(self, message: str, log: str):
         super().__init__(f"{message}\n--- compiler log ---\n{log}")
+        self.reason = message
         self.log = log
+
+    def __reduce__(self):
+        # rebuilt from both parts, so it survives the trip back from a build worker process
+        return BuildError, (self.reason, self.log)
 
 
 class StoreError(StagelabError):

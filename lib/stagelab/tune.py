@@ -17,13 +17,11 @@ same tune run (same source hash, parameter file and GPU) is not built or measure
 from __future__ import annotations
 
 import math
-import multiprocessing
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field, replace
 
 from . import metrics as m
 from . import tracking
-from .build import build_stage, source_hash
+from .build import build_all, build_stage, source_hash
 from .errors import BuildError, ConfigError, StagelabError
 from .judge import judge
 from .outcome import Outcome
@@ -94,43 +92,18 @@ def select_elites(trials: list[Trial], count: int = ELITE_COUNT) -> list[Trial]:
     return sorted((t for t in trials if t.elite_worthy), key=lambda t: t.score_us)[:count]
 
 
-def _compile(stage: Stage, registry: Registry) -> tuple[str, str] | None:
-    """In a worker process: build one configuration into the cache; (message, log) if it fails.
-    (A BuildError does not survive the trip back from a worker, so its parts travel instead.)"""
-    try:
-        # The SASS listing is cached beside the build: disassembling here runs it in parallel
-        # too, and the gates later only read it.
-        build_stage(stage, registry, load=False).sass_opcodes()
-    except BuildError as exc:
-        return _failure(exc)
-    return None
-
-
-def _failure(exc: BuildError) -> tuple[str, str]:
+def _note_build(trial: Trial, failure: BuildError) -> None:
     """What a trial keeps of a build error: its first line (the reason) and the compiler log."""
-    return str(exc).splitlines()[0], exc.log
-
-
-def _note_build(trial: Trial, failure: tuple[str, str] | None) -> None:
-    if failure is not None:
-        trial.results.build_error, trial.build_log = failure
+    trial.results.build_error, trial.build_log = failure.reason.splitlines()[0], failure.log
 
 
 def compile_all(trials: list[Trial], registry: Registry, jobs: int) -> None:
-    """Build every configuration, `jobs` at a time (in this process when jobs is 1)."""
+    """Build every configuration (with its SASS listing, so the gates only read it), `jobs` at a time."""
     bar = progress_bar(desc="tune: build", total=len(trials))
-    if jobs <= 1:
-        for trial in trials:
-            _note_build(trial, _compile(trial.ctx.stage, registry))
-            bar.update(1)
-    else:
-        # spawned, not forked: this process may hold a CUDA context already (the GPU's name for the
-        # tune run's tags), and a forked child of a CUDA process is not supported by the driver
-        with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
-            futures = {pool.submit(_compile, t.ctx.stage, registry): t for t in trials}
-            for future in as_completed(futures):
-                _note_build(futures[future], future.result())
-                bar.update(1)
+    for index, outcome in build_all([(t.ctx.stage, registry) for t in trials], jobs):
+        if isinstance(outcome, BuildError):
+            _note_build(trials[index], outcome)
+        bar.update(1)
     bar.close()
 
 
@@ -139,7 +112,7 @@ def gate(trial: Trial) -> None:
     try:
         trial.results.built = Built(build_stage(trial.ctx.stage, trial.ctx.registry))
     except BuildError as exc:
-        _note_build(trial, _failure(exc))
+        _note_build(trial, exc)
         return
     trial.results.resources = resource_step(trial.ctx, trial.results.built)
 
