@@ -86,7 +86,10 @@ def test_each_tool_wraps_the_stage_child(monkeypatch):
         return 0, RACECHECK_RACE if command[2] == "racecheck" else MEMCHECK_CLEAN
 
     report = sanitize.sanitize_step(context(True), run=run)
-    assert [c[0][2] for c in calls] == list(sanitize.SANITIZER_TOOLS)
+    assert sorted(c[0][2] for c in calls) == sorted(sanitize.SANITIZER_TOOLS)  # side by side: any order
+    assert [v.tool for v in report.verdicts] == list(sanitize.SANITIZER_TOOLS)  # reported in order
+    assert all(v.seconds is not None and v.seconds >= 0 for v in report.verdicts)
+    calls.sort(key=lambda c: sanitize.SANITIZER_TOOLS.index(c[0][2]))
     command, env = calls[0]
     assert command[:3] == ["/opt/cs", "--tool", "memcheck"] and command[-1] == "--sanitize"
     assert "stagelab.launch" in command and "sm0_block_three_pass" in command

@@ -89,6 +89,8 @@ def sanitize_metrics(report: SanitizeReport) -> dict[str, float]:
             out[m.SANITIZER_ERRORS.key(verdict.tool)] = verdict.errors
         if verdict.warnings is not None:
             out[m.SANITIZER_WARNINGS.key(verdict.tool)] = verdict.warnings
+        if verdict.seconds is not None:
+            out[m.SANITIZER_SECONDS.key(verdict.tool)] = verdict.seconds
     return out
 
 

@@ -79,6 +79,7 @@ TIMING_FLOOR_US = Metric("timing_floor_us", "us", "median of an empty kernel by 
 # -- compute-sanitizer (memcheck, racecheck, synccheck) at the family's small odd problems -----
 SANITIZER_ERRORS = Metric("sanitizer_errors", "count", "errors one compute-sanitizer tool reported, per tool")
 SANITIZER_WARNINGS = Metric("sanitizer_warnings", "count", "racecheck hazards reported as warnings, per tool")
+SANITIZER_SECONDS = Metric("sanitizer_seconds", "s", "wall time of one compute-sanitizer tool on the stage's child launch")
 
 # -- Nsight Compute, per profiled problem (the mission problem and one long problem) ---------
 NCU_DURATION_US = Metric("ncu_duration_us", "us", "ncu: the stage's kernels' GPU time at one launch (clocks locked)")
