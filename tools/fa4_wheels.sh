@@ -7,7 +7,8 @@
 #            ... the same for each part; after the last:  bash tools/fa4_wheels.sh install
 #            then the batch call exports STAGELAB_FA4_SITE=/tmp/fa4site (the fa4 contender
 #            adds it with site.addsitedir: the cutlass package comes in through a .pth file).
-# Not yet tried on a device (written 2026-11-23 with no device time left).
+# Tried on an H100 2026-11-23: flash-attn-4 4.0.0b9 does not import with cutlass-dsl 4.8.1
+# (cute.core.ThrMma is gone); 4.0.0b36 is pinned instead.
 set -euo pipefail
 PARTS_DIR=/tmp/fa4-parts
 SITE_DIR=/tmp/fa4site
