@@ -227,7 +227,8 @@ def test_promotion_as_a_named_variant_adds_then_replaces_one_line(tmp_path):
     registry = load_registry(registry_file)
     assert registry.get("s3b_register_softmax").variants == {"h100": {"BLOCK_N": "128"}, "h200": {"BLOCK_N": "128"}}
     assert registry.get("s3b_register_softmax").variant("h100").defines["BLOCK_N"] == "128"
-    assert not registry.get("s4_pipeline3").variants
+    untouched = load_registry(ROOT / "kernels" / "sdpa" / "stages.yaml").get("s4_pipeline3").variants
+    assert registry.get("s4_pipeline3").variants == untouched  # the neighbour's own variants stay as they were
     assert len(registry_file.read_text().splitlines()) == lines + 3
 
 
@@ -239,3 +240,39 @@ def test_a_stage_run_context_takes_a_variant_by_name(root):
         f"    search_space:\n      {SPACE}\n", f"    search_space:\n      {SPACE}\n    variants: {{wide: {{BLOCK_THREADS: 512}}}}\n"))
     assert StageContext.load(STAGE, PARAMS, "wide").stage.defines["BLOCK_THREADS"] == "512"
     assert StageContext.load(STAGE, PARAMS, {"BLOCK_THREADS": 64}).stage.defines["BLOCK_THREADS"] == "64"
+
+
+def test_a_tune_run_imported_from_the_gpu_machine_is_promoted_by_its_printed_id(root, fake_gpu, tmp_path, monkeypatch):
+    """Tuning happens on a GPU machine; its store comes back with `stagelab import` and the best
+    configuration is promoted in the checkout, found by the id the GPU machine printed."""
+    from stagelab import cli
+    from stagelab.registry import load_registry
+
+    set_space(root, "32, 64, 128, 256")
+    remote = tune_module.tune(STAGE, PARAMS)  # the GPU machine's store: tmp_store
+    here = f"sqlite:///{tmp_path / 'here.db'}"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", here)
+    mlflow.set_tracking_uri(here)
+    assert cli.main(["import", str(tmp_path / "mlflow.db")]) == 0
+    assert cli.main(["tune", STAGE, "--from-run", remote.parent_run_id]) == 2  # neither --promote nor --promote-as
+    assert cli.main(["tune", STAGE, "--from-run", "no-such-run", "--promote-as", "fast"]) == 2
+
+    assert cli.main(["tune", STAGE, "--from-run", remote.parent_run_id, "--promote-as", "fast"]) == 0
+    registry = load_registry(root / "kernels" / "softmax" / "stages.yaml")
+    assert registry.get(STAGE).variants["fast"] == {"BLOCK_THREADS": "128"}
+    experiment = tracking.client().get_experiment_by_name(remote.trials[0].ctx.family.tune_experiment)
+    local = tracking.client().search_runs([experiment.experiment_id],
+                                          filter_string=f"tags.`{m.TAG_TUNE_ROLE}` = '{m.TUNE_ROLE_PARENT}'")
+    assert [r.data.tags[m.TAG_PROMOTED] for r in local] == ["variant fast: BLOCK_THREADS=128"]
+
+
+def test_a_configuration_label_reads_back_as_its_defines():
+    from stagelab.errors import ConfigError
+    from stagelab.promote import parse_label
+    from stagelab.space import config_label
+
+    defines = {"BLOCK_N": "128", "PIPELINE_STAGES": "2", "Q_IN_REGISTERS": "0"}
+    assert parse_label(config_label(defines)) == defines
+    for bad in ("", "BLOCK_N", "=3,BLOCK_N=1"):
+        with pytest.raises(ConfigError, match="not a configuration label"):
+            parse_label(bad)

@@ -61,7 +61,7 @@ for stage in ${SANITIZE:-}; do
 done
 for stage in ${PROFILE:-}; do
   echo "=== stagelab profile $stage" | tee -a "$OUT/profile.log"
-  timeout "${PROFILE_TIMEOUT:-600}" python3 -m stagelab profile "$stage" 2>&1 | tail -40 | tee -a "$OUT/profile.log"
+  timeout "${PROFILE_TIMEOUT:-600}" python3 -m stagelab profile "$stage" --params "${PROFILE_PARAMS:-params/mission.yaml}" 2>&1 | tail -40 | tee -a "$OUT/profile.log"
 done
 if [ -n "${2:-}" ]; then
   echo "=== pytest $2"

@@ -48,7 +48,7 @@ Knobs (-D overrides)
   FORCE_POLICY=0        0 by shape, 1 always long (persistent), 2 always short
   PINGPONG=0            the long policy's consumer warpgroups in pingpong (s7)
                         or not (s6): pingpong measured 0.75x on the long shapes
-  CONSUMER_WGS_D64=3    the long policy's consumer warpgroups at head_dim 64:
+  CONSUMER_WGS_D64=0    the long policy's consumer warpgroups at head_dim 64:
                         3 = 192-row work items, 160 registers each (s6's
                         knob; needs PINGPONG 0). H100, throughput mode: 454 vs
                         421 TFLOP/s with 2 at (4,16,4096,64) (cuDNN 429 in the
@@ -57,9 +57,16 @@ Knobs (-D overrides)
                         3 losing at (2,8,2048,64): 60.0 vs s7's 50.6 us cold,
                         causal 58.2 vs 44.8: 176 items of 192 rows make two
                         waves of 1.5x the work on 132 SMs. 0 picks 2 or 3 per
-                        problem by waves x item cost (wgs3_pays_off); variant
-                        wg_by_waves_d64, built (0 spills, default SASS
-                        unchanged), not yet timed.
+                        problem by waves x item cost (wgs3_pays_off).
+                        H100, quick_check, throughput, commit 9c6a552, us per
+                        launch, 3 / 0 / 2 (cuDNN, FA4 in the same run):
+                        (2,8,2048,64) 54.09 / 42.65 / 43.12 (40.91, 49.64),
+                        causal 51.79 / 37.06 / 37.08 (37.66, 26.37),
+                        (4,16,4096,64) 584.1 / 587.9 / 636.7 (613.2, 549.7):
+                        0 keeps 3's gain where it pays (0.65% off, inside the
+                        spread) and wins back 1.27x / 1.40x where it did not.
+                        Promoted to the default 2026-11-23 (night); variants
+                        wg3_d64 (always 3) and wg2_d64 (always 2).
   KEY_SPLIT_WGS=1       2: the short policy's 64-row tile is shared by two
                         consumer warpgroups that take alternate key tiles of one
                         ring (ring index i -> warpgroup i % 2; the producer is
@@ -105,9 +112,10 @@ Build / SASS (UTMALDG, HGMMA, SYNCS, USETMAXREG; LDS/LD through mapa for DSMEM):
 
 #include "sdpa_api.h"
 #include "sdpa_export.cuh"
-// s8 runs three consumer warpgroups at head_dim 64 (its log); s6/s7 keep the shared default of 2
+// s8 picks two or three consumer warpgroups at head_dim 64 by the wave count (0, its log);
+// s6/s7 keep the shared default of 2
 #ifndef CONSUMER_WGS_D64
-#define CONSUMER_WGS_D64 3
+#define CONSUMER_WGS_D64 0
 #endif
 #include "sdpa_warpspec.cuh"
 #include "sdpa_warpspec_knobs.cuh"

@@ -311,6 +311,8 @@ def _cmd_tune(args) -> int:
 
     from .tune import tune
 
+    if args.from_run:
+        return _promote_recorded(args)
     result = tune(args.stage, args.params, jobs=args.jobs, experiment=args.experiment, elite_count=args.elites)
     rows = pd.DataFrame(result.rows()).drop(columns=["run_id"])
     print(rows.to_markdown(index=False, floatfmt=".4g"))
@@ -323,6 +325,31 @@ def _cmd_tune(args) -> int:
     if (args.promote or args.promote_as) and result.elites:
         _promote(result, args.stage, args.promote_as)
     return 0 if result.elites else 1
+
+
+def _promote_recorded(args) -> int:
+    """--from-run: promote the best of a tune run already in the store (tuned on a GPU machine and
+    brought here with `stagelab import`), without tuning again."""
+    from .errors import ConfigError
+    from .promote import promote_defaults, promote_variant, record_promotion, recorded_best
+    from .registry import find_stage
+    from .space import config_label
+
+    if not (args.promote or args.promote_as):
+        raise ConfigError("--from-run promotes a recorded tune run: add --promote (the stage's defaults) "
+                          "or --promote-as VARIANT")
+    registry_file = find_stage(args.stage)[0].directory / "stages.yaml"
+    run_id, defines = recorded_best(args.stage, args.from_run)
+    if args.promote_as:
+        diff = promote_variant(registry_file, args.stage, args.promote_as, defines)
+        what = f"variant {args.promote_as}: {config_label(defines)}"
+    else:
+        diff = promote_defaults(registry_file, args.stage, defines)
+        what = f"defaults: {config_label(defines)}"
+    if diff:
+        record_promotion(run_id, diff, what)
+    print(diff or f"{args.stage}: stages.yaml already holds {config_label(defines)}")
+    return 0
 
 
 def _promote(result, stage_id: str, variant: str | None) -> None:
@@ -354,6 +381,9 @@ def _add_tune_parser(sub) -> None:
     tun.add_argument("--promote-as", metavar="VARIANT", default=None,
                      help="write the best configuration as the stage's named variant in stages.yaml (diff "
                           "recorded); run it with StageRun(stage, params, defines=VARIANT) or knobs = 'VARIANT'")
+    tun.add_argument("--from-run", metavar="RUN_ID", default=None,
+                     help="promote (with --promote or --promote-as) the best configuration of a tune run "
+                          "already in the store, e.g. one run on a GPU machine and imported here; tunes nothing")
     tun.set_defaults(func=_cmd_tune)
 
 

@@ -118,3 +118,39 @@ def record_promotion(parent_run_id: str, diff: str, promoted_to: str) -> None:
         path.write_text(diff)
         tracking.log_artifact(parent_run_id, path, "promotion")
     tracking.set_tags(parent_run_id, {m.TAG_PROMOTED: promoted_to})
+
+
+def parse_label(label: str) -> dict[str, str]:
+    """The defines of a configuration label (space.config_label's `BLOCK_N=32,PIPELINE_STAGES=2`)."""
+    pairs = [item.split("=", 1) for item in label.split(",") if item]
+    if not pairs or any(len(pair) != 2 or not pair[0] for pair in pairs):
+        raise ConfigError(f"{label!r} is not a configuration label (KEY=VALUE,KEY=VALUE)")
+    return {key: value for key, value in pairs}
+
+
+def recorded_best(stage_id: str, run_id: str) -> tuple[str, dict[str, str]]:
+    """(local run id, defines) of the best configuration a recorded tune run kept. The tune usually
+    ran on a GPU machine whose store was then merged here with `stagelab import`, so `run_id` may be
+    this store's id or the one the GPU machine printed (kept on the copy as portable.SOURCE_RUN_TAG)."""
+    from mlflow.exceptions import MlflowException
+
+    from .portable import SOURCE_RUN_TAG
+
+    c = tracking.client()
+    try:
+        run = c.get_run(run_id)
+    except MlflowException:
+        copies = c.search_runs([e.experiment_id for e in c.search_experiments()],
+                               filter_string=f"tags.`{SOURCE_RUN_TAG}` = '{run_id}'", max_results=1)
+        if not copies:
+            raise ConfigError(f"no run {run_id} in {tracking.tracking_uri()}, here or imported") from None
+        run = copies[0]
+    tags = run.data.tags
+    if tags.get(m.TAG_TUNE_ROLE) != m.TUNE_ROLE_PARENT:
+        raise ConfigError(f"run {run_id} is not a tune run (tag {m.TAG_TUNE_ROLE}={tags.get(m.TAG_TUNE_ROLE)})")
+    if tags.get(m.TAG_STAGE) != stage_id:
+        raise ConfigError(f"tune run {run_id} tuned {tags.get(m.TAG_STAGE)}, not {stage_id}")
+    best = tags.get(m.elite_tag(1))
+    if not best:
+        raise ConfigError(f"tune run {run_id} kept no elite: no configuration was checked correct and timed")
+    return run.info.run_id, parse_label(best)
