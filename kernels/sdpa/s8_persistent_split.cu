@@ -67,6 +67,20 @@ Knobs (-D overrides)
                         spread) and wins back 1.27x / 1.40x where it did not.
                         Promoted to the default 2026-11-23 (night); variants
                         wg3_d64 (always 3) and wg2_d64 (always 2).
+  CAUSAL_PAIRS=1        the long policy's causal schedule: each persistent
+                        block takes a head's query tiles j and m-1-j back to
+                        back (sdpa_warpspec.cuh, WorkOrder), a unit of about
+                        m+1 key tiles whatever j, striped over the blocks; 0 is
+                        the single-item stripe it replaces (variant
+                        causal_pairs_off). Why: with single items block b's
+                        lengths follow b's residues mod m: at (2,8,2048,128)
+                        causal the longest block carries 28 tile-lengths
+                        against a mean of 16.5, and the H100 long run (commit
+                        9c6a552) measured 342 TFLOP/s there against 582 dense
+                        and FlashAttention-4's 508. With pairs: 128 units of
+                        17 on 132 blocks. s6/s7 (not persistent) are
+                        unaffected (s7's SASS: same 48,384 instructions).
+                        Default from 2026-11-23 (night), before its GPU run.
   KEY_SPLIT_WGS=1       2: the short policy's 64-row tile is shared by two
                         consumer warpgroups that take alternate key tiles of one
                         ring (ring index i -> warpgroup i % 2; the producer is
@@ -116,6 +130,10 @@ Build / SASS (UTMALDG, HGMMA, SYNCS, USETMAXREG; LDS/LD through mapa for DSMEM):
 // s6/s7 keep the shared default of 2
 #ifndef CONSUMER_WGS_D64
 #define CONSUMER_WGS_D64 0
+#endif
+// s8's causal persistent blocks take query tiles in pairs j, m-1-j (its log)
+#ifndef CAUSAL_PAIRS
+#define CAUSAL_PAIRS 1
 #endif
 #include "sdpa_warpspec.cuh"
 #include "sdpa_warpspec_knobs.cuh"
@@ -266,6 +284,7 @@ extern "C" const char* sdpa_stage_config() {
           KEY_SPLIT_WGS) " KEY_SPLIT_BLOCK_N=" SDPA_STR(KEY_SPLIT_BLOCK_N) " KEY_SPLIT_STAGES_D64=" SDPA_STR(
           KEY_SPLIT_STAGES_D64) " KEY_SPLIT_STAGES_D128=" SDPA_STR(KEY_SPLIT_STAGES_D128)
          " CONSUMER_WGS_D64=" SDPA_STR(CONSUMER_WGS_D64) " (long, head_dim 64; 3: consumer 160; 0: 2 or 3 by the wave count)"
+         " CAUSAL_PAIRS=" SDPA_STR(CAUSAL_PAIRS) " (long, causal: query tiles j and m-1-j per unit)"
          " setmaxnreg producer/consumer: long 24/240, short 24/232 (2 blocks per SM)";
 }
 
