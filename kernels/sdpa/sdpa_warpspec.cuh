@@ -205,6 +205,13 @@ __device__ __forceinline__ WorkTile make_work(const Params& prm, int bh, int q_t
   return t;
 }
 
+// Item w of the flat order, query tiles of one (batch, head) consecutive and
+// in descending order (causal: longest first); s9 runs one block per item.
+template <class Cfg, bool kCausal>
+__device__ __forceinline__ WorkTile decode_work(const Params& prm, int w, int split, int splits) {
+  return make_work<Cfg, kCausal>(prm, w / prm.m_tiles, prm.m_tiles - 1 - w % prm.m_tiles, split, splits);
+}
+
 // Causal pairs (CAUSAL_PAIRS=1, persistent configs): a block takes query tiles
 // j and m-1-j of one head back to back, a unit whose key tiles sum to about the
 // same for every j, so the static stripes balance. Without it, block b's items
@@ -245,9 +252,7 @@ struct WorkOrder {
         body(make_work<Cfg, kCausal>(prm, u / pairs, (k & 1) ? shorter : longer, split, splits), local++);
       }
     } else {
-      for (int w = first; w < prm.work_items; w += stride)
-        body(make_work<Cfg, kCausal>(prm, w / prm.m_tiles, prm.m_tiles - 1 - w % prm.m_tiles, split, splits),
-             local++);
+      for (int w = first; w < prm.work_items; w += stride) body(decode_work<Cfg, kCausal>(prm, w, split, splits), local++);
     }
   }
 };
