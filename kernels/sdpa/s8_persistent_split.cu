@@ -80,7 +80,15 @@ Knobs (-D overrides)
                         and FlashAttention-4's 508. With pairs: 128 units of
                         17 on 132 blocks. s6/s7 (not persistent) are
                         unaffected (s7's SASS: same 48,384 instructions).
-                        Default from 2026-11-23 (night), before its GPU run.
+                        H100, quick_check, throughput, commit d24370e, TFLOP/s
+                        pairs / off (cuDNN, FA4 in the same run):
+                        (2,8,2048,128) causal 472 / 341 (324, 509),
+                        (4,16,4096,128) causal 527 / 490 (502, 556),
+                        (2,8,2048,64) causal 315 / 223 (228, 325); dense and
+                        mission unchanged (same code path). Default since
+                        2026-11-23 (night); long.yaml at d24370e: s8 1.47x
+                        cuDNN at (2,8,2048,128) causal, 1.07x at (4,16,4096,
+                        128) causal.
   KEY_SPLIT_WGS=1       2: the short policy's 64-row tile is shared by two
                         consumer warpgroups that take alternate key tiles of one
                         ring (ring index i -> warpgroup i % 2; the producer is
@@ -94,7 +102,8 @@ Knobs (-D overrides)
                         6.54 us (BLOCK_N 128) and 6.59 (64) vs 6.79 off, s5
                         6.39: the chain is shorter but the merge and one block
                         per SM eat it; off (variants key_split, key_split_n64).
-                        Next hypothesis for the mission (untested): L2 traffic.
+                        Next hypothesis for the mission: L2 traffic (tested
+                        and refuted, below).
                         Every 64-row query tile re-reads its head's whole K and
                         V (512 x 64 x 2 B x 2 = 128 KiB): 8 tiles x 16 heads =
                         16.8 MB through L2 for 4 MB of inputs, about 3 us at
@@ -102,8 +111,15 @@ Knobs (-D overrides)
                         less the 1.1 us throughput floor). A cluster of the
                         head's query tiles sharing each K/V tile by TMA
                         multicast would cut that by the cluster size. The
-                        profile step now reads L2 bytes and L2 throughput %
-                        (ncu_l2_bytes, ncu_l2_throughput_pct) to test it first.
+                        profile step reads L2 bytes and L2 throughput %
+                        (ncu_l2_bytes, ncu_l2_throughput_pct): on an H100
+                        (commit 9c6a552, archive/profile-l2-*) the mission
+                        kernel moves 24.3 MB through L2 (s5: 10.6 MB) at 21.8%
+                        of L2 peak (s5: 15.7%), top stalls wait, no_instruction,
+                        long_scoreboard: L2 is far from saturated, so
+                        multicast would not pay. The chain is latency: one
+                        warpgroup per SM waiting on fixed-latency dependencies.
+                        s5 tuned at the mission (18 tilings) gained 2%.
   KEY_SPLIT_BLOCK_N=128, KEY_SPLIT_STAGES_D64=4, KEY_SPLIT_STAGES_D128=2: the
                         key split's tiles and ring depth (even: slot i % stages
                         always serves warpgroup i % 2); 64 with 8 / 4 halves each
