@@ -48,3 +48,19 @@ def test_the_override_reaches_the_notebook_and_the_record(tmp_store, stagelab_cl
     log = mlflow.artifacts.download_artifacts(run_id=run["run_id"], artifact_path="results/sanitizer/memcheck.log.txt",
                                               dst_path=str(tmp_path))
     assert "no CUDA device" in Path(log).read_text()
+
+
+@pytest.mark.parametrize("command", ["profile", "sanitize"])
+def test_the_profile_and_sanitize_commands_run_their_own_step_whatever_the_file_lists(monkeypatch, command):
+    """`stagelab profile STAGE` on the default (acceptance) file once printed `skipped: acceptance has
+    no steps: [profile]` on a GPU machine: asking for the tool is the opt-in."""
+    from argparse import Namespace
+
+    from stagelab import cli
+    from stagelab.stage import StageRun
+
+    monkeypatch.setattr(StageRun, "build", lambda self: None)      # the step list is the point here,
+    monkeypatch.setattr(StageRun, "resources", lambda self: None)  # not nvcc
+    for params in (None, "params/acceptance.yaml", "params/long.yaml"):
+        run = cli._tool_run(Namespace(command=command, stage="s0_baseline", params=params, knobs=None))
+        assert run.params.steps == (command,)

@@ -78,7 +78,9 @@ def _cmd_resources(args) -> int:
 
 
 def _tool_run(args):
-    """The stage built (cached) and resource-checked, nothing recorded: what `profile` and `sanitize` wrap."""
+    """The stage built (cached) and resource-checked, nothing recorded: what `profile` and `sanitize` wrap.
+    The command's own step runs whatever the parameter file's `steps` say: asking for it is the opt-in
+    (the acceptance file, the default, lists sanitize but not profile, and `stagelab profile` skipped)."""
     import json
 
     from .family import load_family
@@ -86,7 +88,8 @@ def _tool_run(args):
     from .stage import StageRun
 
     params = args.params or load_family(find_stage(args.stage)[0].family).acceptance_params
-    run = StageRun(args.stage, params, defines=json.loads(args.knobs) if args.knobs else None, track=False)
+    run = StageRun(args.stage, params, defines=json.loads(args.knobs) if args.knobs else None, track=False,
+                   steps=[args.command])
     run.build()
     run.resources()
     return run
