@@ -1,0 +1,36 @@
+"""tools/schedule_balance.py: the derivation of the causal-schedule numbers in s8's log."""
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+TOOL = Path(__file__).resolve().parents[1] / "tools" / "schedule_balance.py"
+
+
+@pytest.fixture(scope="module")
+def tool():
+    spec = importlib.util.spec_from_file_location("schedule_balance", TOOL)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_a_heads_items_cost_their_key_tiles_longest_first(tool):
+    assert tool.item_costs(seq_len=512, block_m=128, block_n=128) == [4, 3, 2, 1]
+    assert tool.item_costs(seq_len=333, block_m=128, block_n=64) == [6, 4, 2]  # the ragged last tile: 333 keys
+
+
+def test_pairs_cost_the_same_whatever_j_and_an_odd_middle_tile_stands_alone(tool):
+    assert tool.units(heads=2, costs=[4, 3, 2, 1], pairs=True) == [5, 5, 5, 5]
+    assert tool.units(heads=1, costs=[3, 2, 1], pairs=True) == [4, 2]
+    assert tool.units(heads=2, costs=[3, 2, 1], pairs=False) == [3, 2, 1, 3, 2, 1]
+
+
+def test_the_numbers_in_s8s_log(tool):
+    """(2,8,2048,128) causal on 132 SMs: the longest block carried 28 tile-lengths against a mean of
+    16.5 with single items, 17 with pairs (128 units of 17)."""
+    mean = 16 * sum(range(1, 17)) / 132  # 16 heads of tiles costing 1..16 key tiles, on 132 SMs
+    assert round(mean, 1) == 16.5
+    assert tool.balance(16, 2048, 128, 128, 132, pairs=False) == (28, pytest.approx(mean / 28))
+    assert tool.balance(16, 2048, 128, 128, 132, pairs=True) == (17, pytest.approx(mean / 17))
