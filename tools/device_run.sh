@@ -10,6 +10,9 @@
 set -uo pipefail
 OUT="${OUT:-/tmp/out}"; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 STAGELAB_ROOT="$PWD"
+# FlashAttention-4, once `tools/fa4_wheels.sh install` has run on this (warm) machine: every later
+# call's contender finds it without remembering the export (a call without it recorded fa4 unavailable).
+[ -d /tmp/fa4site ] && export STAGELAB_FA4_SITE="${STAGELAB_FA4_SITE:-/tmp/fa4site}"
 python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site wheelhouse/*.whl 2>&1 | tail -2
 export PYTHONPATH="$PWD/lib:/tmp/site" PATH="/tmp/site/bin:$PATH"
 python3 -m ipykernel install --user --name python3 > /dev/null
