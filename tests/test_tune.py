@@ -268,8 +268,7 @@ def test_a_tune_run_imported_from_the_gpu_machine_is_promoted_by_its_printed_id(
 
 def test_a_configuration_label_reads_back_as_its_defines():
     from stagelab.errors import ConfigError
-    from stagelab.promote import parse_label
-    from stagelab.space import config_label
+    from stagelab.space import config_label, parse_label
 
     defines = {"BLOCK_N": "128", "PIPELINE_STAGES": "2", "Q_IN_REGISTERS": "0"}
     assert parse_label(config_label(defines)) == defines

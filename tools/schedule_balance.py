@@ -25,12 +25,10 @@ def item_costs(seq_len: int, block_m: int, block_n: int) -> list[int]:
 
 def units(heads: int, costs: list[int], pairs: bool) -> list[int]:
     """The cost of each unit the blocks stripe over, head-major."""
-    m_tiles = len(costs)
     if not pairs:
         return costs * heads
-    longest_first = costs  # costs[i] is query tile m-1-i: pair (j, m-1-j) is costs[m-1-j] + costs[j]
-    per_head = [longest_first[j] + (longest_first[m_tiles - 1 - j] if j != m_tiles - 1 - j else 0)
-                for j in range(math.ceil(m_tiles / 2))]
+    last = len(costs) - 1  # costs[i] is query tile last-i: a pair is costs[j] + costs[last-j]
+    per_head = [costs[j] + (costs[last - j] if j != last - j else 0) for j in range(math.ceil(len(costs) / 2))]
     return per_head * heads
 
 

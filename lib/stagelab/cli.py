@@ -334,40 +334,35 @@ def _promote_recorded(args) -> int:
     """--from-run: promote the best of a tune run already in the store (tuned on a GPU machine and
     brought here with `stagelab import`), without tuning again."""
     from .errors import ConfigError
-    from .promote import promote_defaults, promote_variant, record_promotion, recorded_best
+    from .promote import promote, record_promotion, recorded_best
     from .registry import find_stage
-    from .space import config_label
 
     if not (args.promote or args.promote_as):
         raise ConfigError("--from-run promotes a recorded tune run: add --promote (the stage's defaults) "
                           "or --promote-as VARIANT")
     registry_file = find_stage(args.stage)[0].directory / "stages.yaml"
     run_id, defines = recorded_best(args.stage, args.from_run)
-    if args.promote_as:
-        diff = promote_variant(registry_file, args.stage, args.promote_as, defines)
-        what = f"variant {args.promote_as}: {config_label(defines)}"
-    else:
-        diff = promote_defaults(registry_file, args.stage, defines)
-        what = f"defaults: {config_label(defines)}"
+    diff, what = promote(registry_file, args.stage, defines, args.promote_as)
     if diff:
         record_promotion(run_id, diff, what)
-    print(diff or f"{args.stage}: stages.yaml already holds {config_label(defines)}")
+    _print_promotion(diff, args.stage, defines)
     return 0
 
 
 def _promote(result, stage_id: str, variant: str | None) -> None:
     """The best configuration into stages.yaml, as the defaults or as a named variant; the diff is recorded."""
-    from .promote import promote_defaults, promote_variant, record_promotion
+    from .promote import promote, record_promotion
 
     best = result.elites[0]
-    registry_file = best.ctx.registry.directory / "stages.yaml"
-    if variant:
-        diff = promote_variant(registry_file, stage_id, variant, best.defines)
-        record_promotion(result.parent_run_id, diff, f"variant {variant}: {best.label}")
-    else:
-        diff = promote_defaults(registry_file, stage_id, best.defines)
-        record_promotion(result.parent_run_id, diff, f"defaults: {best.label}")
-    print(diff or f"{stage_id}: stages.yaml already holds {best.label}")
+    diff, what = promote(best.ctx.registry.directory / "stages.yaml", stage_id, best.defines, variant)
+    record_promotion(result.parent_run_id, diff, what)
+    _print_promotion(diff, stage_id, best.defines)
+
+
+def _print_promotion(diff: str, stage_id: str, defines: dict[str, str]) -> None:
+    from .space import config_label
+
+    print(diff or f"{stage_id}: stages.yaml already holds {config_label(defines)}")
 
 
 def _add_tune_parser(sub) -> None:

@@ -109,6 +109,16 @@ def promote_variant(registry_file: Path, stage_id: str, name: str, defines: dict
     return _write_checked(registry_file, new, stage_id, lambda stage: stage.variants.get(name) == defines)
 
 
+def promote(registry_file: Path, stage_id: str, defines: dict[str, str], variant: str | None = None) -> tuple[str, str]:
+    """`defines` as the stage's defaults, or as its variant `variant`; (the diff of stages.yaml,
+    what was promoted, as record_promotion tags it)."""
+    from .space import config_label
+
+    if variant:
+        return promote_variant(registry_file, stage_id, variant, defines), f"variant {variant}: {config_label(defines)}"
+    return promote_defaults(registry_file, stage_id, defines), f"defaults: {config_label(defines)}"
+
+
 def record_promotion(parent_run_id: str, diff: str, promoted_to: str) -> None:
     """The stages.yaml diff as an artifact of the tune run, and a tag saying what was promoted."""
     import tempfile
@@ -120,14 +130,6 @@ def record_promotion(parent_run_id: str, diff: str, promoted_to: str) -> None:
     tracking.set_tags(parent_run_id, {m.TAG_PROMOTED: promoted_to})
 
 
-def parse_label(label: str) -> dict[str, str]:
-    """The defines of a configuration label (space.config_label's `BLOCK_N=32,PIPELINE_STAGES=2`)."""
-    pairs = [item.split("=", 1) for item in label.split(",") if item]
-    if not pairs or any(len(pair) != 2 or not pair[0] for pair in pairs):
-        raise ConfigError(f"{label!r} is not a configuration label (KEY=VALUE,KEY=VALUE)")
-    return {key: value for key, value in pairs}
-
-
 def recorded_best(stage_id: str, run_id: str) -> tuple[str, dict[str, str]]:
     """(local run id, defines) of the best configuration a recorded tune run kept. The tune usually
     ran on a GPU machine whose store was then merged here with `stagelab import`, so `run_id` may be
@@ -135,6 +137,7 @@ def recorded_best(stage_id: str, run_id: str) -> tuple[str, dict[str, str]]:
     from mlflow.exceptions import MlflowException
 
     from .portable import SOURCE_RUN_TAG
+    from .space import parse_label
 
     c = tracking.client()
     try:

@@ -116,8 +116,8 @@ def sanitizer_command(executable: str, tool: str, child: list[str]) -> list[str]
 def sanitize_step(ctx, run: Callable = run_under_tool) -> SanitizeReport:
     """Each tool on the stage's child launch, the three side by side: each child is mostly CPU work
     under instrumentation, so together they take about as long as racecheck alone rather than the
-    sum (110-230 s a Hopper stage one after another). `run(command, timeout_s, env)` is replaceable
-    in tests."""
+    sum (H100: 5-8 s for memcheck and synccheck, 7-36 s for racecheck). `run(command, timeout_s,
+    env)` is replaceable in tests."""
     if not ctx.gpu_available:
         return SanitizeReport.not_run(SKIPPED, "no CUDA device")
     executable = find_tool(SANITIZER)

@@ -53,6 +53,14 @@ def config_label(defines: dict[str, str]) -> str:
     return ",".join(f"{k}={v}" for k, v in sorted(defines.items()))
 
 
+def parse_label(label: str) -> dict[str, str]:
+    """The defines of a configuration label (config_label's `BLOCK_N=32,PIPELINE_STAGES=2`)."""
+    pairs = [item.split("=", 1) for item in label.split(",") if item]
+    if not pairs or any(len(pair) != 2 or not pair[0] for pair in pairs):
+        raise ConfigError(f"{label!r} is not a configuration label (KEY=VALUE,KEY=VALUE)")
+    return {key: value for key, value in pairs}
+
+
 def _values(where: str, name: str, raw: Any) -> tuple[str, ...]:
     if not isinstance(raw, list):
         raise ConfigError(f"{where}: search_space.{name}: expected a list of values like [32, 64], "
