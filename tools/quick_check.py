@@ -47,7 +47,8 @@ TIME_PROBLEMS = [
     {"shape": [2, 8, 2048, 64], "causal": [False, True]},
     {"shape": [4, 16, 4096, 128], "causal": [False, True]},
     {"shape": [1, 32, 8192, 128], "causal": False},
-    {"shape": [2, 8, 2048, 128], "causal": True},
+    # long.yaml's shape under 1.0x cuDNN on the H100 (s8, commit d24370e), and its causal twin
+    {"shape": [2, 8, 2048, 128], "causal": [False, True]},
 ]
 SEEDS = (0, 1)
 

@@ -39,6 +39,27 @@ Changes vs parent s7_pingpong, and why
 Knobs (-D overrides)
   BLOCK_N_D64=128, BLOCK_N_D128=128, STAGES_D64=3, STAGES_D128=2: the long
                         policy's tiles and ring depth (as s6/s7)
+  DENSE_BLOCK_N_D128=0  keys per K/V tile of the long policy at head_dim 128
+                        without a causal mask (0: BLOCK_N_D128; 176 or 192: a
+                        wider S wgmma, m64n176k16 / m64n192k16). Hypothesis:
+                        FlashAttention-3 picks 128 x 176 for dense head_dim 128
+                        (and 128 for causal); fewer, longer key tiles spend less
+                        per key on ring barriers, row-max trees and the O
+                        rescale. 0 spills at 240 registers once the epilogue's
+                        addresses stay in the epilogue (sdpa_wgmma_tile.cuh,
+                        store_o). H100, quick_check, throughput, TFLOP/s,
+                        default / 176 / 192 (cuDNN, FA4 in the same run):
+                        (1,32,8192,128) 583 / 598 / 582 (583, 636),
+                        (4,16,4096,128) 560 / 562 / 550 (568, 599),
+                        (2,8,2048,128) 573 / 555 / 539 (581, 627);
+                        BLOCK_N_D128=176 for causal too: (2,8,2048,128) causal
+                        474 -> 425, (4,16,4096,128) causal 512 -> 499. A valid
+                        negative where it matters: 176 gains 2.6% at 8192 keys
+                        and loses 3% at 2048 (12 tiles of 176 cover 2112 keys:
+                        3% of the work is masked); the default stays 0.
+                        Variant dense_n176.
+                        Raw output: docs/results/sdpa/archive/dense-block-n-
+                        quick-check-nvidia-h100-2026-11-23-fifth.txt.
   SPLITS=1              CTAs per work item on the short policy: 0 picks the
                         fewest of 1, 2, 4 that give at least one CTA per SM
                         (capped by the key tiles); 1, 2 or 4 force it.
@@ -160,6 +181,11 @@ Build / SASS (UTMALDG, HGMMA, SYNCS, USETMAXREG; LDS/LD through mapa for DSMEM):
 #ifndef SPLITS
 #define SPLITS 1
 #endif
+// Keys per K/V tile of the long policy at head_dim 128 without a causal mask
+// (0: BLOCK_N_D128). Its log says why dense and causal may differ.
+#ifndef DENSE_BLOCK_N_D128
+#define DENSE_BLOCK_N_D128 0
+#endif
 #ifndef FORCE_POLICY
 #define FORCE_POLICY 0
 #endif
@@ -191,8 +217,8 @@ static_assert(CONSUMER_WGS_D64 >= 0 && CONSUMER_WGS_D64 <= 3 && CONSUMER_WGS_D64
               "CONSUMER_WGS_D64: 2 (128 rows), 3 (192 rows) or 0 (by the wave count)");
 static_assert(CONSUMER_WGS_D64 == 2 || PINGPONG == 0, "three consumer warpgroups need PINGPONG 0");
 constexpr int kLongBlocksPerSm = 1;
-template <int D, int WGs>
-using LongConfigOf = Config<WGs, D == 64 ? BLOCK_N_D64 : BLOCK_N_D128, D == 64 ? STAGES_D64 : STAGES_D128,
+template <int D, int WGs, int BlockN = D == 64 ? BLOCK_N_D64 : BLOCK_N_D128>
+using LongConfigOf = Config<WGs, BlockN, D == 64 ? STAGES_D64 : STAGES_D128,
                             /*pingpong=*/PINGPONG != 0, /*persistent=*/true, kLongBlocksPerSm, kProducerRegs,
                             sdpa_warpspec::fit_consumer_regs(WGs, kProducerRegs, kLongBlocksPerSm, CONSUMER_REGS)>;
 // The build's first choice at each head dim (head_dim 128 keeps two: its O alone is 64 registers).
@@ -202,6 +228,10 @@ template <int D>
 using LongConfig = LongConfigOf<D, kLongConsumerWGs<D>>;
 template <int D>
 using LongConfig2 = LongConfigOf<D, 2>;
+// Dense head_dim 128 with its own key tile (DENSE_BLOCK_N_D128), when it differs.
+constexpr int kDenseBlockN128 = DENSE_BLOCK_N_D128 == 0 ? BLOCK_N_D128 : DENSE_BLOCK_N_D128;
+constexpr bool kDenseOwnTile = kDenseBlockN128 != BLOCK_N_D128;
+using LongConfigDense128 = LongConfigOf<128, 2, kDenseBlockN128>;
 
 // Three consumer warpgroups did each 192-row item 1.08x faster per row than two did 128-row ones
 // (H100, throughput mode, (4,16,4096,64): 454 vs 421 TFLOP/s), but the persistent grid pays for
@@ -264,7 +294,9 @@ struct SmemOf {  // the larger of the two policies' footprints
   static constexpr size_t smem_bytes() {
     constexpr size_t a3 = sdpa_warpspec::Layout<T, D, LongConfig<D>>::kSmemBytes;
     constexpr size_t a2 = sdpa_warpspec::Layout<T, D, LongConfig2<D>>::kSmemBytes;
-    constexpr size_t a = a3 > a2 ? a3 : a2;
+    constexpr size_t a32 = a3 > a2 ? a3 : a2;
+    constexpr size_t ad = D == 128 && kDenseOwnTile ? sdpa_warpspec::Layout<T, D, LongConfigDense128>::kSmemBytes : 0;
+    constexpr size_t a = a32 > ad ? a32 : ad;
     constexpr size_t b = sdpa_warpspec::Layout<T, D, ShortConfig>::kSmemBytes;
     constexpr size_t ab = a > b ? a : b;
     if constexpr (kKeySplit) {
@@ -284,6 +316,9 @@ extern "C" cudaError_t sdpa_forward(const SdpaProblem* problem, cudaStream_t str
     const int sms = sdpa_warpspec::sm_count();
     if (sms <= 0) return cudaErrorNoDevice;
     if (use_long_policy<D>(*problem, sms)) {
+      if constexpr (D == 128 && kDenseOwnTile) {
+        if (!problem->causal) return sdpa_warpspec::launch<T, D, LongConfigDense128>(*problem, 1, stream);
+      }
       if constexpr (D == 64 && CONSUMER_WGS_D64 == 0) {
         if (!wgs3_pays_off<D>(*problem, sms)) return sdpa_warpspec::launch<T, D, LongConfig2<D>>(*problem, 1, stream);
       }
@@ -298,7 +333,7 @@ extern "C" cudaError_t sdpa_forward(const SdpaProblem* problem, cudaStream_t str
 extern "C" const char* sdpa_stage_config() {
   return "s8_persistent_split long: persistent grid=SMs, longest-first, BLOCK_M=128 pingpong BLOCK_N_D64=" SDPA_STR(
       BLOCK_N_D64) " BLOCK_N_D128=" SDPA_STR(BLOCK_N_D128) " STAGES_D64=" SDPA_STR(STAGES_D64) " STAGES_D128=" SDPA_STR(
-      STAGES_D128) "; short: BLOCK_M=64 BLOCK_N=128 split-KV cluster SPLITS=" SDPA_STR(SPLITS) " (0=auto)"
+      STAGES_D128) " DENSE_BLOCK_N_D128=" SDPA_STR(DENSE_BLOCK_N_D128) " (0: BLOCK_N_D128); short: BLOCK_M=64 BLOCK_N=128 split-KV cluster SPLITS=" SDPA_STR(SPLITS) " (0=auto)"
       " FORCE_POLICY=" SDPA_STR(FORCE_POLICY) " PINGPONG=" SDPA_STR(PINGPONG) " KEY_SPLIT_WGS=" SDPA_STR(
           KEY_SPLIT_WGS) " KEY_SPLIT_BLOCK_N=" SDPA_STR(KEY_SPLIT_BLOCK_N) " KEY_SPLIT_STAGES_D64=" SDPA_STR(
           KEY_SPLIT_STAGES_D64) " KEY_SPLIT_STAGES_D128=" SDPA_STR(KEY_SPLIT_STAGES_D128)

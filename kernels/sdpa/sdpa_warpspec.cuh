@@ -118,7 +118,8 @@ struct Config {
   static_assert(kBlockM <= kMaxTmaBoxRows, "Q is loaded as one TMA box of kBlockM rows per column block");
   static_assert(!kPingpong || kConsumerWGs == 2, "pingpong needs two consumer warpgroups");
   static_assert(kStages >= 2, "a buffer is refilled while the other is read: >= 2 per ring");
-  static_assert(kBlockN == 64 || kBlockN == 128, "BLOCK_N: 64 or 128 (TMA box rows <= 256, wgmma N)");
+  static_assert(kBlockN == 64 || kBlockN == 128 || kBlockN == 176 || kBlockN == 192,
+                "BLOCK_N: 64, 128, 176 or 192 (TMA box rows <= 256, a wgmma N with a wrapper)");
   static_assert(kMinBlocks * kWarpgroupThreads * (kProducerRegs + kConsumerWGs * kConsumerRegs) <= kRegisterFile,
                 "the setmaxnreg split of every resident block must fit the register file");
 };

@@ -7,7 +7,7 @@
 //   wgmma.fence.sync.aligned                  order register writes before wgmma
 //   wgmma.commit_group.sync.aligned           close a group of issued wgmma
 //   wgmma.wait_group.sync.aligned N           wait until <= N groups in flight
-//   wgmma.mma_async.sync.aligned.m64nNk16     N in {48, 64, 128}, f32 += f16/bf16,
+//   wgmma.mma_async.sync.aligned.m64nNk16     N in {48, 64, 128, 176, 192}, f32 += f16/bf16,
 //       SS: A and B from shared-memory descriptors
 //       RS: A from registers, B from a descriptor
 //   fence.proxy.async.shared::cta             make generic-proxy writes (st.shared,
@@ -216,7 +216,7 @@ __device__ __forceinline__ void schedule_boundary(bool never) {
 template <typename T, int N>
 struct Wgmma;
 
-// The six specializations differ only in N and the PTX type name, so one macro writes
+// The specializations differ only in N and the PTX type name, so one macro writes
 // them. Per N: the accumulator register list, and the operand numbers that follow it
 // (SS: desc_a, desc_b, scale_d predicate, transpose; RS: four A registers, desc_b,
 // scale_d predicate, transpose).
@@ -240,6 +240,18 @@ struct Wgmma;
 #define SDPA_WGMMA_N128_SS_OPS "%64, %65, p, 1, 1, 0, %67"
 #define SDPA_WGMMA_N128_RS_PRED "%69"
 #define SDPA_WGMMA_N128_RS_OPS "{%64, %65, %66, %67}, %68, p, 1, 1, %70"
+#define SDPA_WGMMA_N176_REGS "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87}"
+#define SDPA_WGMMA_N176_OUTS SDPA_WGMMA_D8(0), SDPA_WGMMA_D8(8), SDPA_WGMMA_D8(16), SDPA_WGMMA_D8(24), SDPA_WGMMA_D8(32), SDPA_WGMMA_D8(40), SDPA_WGMMA_D8(48), SDPA_WGMMA_D8(56), SDPA_WGMMA_D8(64), SDPA_WGMMA_D8(72), SDPA_WGMMA_D8(80)
+#define SDPA_WGMMA_N176_SS_PRED "%90"
+#define SDPA_WGMMA_N176_SS_OPS "%88, %89, p, 1, 1, 0, %91"
+#define SDPA_WGMMA_N176_RS_PRED "%93"
+#define SDPA_WGMMA_N176_RS_OPS "{%88, %89, %90, %91}, %92, p, 1, 1, %94"
+#define SDPA_WGMMA_N192_REGS "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95}"
+#define SDPA_WGMMA_N192_OUTS SDPA_WGMMA_D8(0), SDPA_WGMMA_D8(8), SDPA_WGMMA_D8(16), SDPA_WGMMA_D8(24), SDPA_WGMMA_D8(32), SDPA_WGMMA_D8(40), SDPA_WGMMA_D8(48), SDPA_WGMMA_D8(56), SDPA_WGMMA_D8(64), SDPA_WGMMA_D8(72), SDPA_WGMMA_D8(80), SDPA_WGMMA_D8(88)
+#define SDPA_WGMMA_N192_SS_PRED "%98"
+#define SDPA_WGMMA_N192_SS_OPS "%96, %97, p, 1, 1, 0, %99"
+#define SDPA_WGMMA_N192_RS_PRED "%101"
+#define SDPA_WGMMA_N192_RS_OPS "{%96, %97, %98, %99}, %100, p, 1, 1, %102"
 
 // D[64xN] (+)= A[64x16] . B[16xN]. ss: A and B from shared-memory descriptors. rs: A from
 // registers (mma.sync A-fragment layout per warp: rows 16*warp.., see sdpa_mma.cuh), B from
@@ -273,9 +285,13 @@ struct Wgmma;
 SDPA_WGMMA(__half, "f16", 48)
 SDPA_WGMMA(__half, "f16", 64)
 SDPA_WGMMA(__half, "f16", 128)
+SDPA_WGMMA(__half, "f16", 176)
+SDPA_WGMMA(__half, "f16", 192)
 SDPA_WGMMA(__nv_bfloat16, "bf16", 48)
 SDPA_WGMMA(__nv_bfloat16, "bf16", 64)
 SDPA_WGMMA(__nv_bfloat16, "bf16", 128)
+SDPA_WGMMA(__nv_bfloat16, "bf16", 176)
+SDPA_WGMMA(__nv_bfloat16, "bf16", 192)
 #undef SDPA_WGMMA
 
 }  // namespace sdpa_wgmma

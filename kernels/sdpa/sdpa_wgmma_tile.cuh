@@ -27,8 +27,8 @@ namespace sdpa_wgmma {
 template <typename T, int D, int kBlockN, bool kCausal, bool kScalePositive>
 struct WgAttentionTile {
   static_assert(D == 64 || D == 128, "head_dim 64 or 128 (the N of the P.V wgmma)");
-  static_assert(kBlockN == 48 || kBlockN == 64 || kBlockN == 128,
-                "BLOCK_N is the N of the Q.K^T wgmma: 48, 64 or 128 (the wrappers sdpa_wgmma.cuh has)");
+  static_assert(kBlockN == 48 || kBlockN == 64 || kBlockN == 128 || kBlockN == 176 || kBlockN == 192,
+                "BLOCK_N is the N of the Q.K^T wgmma: 48, 64, 128, 176 or 192 (the wrappers sdpa_wgmma.cuh has)");
   static_assert(D % kSw128BlockElems == 0, "head_dim is whole 64-element swizzle column blocks");
   static constexpr int kN8 = 8;               // columns per accumulator n8 tile
   static constexpr int kRowsPerThread = 2;    // accumulator rows g and g + 8
@@ -160,6 +160,12 @@ struct WgAttentionTile {
   template <int kTileRows>
   __device__ __forceinline__ void store_o(unsigned char* staging, int row_base, T* out, int64_t row_stride,
                                           int valid_rows, int lane, const float (&l)[kRowsPerThread]) {
+    // A persistent kernel's epilogue addresses are loop-invariant, and ptxas
+    // hoists them out of the item loop, where they stay live through the main
+    // loop. Past 128 keys S leaves no room for them (BLOCK_N 176: 15 spilled
+    // to local memory); an empty asm that "rewrites" the row base and the
+    // lane's indices keeps them here, at a few integer instructions per item.
+    if constexpr (kBlockN > 128) asm volatile("" : "+r"(row_base), "+r"(lane), "+r"(g), "+r"(t));
 #pragma unroll
     for (int r = 0; r < kRowsPerThread; ++r) {
       const float inv_sum = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
