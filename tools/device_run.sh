@@ -24,7 +24,7 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv 
 # A file over 16 MB does not come back (an H200 acceptance sweep's store was 17.9 MB): a larger
 # archive comes back in 15 MB pieces, mlruns.tgz.00, .01, ...; here `cat mlruns.tgz.* > mlruns.tgz`.
 snapshot() {
-  tar czf "$OUT/mlruns.tgz.new" mlruns runs docs/results build/profile 2>/dev/null
+  tar czf "$OUT/mlruns.tgz.new" mlruns runs docs/results build/profile build/ncu_compare 2>/dev/null
   rm -f "$OUT"/mlruns.tgz "$OUT"/mlruns.tgz.[0-9][0-9]
   if [ "$(stat -c %s "$OUT/mlruns.tgz.new")" -gt $((15 * 1024 * 1024)) ]; then
     split -d -b 15M "$OUT/mlruns.tgz.new" "$OUT/mlruns.tgz." && rm -f "$OUT/mlruns.tgz.new"
@@ -39,6 +39,18 @@ if [ -n "${QUICK:-}" ]; then
   echo "=== quick_check $QUICK" | tee "$OUT/quick_check.txt"
   timeout "${QUICK_TIMEOUT:-300}" python3 tools/quick_check.py $QUICK 2>&1 | tee -a "$OUT/quick_check.txt" | tail -40
 fi
+# NCU_COMPARE="<tools/ncu_compare.py args>[;<args>...]": stages, variants and contenders under ncu
+# on one problem per spec, one table each (e.g. NCU_COMPARE="--problem 2x8x2048x128
+# s8_persistent_split --contenders cudnn fa4"); the tables come back in ncu_compare.md, the
+# reports in the archive (build/ncu_compare/<n>).
+IFS=';' read -ra NCU_SPECS <<< "${NCU_COMPARE:-}"
+for i in "${!NCU_SPECS[@]}"; do
+  [ -n "${NCU_SPECS[$i]}" ] || continue
+  echo "=== ncu_compare ${NCU_SPECS[$i]}" | tee -a "$OUT/ncu_compare.txt"
+  timeout "${NCU_COMPARE_TIMEOUT:-400}" python3 tools/ncu_compare.py ${NCU_SPECS[$i]} --out "build/ncu_compare/$i" 2>&1 \
+    | tee -a "$OUT/ncu_compare.txt" | tail -40
+  cat "build/ncu_compare/$i/ncu_compare.md" >> "$OUT/ncu_compare.md" 2>/dev/null
+done
 IFS=';' read -ra BATCHES <<< "${1:-}"
 # Only batches need every stage prebuilt; a tune-only call ("" as batches) builds what it tunes.
 if [ -n "${1:-}" ]; then echo "=== prebuild"; timeout 300 python3 -m stagelab build --jobs "${BUILD_JOBS:-$(nproc)}" 2>&1 | tail -8; fi

@@ -59,6 +59,17 @@ ID_COLUMN = "ID"
 KERNEL_COLUMN = "Kernel Name"
 
 
+# Where the issue slots go (tools/ncu_compare.py): warp instructions, the share of cycles a
+# scheduler issued, and the pipes a softmax loads: XU (MUFU: ex2, rcp), FMA (FFMA, FMUL, FADD)
+# and ALU (FMNMX, integer and logic, conversions).
+WARP_INSTRUCTIONS = "smsp__inst_executed.sum"
+ISSUE_ACTIVE = "smsp__issue_active.avg.pct_of_peak_sustained_active"
+PIPE_XU = "sm__inst_executed_pipe_xu.avg.pct_of_peak_sustained_active"
+PIPE_FMA = "sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active"
+PIPE_ALU = "sm__pipe_alu_cycles_active.avg.pct_of_peak_sustained_active"
+ISSUE_METRICS = (WARP_INSTRUCTIONS, ISSUE_ACTIVE, PIPE_XU, PIPE_FMA, PIPE_ALU)
+
+
 def stall_metric(reason: str) -> str:
     return f"smsp__average_warps_issue_stalled_{reason}_per_issue_active.ratio"
 

@@ -57,31 +57,31 @@ class ProblemProfile:
     dram_peak_bytes_per_s: float
 
 
-def _weighted(rows: list[dict], metric: str, duration: float) -> float:
+def weighted(rows: list[dict], metric: str, duration: float) -> float:
     """A rate or percentage over several kernels of one launch, weighted by their time
     (nan when ncu did not report it)."""
     return sum(r.get(metric, math.nan) * r[ncu.DURATION] for r in rows) / duration if duration > 0 else math.nan
 
 
-def _total(rows: list[dict], metric: str) -> float:
+def total(rows: list[dict], metric: str) -> float:
     return sum(r.get(metric, math.nan) for r in rows)
 
 
 def summarize(problem: str, flops: float, rows: list[dict]) -> ProblemProfile:
     """The kernels one launch of the stage ran on one problem, as one summary."""
-    duration = _total(rows, ncu.DURATION)
-    dram_bytes = _total(rows, ncu.DRAM_BYTES)
-    stalls = {reason: _weighted(rows, ncu.stall_metric(reason), duration) for reason in ncu.STALL_REASONS}
+    duration = total(rows, ncu.DURATION)
+    dram_bytes = total(rows, ncu.DRAM_BYTES)
+    stalls = {reason: weighted(rows, ncu.stall_metric(reason), duration) for reason in ncu.STALL_REASONS}
     top = dict(sorted(stalls.items(), key=lambda item: -item[1])[:TOP_STALLS])
     return ProblemProfile(
         problem=problem, kernels=",".join(sorted({str(r[ncu.KERNEL_COLUMN]) for r in rows})),
-        duration_s=duration, tensor_util_pct=_weighted(rows, ncu.TENSOR_PIPE, duration),
+        duration_s=duration, tensor_util_pct=weighted(rows, ncu.TENSOR_PIPE, duration),
         tflops=flops / duration / TERA if duration > 0 else math.nan, dram_bytes=dram_bytes,
-        dram_pct=_weighted(rows, ncu.DRAM_PCT, duration),
+        dram_pct=weighted(rows, ncu.DRAM_PCT, duration),
         flop_per_byte=flops / dram_bytes if dram_bytes > 0 else math.nan,
-        l2_hit_pct=_weighted(rows, ncu.L2_HIT, duration), l2_bytes=_total(rows, ncu.L2_BYTES),
-        l2_pct=_weighted(rows, ncu.L2_PCT, duration), occupancy_pct=_weighted(rows, ncu.OCCUPANCY, duration),
-        registers=max(r.get(ncu.REGISTERS, math.nan) for r in rows), bank_conflicts=_total(rows, ncu.BANK_CONFLICTS),
+        l2_hit_pct=weighted(rows, ncu.L2_HIT, duration), l2_bytes=total(rows, ncu.L2_BYTES),
+        l2_pct=weighted(rows, ncu.L2_PCT, duration), occupancy_pct=weighted(rows, ncu.OCCUPANCY, duration),
+        registers=max(r.get(ncu.REGISTERS, math.nan) for r in rows), bank_conflicts=total(rows, ncu.BANK_CONFLICTS),
         stalls=top, sm_clock_hz=rows[0].get(ncu.SM_CLOCK_HZ, math.nan),
         dram_peak_bytes_per_s=rows[0].get(ncu.DRAM_PEAK_BYTES_PER_CYCLE, math.nan) * rows[0].get(ncu.DRAM_CLOCK_HZ, math.nan))
 

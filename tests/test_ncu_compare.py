@@ -1,0 +1,73 @@
+"""tools/ncu_compare.py without a GPU: the problem spelling, the ncu command, the fallback when a
+metric is unknown, and the table read from ncu's raw page."""
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+from stagelab import ncu
+
+TOOL = Path(__file__).resolve().parents[1] / "tools" / "ncu_compare.py"
+
+
+@pytest.fixture(scope="module")
+def tool():
+    spec = importlib.util.spec_from_file_location("ncu_compare", TOOL)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_a_problem_is_four_positive_sizes(tool):
+    assert tool.parse_problem_tag("2x8x2048x128", True) == {"shape": [2, 8, 2048, 128], "causal": True}
+    for bad in ("2x8x2048", "2x8x0x128", "2x8xabcx128"):
+        with pytest.raises(SystemExit, match="--problem"):
+            tool.parse_problem_tag(bad, False)
+
+
+def test_the_child_profiles_only_between_profiler_start_and_stop(tool):
+    child = tool.child_command(["--problem", "2x8x512x64", "s8_persistent_split"], "s8_persistent_split")
+    command = tool.ncu_command("ncu", Path("/tmp/r/s8"), ["a__b.sum", "c__d.sum"], child)
+    assert command[:3] == ["ncu", "--metrics", "a__b.sum,c__d.sum"]
+    assert command[command.index("--profile-from-start") + 1] == "off"
+    assert command[-2:] == ["--child", "s8_persistent_split"]
+
+
+def test_only_a_refused_metric_triggers_the_fallback(tool):
+    assert tool.unknown_metric('==ERROR== Failed to find metric sm__pipe_xu_cycles_active.avg')
+    assert not tool.unknown_metric("==ERROR== The application returned an error code (1).")
+
+
+def _raw_page(kernels):
+    metrics = [ncu.DURATION, ncu.TENSOR_PIPE, ncu.WARP_INSTRUCTIONS, ncu.ISSUE_ACTIVE, ncu.PIPE_XU,
+               ncu.stall_metric("wait"), ncu.stall_metric("barrier")]
+    header = ",".join(f'"{c}"' for c in ["ID", ncu.KERNEL_COLUMN, *metrics])
+    units = ",".join(f'"{u}"' for u in ["", "", "ns", "%", "inst", "%", "%", "", ""])
+    body = [",".join(f'"{v}"' for v in [i, name, *values]) for i, (name, values) in enumerate(kernels)]
+    return "\n".join(["==PROF== Disconnected", header, units, *body])
+
+
+def test_a_subject_of_two_kernels_adds_times_and_weights_percentages(tool):
+    # a 10 us pre-pass at 0% tensor and a 30 us main kernel at 80%: 40 us at 60%
+    rows = ncu.parse_raw_csv(_raw_page([("prepass", [10_000, 0, 1_000_000, 20, 0, 1.0, 0.0]),
+                                        ("main", [30_000, 80, 3_000_000, 60, 40, 2.0, 4.0])]))
+    col = tool.column("s9_fp8", flops=4e9, rows=rows)
+    assert col["kernels"] == 2
+    assert col["time_us"] == pytest.approx(40.0)
+    assert col["tensor_pct"] == pytest.approx(60.0)
+    assert col["issue_pct"] == pytest.approx(50.0)
+    assert col["warp_inst_M"] == pytest.approx(4.0)
+    assert col["tflops"] == pytest.approx(4e9 / 40e-6 / 1e12)
+    assert col["stalls"]["wait"] == pytest.approx(1.75)
+
+
+def test_the_table_has_a_column_per_subject_and_names_what_went_wrong(tool):
+    rows = ncu.parse_raw_csv(_raw_page([("main", [30_000, 80, 3_000_000, 60, 40, 2.0, 4.0])]))
+    text = tool.table([tool.column("s8", 1e9, rows), tool.column("fa4", 1e9, [], ""),
+                       tool.column("cudnn", 1e9, rows, tool.FALLBACK_NOTE)])
+    header, rule, *body = text.splitlines()
+    assert header == "| metric | s8 | fa4 | cudnn |"
+    assert any(line.startswith("| time_us | 30 | – | 30 |") for line in body)
+    assert any(line.startswith("| stall barrier |") for line in body)
+    assert "fa4: no kernel profiled" in text and f"cudnn: {tool.FALLBACK_NOTE}" in text

@@ -1,0 +1,212 @@
+"""Nsight Compute side by side: stages, variants and library contenders on ONE problem, one ncu
+report each, one table. quick_check says how fast; this says where the time goes (tensor pipe,
+issue slots, the softmax's pipes, instructions, stalls).
+
+    python3 tools/ncu_compare.py --problem 2x8x2048x128 s8_persistent_split \
+        --variant pp=s8_persistent_split:PINGPONG=1 --contenders cudnn fa4 --out /tmp/ncu
+
+Each subject runs in a child process of its own under `ncu --profile-from-start off`: the child
+warms it up (JIT contenders compile on their first call), then one call runs between
+cudaProfilerStart and cudaProfilerStop, so exactly that call's kernels are profiled. A subject
+that launches several kernels (cuDNN, FA4, s9's V pre-pass) is summed: times and instructions
+add, percentages are weighted by time. Where this ncu does not know an issue-slot metric, the
+subject is profiled again with the profile step's set alone, and the table says so.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "lib"))
+
+from stagelab import ncu  # noqa: E402
+from stagelab.launch import child_environment, find_tool, run_under_tool  # noqa: E402
+from stagelab.profile import summarize, total, weighted  # noqa: E402
+
+# The problem spelling (BxHxSxD) and the contenders are the sdpa family's.
+FAMILY = "sdpa"
+WARMUP_CALLS = 3
+CHILD_TIMEOUT_S = 600
+TOP_STALLS = 4
+MEGA = 1e6
+MICRO = 1e-6
+FALLBACK_NOTE = "issue-slot metrics unknown to this ncu: profiled with the profile step's set"
+
+
+def parse_problem_tag(text: str, causal: bool) -> dict:
+    """'2x8x2048x128' -> the family's problem entry {"shape": [2, 8, 2048, 128], "causal": causal}."""
+    try:
+        shape = [int(part) for part in text.lower().split("x")]
+    except ValueError:
+        raise SystemExit(f"--problem {text!r}: expected BxHxSxD, e.g. 2x8x2048x128") from None
+    if len(shape) != 4 or min(shape) < 1:
+        raise SystemExit(f"--problem {text!r}: expected four positive sizes BxHxSxD")
+    return {"shape": shape, "causal": causal}
+
+
+def child_command(argv: list[str], label: str) -> list[str]:
+    return [sys.executable, str(Path(__file__).resolve()), *argv, "--child", label]
+
+
+def ncu_command(executable: str, report_base: Path, metrics: list[str], child: list[str]) -> list[str]:
+    return [executable, "--metrics", ",".join(metrics), "--profile-from-start", "off", "--target-processes", "all",
+            "--force-overwrite", "--export", str(report_base), *child]
+
+
+def unknown_metric(output: str) -> bool:
+    """ncu's refusal of a metric name it does not have on this chip (it then profiles nothing)."""
+    text = output.lower()
+    return "metric" in text and ("failed to find" in text or "not found" in text or "invalid" in text)
+
+
+def column(label: str, flops: float, rows: list[dict], note: str = "") -> dict:
+    """One subject's column: the profile step's summary plus the issue-slot metrics and every stall."""
+    if not rows:
+        return {"label": label, "note": note or "no kernel profiled"}
+    summary = summarize(label, flops, rows)
+    duration = summary.duration_s
+    stalls = {reason: weighted(rows, ncu.stall_metric(reason), duration) for reason in ncu.STALL_REASONS}
+    return {
+        "label": label, "note": note, "kernels": len(rows), "time_us": duration / MICRO, "tflops": summary.tflops,
+        "tensor_pct": summary.tensor_util_pct, "issue_pct": weighted(rows, ncu.ISSUE_ACTIVE, duration),
+        "xu_pct": weighted(rows, ncu.PIPE_XU, duration), "fma_pct": weighted(rows, ncu.PIPE_FMA, duration),
+        "alu_pct": weighted(rows, ncu.PIPE_ALU, duration),
+        "warp_inst_M": total(rows, ncu.WARP_INSTRUCTIONS) / MEGA, "registers": summary.registers,
+        "l2_MB": summary.l2_bytes / MEGA, "dram_MB": summary.dram_bytes / MEGA, "stalls": stalls,
+    }
+
+
+ROWS = ("kernels", "time_us", "tflops", "tensor_pct", "issue_pct", "xu_pct", "fma_pct", "alu_pct", "warp_inst_M",
+        "registers", "l2_MB", "dram_MB")
+
+
+def _cell(value) -> str:
+    if isinstance(value, float):
+        return "n/a" if math.isnan(value) else f"{value:.4g}"
+    return str(value)
+
+
+def table(columns: list[dict]) -> str:
+    """Markdown: one row per metric, one column per subject; the stall rows are every subject's
+    top reasons (warps stalled per issued instruction)."""
+    top = []
+    for col in columns:
+        for reason, _ in sorted(col.get("stalls", {}).items(), key=lambda item: -item[1])[:TOP_STALLS]:
+            if reason not in top:
+                top.append(reason)
+    lines = ["| metric | " + " | ".join(col["label"] for col in columns) + " |",
+             "|---|" + "---|" * len(columns)]
+    for row in ROWS:
+        lines.append(f"| {row} | " + " | ".join(_cell(col.get(row, "–")) for col in columns) + " |")
+    for reason in top:
+        lines.append(f"| stall {reason} | " + " | ".join(_cell(col.get("stalls", {}).get(reason, "–"))
+                                                       for col in columns) + " |")
+    notes = [f"{col['label']}: {col['note']}" for col in columns if col.get("note")]
+    return "\n".join(lines + ([""] + notes if notes else []))
+
+
+def subjects(args) -> dict:
+    """label -> ("stage", (registry, stage)) or ("contender", name), in the order given."""
+    from quick_check import parse_variant
+
+    from stagelab.registry import find_stage
+
+    found = {stage_id: ("stage", find_stage(stage_id)) for stage_id in args.stages}
+    for spec in args.variant:
+        label, build = parse_variant(spec)
+        found[label] = ("stage", build)
+    found.update({name: ("contender", name) for name in args.contenders})
+    return found
+
+
+def run_child(args, label: str) -> int:
+    """Warm the subject up, then profile exactly one call of it."""
+    import torch
+
+    from stagelab.build import build_stage
+    from stagelab.family import load_family
+
+    kind, what = subjects(args)[label]
+    family = load_family(FAMILY)
+    problem = family.parse_problem("ncu_compare", parse_problem_tag(args.problem, args.causal))[0]
+    inputs = family.make_inputs(problem, family.torch_dtype(args.dtype), seed=0, device="cuda")
+    if kind == "stage":
+        reg, stage = what
+        kernel = family.stage_kernel(build_stage(stage, reg).module, stage.id, stage.input_kind)
+        call = family.module_launch(kernel.module, problem, inputs, family.new_output(problem, inputs),
+                                    kernel.input_kind)
+    else:
+        call = family.contender(what, problem, inputs)
+    for _ in range(WARMUP_CALLS):
+        call()
+    torch.cuda.synchronize()
+    torch.cuda.profiler.start()
+    call()
+    torch.cuda.synchronize()
+    torch.cuda.profiler.stop()
+    return 0
+
+
+def profile_subject(executable: str, argv: list[str], label: str, out: Path, flops: float) -> dict:
+    """ncu on one subject's child; the issue-slot metrics first, the profile step's set if refused."""
+    base = out / label
+    note = ""
+    for metrics in ([*ncu.metric_set(), *ncu.ISSUE_METRICS], ncu.metric_set()):
+        code, output = run_under_tool(ncu_command(executable, base, metrics, child_command(argv, label)),
+                                      CHILD_TIMEOUT_S, child_environment())
+        (out / f"{label}.log").write_text(output)
+        if code == 0 or not unknown_metric(output):
+            break
+        note = FALLBACK_NOTE
+    if code != 0:
+        return {"label": label, "note": f"ncu exit {code} (see {label}.log)"}
+    report = base.with_name(base.name + ncu.REPORT_SUFFIX)
+    _, text = run_under_tool(ncu.csv_command(executable, str(report)), CHILD_TIMEOUT_S, child_environment())
+    return column(label, flops, ncu.parse_raw_csv(text), note)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("stages", nargs="*")
+    ap.add_argument("--problem", required=True, help="BxHxSxD, e.g. 2x8x2048x128")
+    ap.add_argument("--causal", action="store_true")
+    ap.add_argument("--dtype", default="float16")
+    ap.add_argument("--variant", action="append", default=[], metavar="LABEL=STAGE:KEY=VAL,KEY=VAL")
+    ap.add_argument("--contenders", nargs="*", default=["cudnn", "fa4"])
+    ap.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "build/ncu_compare")))
+    ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--child", help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    parse_problem_tag(args.problem, args.causal)  # a bad --problem stops here, before any build
+    if args.child:
+        return run_child(args, args.child)
+    executable = find_tool(ncu.NCU)
+    if executable is None:
+        raise SystemExit("ncu is neither on PATH nor in the CUDA toolkit")
+    from quick_check import prebuild
+
+    from stagelab.family import load_family
+
+    found = subjects(args)
+    prebuild([what for kind, what in found.values() if kind == "stage"], args.jobs)
+    family = load_family(FAMILY)
+    flops = family.parse_problem("ncu_compare", parse_problem_tag(args.problem, args.causal))[0].flops()
+    args.out.mkdir(parents=True, exist_ok=True)
+    columns = []
+    for label in found:
+        print(f"[ncu] {label}", flush=True)
+        columns.append(profile_subject(executable, argv, label, args.out, flops))
+    text = f"{args.problem}{' causal' if args.causal else ''} {args.dtype}\n\n{table(columns)}\n"
+    (args.out / "ncu_compare.md").write_text(text)
+    print(text, flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
