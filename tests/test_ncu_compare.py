@@ -1,22 +1,17 @@
 """tools/ncu_compare.py without a GPU: the problem spelling, the ncu command, the fallback when a
 metric is unknown, and the table read from ncu's raw page."""
 
-import importlib.util
 from pathlib import Path
 
 import pytest
+from tool_module import load_tool
 
 from stagelab import ncu
-
-TOOL = Path(__file__).resolve().parents[1] / "tools" / "ncu_compare.py"
 
 
 @pytest.fixture(scope="module")
 def tool():
-    spec = importlib.util.spec_from_file_location("ncu_compare", TOOL)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_tool("ncu_compare")
 
 
 def test_a_problem_is_four_positive_sizes(tool):
@@ -71,3 +66,31 @@ def test_the_table_has_a_column_per_subject_and_names_what_went_wrong(tool):
     assert any(line.startswith("| time_us | 30 | – | 30 |") for line in body)
     assert any(line.startswith("| stall barrier |") for line in body)
     assert "fa4: no kernel profiled" in text and f"cudnn: {tool.FALLBACK_NOTE}" in text
+
+
+def test_a_refused_metric_tier_falls_back_and_the_table_says_so(tool, tmp_path, monkeypatch):
+    page = _raw_page([("flash_fwd_kernel", [30_000, 80, 3_000_000, 60, 40, 2.0, 4.0])])
+    tried = []
+
+    def fake_run(command, timeout_s, env):
+        if "--import" in command:
+            return 0, page
+        metrics = command[command.index("--metrics") + 1]
+        tried.append(metrics)
+        if ncu.CLUSTER_SIZE in metrics:
+            return 1, f"==ERROR== Failed to find metric {ncu.CLUSTER_SIZE}"
+        (tmp_path / ("fa4" + ncu.REPORT_SUFFIX)).write_text("report")
+        return 0, ""
+
+    monkeypatch.setattr(tool, "run_under_tool", fake_run)
+    col = tool.profile_subject("ncu", ["--problem", "2x8x512x64"], "fa4", tmp_path, flops=1e9)
+    assert len(tried) == 2 and ncu.ISSUE_ACTIVE in tried[1]  # the issue-slot metrics kept
+    assert col["note"] == tool.FALLBACK_NOTE and col["time_us"] == pytest.approx(30.0)
+    assert "fa4 ran: flash_fwd_kernel" in tool.table([col])
+
+
+def test_a_failing_child_is_a_column_that_names_its_log(tool, tmp_path, monkeypatch):
+    monkeypatch.setattr(tool, "run_under_tool", lambda command, timeout_s, env: (1, "Traceback: no GPU"))
+    col = tool.profile_subject("ncu", ["--problem", "2x8x512x64"], "s8", tmp_path, flops=1e9)
+    assert col["note"] == "ncu exit 1 (see s8.log)"
+    assert (tmp_path / "s8.log").read_text() == "Traceback: no GPU"

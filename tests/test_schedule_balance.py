@@ -1,19 +1,12 @@
 """tools/schedule_balance.py: the derivation of the causal-schedule numbers in s8's log."""
 
-import importlib.util
-from pathlib import Path
-
 import pytest
-
-TOOL = Path(__file__).resolve().parents[1] / "tools" / "schedule_balance.py"
+from tool_module import load_tool
 
 
 @pytest.fixture(scope="module")
 def tool():
-    spec = importlib.util.spec_from_file_location("schedule_balance", TOOL)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_tool("schedule_balance")
 
 
 def test_a_heads_items_cost_their_key_tiles_longest_first(tool):

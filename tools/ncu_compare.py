@@ -35,7 +35,12 @@ CHILD_TIMEOUT_S = 600
 TOP_STALLS = 4
 MEGA = 1e6
 MICRO = 1e-6
-FALLBACK_NOTE = "issue-slot metrics unknown to this ncu: profiled with the profile step's set"
+FALLBACK_NOTE = "metrics unknown to this ncu: profiled with a smaller set"
+# Tried in order until ncu takes one: everything, then without the launch shape, then the
+# profile step's set alone.
+METRIC_TIERS = ((*ncu.metric_set(), *ncu.ISSUE_METRICS, *ncu.LAUNCH_METRICS),
+                (*ncu.metric_set(), *ncu.ISSUE_METRICS), tuple(ncu.metric_set()))
+KERNEL_NAME_CHARS = 90
 
 
 def parse_problem_tag(text: str, causal: bool) -> dict:
@@ -77,12 +82,20 @@ def column(label: str, flops: float, rows: list[dict], note: str = "") -> dict:
         "xu_pct": weighted(rows, ncu.PIPE_XU, duration), "fma_pct": weighted(rows, ncu.PIPE_FMA, duration),
         "alu_pct": weighted(rows, ncu.PIPE_ALU, duration),
         "warp_inst_M": total(rows, ncu.WARP_INSTRUCTIONS) / MEGA, "registers": summary.registers,
-        "l2_MB": summary.l2_bytes / MEGA, "dram_MB": summary.dram_bytes / MEGA, "stalls": stalls,
+        "l2_MB": summary.l2_bytes / MEGA, "l2_pct": summary.l2_pct, "l2_hit_pct": summary.l2_hit_pct,
+        "dram_MB": summary.dram_bytes / MEGA, "grid": _launch(rows, ncu.GRID_SIZE),
+        "block": _launch(rows, ncu.BLOCK_SIZE), "cluster": _launch(rows, ncu.CLUSTER_SIZE),
+        "names": [str(r[ncu.KERNEL_COLUMN])[:KERNEL_NAME_CHARS] for r in rows], "stalls": stalls,
     }
 
 
-ROWS = ("kernels", "time_us", "tflops", "tensor_pct", "issue_pct", "xu_pct", "fma_pct", "alu_pct", "warp_inst_M",
-        "registers", "l2_MB", "dram_MB")
+def _launch(rows: list[dict], metric: str) -> str:
+    """A launch dimension per kernel, '/'-joined (one value for the usual single kernel)."""
+    return "/".join(_cell(r.get(metric, math.nan)) for r in rows)
+
+
+ROWS = ("kernels", "grid", "block", "cluster", "time_us", "tflops", "tensor_pct", "issue_pct", "xu_pct", "fma_pct",
+        "alu_pct", "warp_inst_M", "registers", "l2_MB", "l2_pct", "l2_hit_pct", "dram_MB")
 
 
 def _cell(value) -> str:
@@ -107,7 +120,8 @@ def table(columns: list[dict]) -> str:
         lines.append(f"| stall {reason} | " + " | ".join(_cell(col.get("stalls", {}).get(reason, "–"))
                                                        for col in columns) + " |")
     notes = [f"{col['label']}: {col['note']}" for col in columns if col.get("note")]
-    return "\n".join(lines + ([""] + notes if notes else []))
+    names = [f"{col['label']} ran: {', '.join(col['names'])}" for col in columns if col.get("names")]
+    return "\n".join(lines + [""] + notes + names)
 
 
 def subjects(args) -> dict:
@@ -156,8 +170,8 @@ def profile_subject(executable: str, argv: list[str], label: str, out: Path, flo
     """ncu on one subject's child; the issue-slot metrics first, the profile step's set if refused."""
     base = out / label
     note = ""
-    for metrics in ([*ncu.metric_set(), *ncu.ISSUE_METRICS], ncu.metric_set()):
-        code, output = run_under_tool(ncu_command(executable, base, metrics, child_command(argv, label)),
+    for metrics in METRIC_TIERS:
+        code, output = run_under_tool(ncu_command(executable, base, list(metrics), child_command(argv, label)),
                                       CHILD_TIMEOUT_S, child_environment())
         (out / f"{label}.log").write_text(output)
         if code == 0 or not unknown_metric(output):

@@ -68,6 +68,11 @@ PIPE_XU = "sm__inst_executed_pipe_xu.avg.pct_of_peak_sustained_active"
 PIPE_FMA = "sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active"
 PIPE_ALU = "sm__pipe_alu_cycles_active.avg.pct_of_peak_sustained_active"
 ISSUE_METRICS = (WARP_INSTRUCTIONS, ISSUE_ACTIVE, PIPE_XU, PIPE_FMA, PIPE_ALU)
+# How a library kernel is launched (its tiling shows in grid and block; K/V sharing in the cluster).
+GRID_SIZE = "launch__grid_size"
+BLOCK_SIZE = "launch__block_size"
+CLUSTER_SIZE = "launch__cluster_dim_x"
+LAUNCH_METRICS = (GRID_SIZE, BLOCK_SIZE, CLUSTER_SIZE)
 
 
 def stall_metric(reason: str) -> str:
