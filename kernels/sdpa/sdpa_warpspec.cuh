@@ -82,6 +82,12 @@ constexpr int fit_consumer_regs(int consumer_wgs, int producer_regs, int min_blo
 #ifndef CAUSAL_PAIRS
 #define CAUSAL_PAIRS 0
 #endif
+// Conditional O rescale (sdpa_wgmma_tile.cuh's kRescaleThreshold, log2 units; 0 = every tile).
+#ifndef WS_RESCALE_THRESHOLD
+#define WS_RESCALE_THRESHOLD 0
+#endif
+static_assert(WS_RESCALE_THRESHOLD >= 0 && WS_RESCALE_THRESHOLD <= 15,
+              "WS_RESCALE_THRESHOLD: 0 (off) to 15 (p < 2^15 keeps fp16's 65504 clear)");
 constexpr bool kWaitKInTurn = WS_WAIT_K_IN_TURN != 0;
 constexpr bool kRescaleInTurn = WS_RESCALE_IN_TURN != 0;
 
@@ -311,7 +317,7 @@ __device__ __forceinline__ void bar_arrive(int id, int threads) {
 template <typename T, int D, class Cfg, bool kCausal, bool kScalePositive>
 struct Consumer {
   using L = Layout<T, D, Cfg>;
-  using Tile = WgAttentionTile<T, D, Cfg::kBlockN, kCausal, kScalePositive>;
+  using Tile = WgAttentionTile<T, D, Cfg::kBlockN, kCausal, kScalePositive, WS_RESCALE_THRESHOLD>;
   static constexpr int kStages = Cfg::kStages;
   static constexpr int kBlockN = Cfg::kBlockN;
   static constexpr int kTurnThreads = 2 * kWarpgroupThreads;  // both consumer warpgroups

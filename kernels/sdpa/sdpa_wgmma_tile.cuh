@@ -24,7 +24,13 @@
 
 namespace sdpa_wgmma {
 
-template <typename T, int D, int kBlockN, bool kCausal, bool kScalePositive>
+// kRescaleThreshold (log2 units, 0 = off): a warp keeps its rows' running max,
+// and skips O's rescale, until some row's tile max exceeds it by more than the
+// threshold; p = ex2(s - max) then stays below 2^kRescaleThreshold, and O and
+// the row sum share the stale max, so O / l is unchanged (FlashAttention-4's
+// conditional rescaling). 16-bit P only: FP8's P already spends its range
+// (sdpa_wgmma_fp8.cuh's 2^8 offset), so it keeps 0.
+template <typename T, int D, int kBlockN, bool kCausal, bool kScalePositive, int kRescaleThreshold = 0>
 struct WgAttentionTile {
   static_assert(D == 64 || D == 128, "head_dim 64 or 128 (the N of the P.V wgmma)");
   static_assert(kBlockN == 48 || kBlockN == 64 || kBlockN == 128 || kBlockN == 176 || kBlockN == 192,
@@ -53,6 +59,7 @@ struct WgAttentionTile {
   float row_max[kRowsPerThread];
   float row_sum[kRowsPerThread];  // this lane's partial sums; quad-reduced in store_o
   float correction[kRowsPerThread];
+  bool rescale_pending;  // warp-uniform: the last softmax moved this warp's max (kRescaleThreshold > 0)
   float scale_log2;
   int warp_q0;  // sequence index of this warp's first row
   int g, t;     // lane / 4, lane % 4
@@ -72,6 +79,7 @@ struct WgAttentionTile {
       row_sum[r] = 0.0f;
       correction[r] = 1.0f;
     }
+    if constexpr (kRescaleThreshold > 0) rescale_pending = false;
     scale_log2 = softmax_scale * kSdpaLog2e;
     warp_q0 = first_row_of_warp;
     g = lane / kQuad;
@@ -129,11 +137,29 @@ struct WgAttentionTile {
           if (!sdpa_key_visible(q, key, seq_len, kCausal)) s_acc[4 * j + e] = -INFINITY;
         }
     }
+    if constexpr (kRescaleThreshold == 0) {
 #pragma unroll
-    for (int r = 0; r < kRowsPerThread; ++r) softmax_row<kExp2Offset, kPolyEvery>(r);
+      for (int r = 0; r < kRowsPerThread; ++r)
+        exponentiate_row<kExp2Offset, kPolyEvery>(r, fmaxf(row_max[r], tile_row_max(r)));
+    } else {
+      float tile_max[kRowsPerThread];
+      bool grows = false;
+#pragma unroll
+      for (int r = 0; r < kRowsPerThread; ++r) {
+        tile_max[r] = tile_row_max(r);
+        grows |= tile_max[r] > row_max[r] + static_cast<float>(kRescaleThreshold);  // -inf + t = -inf
+      }
+      rescale_pending = __any_sync(kFullWarp, grows);
+#pragma unroll
+      for (int r = 0; r < kRowsPerThread; ++r)
+        exponentiate_row<kExp2Offset, kPolyEvery>(r, rescale_pending ? fmaxf(row_max[r], tile_max[r]) : row_max[r]);
+    }
   }
 
   __device__ __forceinline__ void rescale_o() {
+    if constexpr (kRescaleThreshold > 0) {
+      if (!rescale_pending) return;  // every correction of the warp is 1
+    }
 #pragma unroll
     for (int j = 0; j < kOTiles; ++j)
 #pragma unroll
@@ -201,10 +227,10 @@ struct WgAttentionTile {
     }
     return ex2_approx(x);
   }
-  template <int kExp2Offset, int kPolyEvery>
-  __device__ __forceinline__ void softmax_row(int r) {
-    static_assert(kPolyEvery >= 0 && kPolyEvery <= kSTiles, "a poly share of 1/kPolyEvery of the n8 tiles");
-    const float mul = kScalePositive ? scale_log2 : 1.0f;
+  static constexpr unsigned kFullWarp = 0xffffffffu;
+  __device__ __forceinline__ float score_mul() const { return kScalePositive ? scale_log2 : 1.0f; }
+  // Row r's max over this tile, in scaled log2 units (the quad's lanes agree).
+  __device__ __forceinline__ float tile_row_max(int r) const {
     // Pairwise trees: log2(BLOCK_N/4) dependent steps instead of a chain.
     float tree[2 * kSTiles];
 #pragma unroll
@@ -216,7 +242,15 @@ struct WgAttentionTile {
     for (int w = 1; w < 2 * kSTiles; w *= 2)
 #pragma unroll
       for (int i = 0; i + w < 2 * kSTiles; i += 2 * w) tree[i] = fmaxf(tree[i], tree[i + w]);
-    const float mx = fmaxf(row_max[r], sdpa_mma::quad_max(tree[0]) * mul);  // scaled log2 units
+    return sdpa_mma::quad_max(tree[0]) * score_mul();
+  }
+  // Row r against running max mx (>= the tile's, or the kept one): correction,
+  // p = ex2(s - mx) in place, row sum.
+  template <int kExp2Offset, int kPolyEvery>
+  __device__ __forceinline__ void exponentiate_row(int r, float mx) {
+    static_assert(kPolyEvery >= 0 && kPolyEvery <= kSTiles, "a poly share of 1/kPolyEvery of the n8 tiles");
+    const float mul = score_mul();
+    float tree[2 * kSTiles];
     const float base = sdpa_softmax_base(mx);       // 0 while the row has seen only -inf
     correction[r] = ex2_approx(row_max[r] - base);  // ex2(-inf) = 0 on the first visible tile
     row_max[r] = mx;
