@@ -39,6 +39,34 @@ Changes vs parent s7_pingpong, and why
 Knobs (-D overrides)
   BLOCK_N_D64=128, BLOCK_N_D128=128, STAGES_D64=3, STAGES_D128=2: the long
                         policy's tiles and ring depth (as s6/s7)
+  WS_RESCALE_THRESHOLD_D128=8, WS_RESCALE_THRESHOLD_D64=0
+                        conditional O rescale (log2 units; 0 = every tile):
+                        a warp keeps its rows' running max, and skips the
+                        64 FMULs of O's rescale, until some row's tile max
+                        exceeds it by more than 8 (p < 2^8 in fp16/bf16; O
+                        and the row sum share the kept max, so O / l is
+                        unchanged). Hypothesis, from tools/ncu_compare.py on
+                        an H100 at (2,8,2048,128): s8 issued 17.9 M warp
+                        instructions where FlashAttention-4 issued 15.6 M
+                        for the same work, about 70 more per warp per key
+                        tile, the size of the rescale; FA4 rescales only when
+                        the max moves. Measured (H100, commit 6033f21,
+                        quick_check throughput, TFLOP/s, off / 8, cuDNN and
+                        FA4 in the same run):
+                        (2,8,2048,128) 577 / 602 (592, 624),
+                        (4,16,4096,128) 573 / 589 (582, 614),
+                        (1,32,8192,128) 612 / 631 (606, 660),
+                        (4,16,4096,128) causal 528 / 558 (502, 570),
+                        (2,8,2048,128) causal 475 / 483 (328, 507);
+                        head_dim 64 lost: (4,16,4096,64) 466 / 454,
+                        (2,8,2048,64) causal 316 / 308, mission 6.71 / 6.95
+                        us (its rescale is 32 FMULs, under the vote and the
+                        branch), so 8 at head_dim 128 only (2026-11-23).
+                        ncu at (2,8,2048,128): warp instructions 17.92 ->
+                        16.18 M (FA4 15.62), tensor pipe 67.1 -> 69.8%,
+                        dispatch stalls per issue 1.00 -> 0.48. Checks:
+                        52/52, worst error/budget 0.240 either way. Raw:
+                        docs/results/sdpa/archive/rescale-threshold-*.
   DENSE_BLOCK_N_D128=0  keys per K/V tile of the long policy at head_dim 128
                         without a causal mask (0: BLOCK_N_D128; 176 or 192: a
                         wider S wgmma, m64n176k16 / m64n192k16). Hypothesis:
@@ -170,6 +198,11 @@ Build / SASS (UTMALDG, HGMMA, SYNCS, USETMAXREG; LDS/LD through mapa for DSMEM):
 // s6/s7 keep the shared default of 2
 #ifndef CONSUMER_WGS_D64
 #define CONSUMER_WGS_D64 0
+#endif
+// s8 keeps a warp's running max until a row's tile max grows by more than 2^8 at
+// head_dim 128 (its log, WS_RESCALE_THRESHOLD_D128); head_dim 64 rescales every tile
+#ifndef WS_RESCALE_THRESHOLD_D128
+#define WS_RESCALE_THRESHOLD_D128 8
 #endif
 // s8's causal persistent blocks take query tiles in pairs j, m-1-j (its log)
 #ifndef CAUSAL_PAIRS
@@ -339,6 +372,8 @@ extern "C" const char* sdpa_stage_config() {
           KEY_SPLIT_STAGES_D64) " KEY_SPLIT_STAGES_D128=" SDPA_STR(KEY_SPLIT_STAGES_D128)
          " CONSUMER_WGS_D64=" SDPA_STR(CONSUMER_WGS_D64) " (long, head_dim 64; 3: consumer 160; 0: 2 or 3 by the wave count)"
          " CAUSAL_PAIRS=" SDPA_STR(CAUSAL_PAIRS) " (long, causal: query tiles j and m-1-j per unit)"
+         " WS_RESCALE_THRESHOLD_D64=" SDPA_STR(WS_RESCALE_THRESHOLD_D64) " WS_RESCALE_THRESHOLD_D128=" SDPA_STR(
+             WS_RESCALE_THRESHOLD_D128) " (O rescaled when a row max grows by more than 2^t; 0: every tile)"
          " setmaxnreg producer/consumer: long 24/240, short 24/232 (2 blocks per SM)";
 }
 

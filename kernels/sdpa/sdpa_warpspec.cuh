@@ -82,12 +82,19 @@ constexpr int fit_consumer_regs(int consumer_wgs, int producer_regs, int min_blo
 #ifndef CAUSAL_PAIRS
 #define CAUSAL_PAIRS 0
 #endif
-// Conditional O rescale (sdpa_wgmma_tile.cuh's kRescaleThreshold, log2 units; 0 = every tile).
-#ifndef WS_RESCALE_THRESHOLD
-#define WS_RESCALE_THRESHOLD 0
+// Conditional O rescale per head dim (sdpa_wgmma_tile.cuh's kRescaleThreshold, log2 units;
+// 0 = every tile, the default here; s8 turns it on at head_dim 128, where it measured faster).
+#ifndef WS_RESCALE_THRESHOLD_D64
+#define WS_RESCALE_THRESHOLD_D64 0
 #endif
-static_assert(WS_RESCALE_THRESHOLD >= 0 && WS_RESCALE_THRESHOLD <= 15,
-              "WS_RESCALE_THRESHOLD: 0 (off) to 15 (p < 2^15 keeps fp16's 65504 clear)");
+#ifndef WS_RESCALE_THRESHOLD_D128
+#define WS_RESCALE_THRESHOLD_D128 0
+#endif
+static_assert(WS_RESCALE_THRESHOLD_D64 >= 0 && WS_RESCALE_THRESHOLD_D64 <= 15 && WS_RESCALE_THRESHOLD_D128 >= 0 &&
+                  WS_RESCALE_THRESHOLD_D128 <= 15,
+              "WS_RESCALE_THRESHOLD_D64/_D128: 0 (off) to 15 (p < 2^15 keeps fp16's 65504 clear)");
+template <int D>
+constexpr int kRescaleThreshold = D == 64 ? WS_RESCALE_THRESHOLD_D64 : WS_RESCALE_THRESHOLD_D128;
 constexpr bool kWaitKInTurn = WS_WAIT_K_IN_TURN != 0;
 constexpr bool kRescaleInTurn = WS_RESCALE_IN_TURN != 0;
 
@@ -317,7 +324,7 @@ __device__ __forceinline__ void bar_arrive(int id, int threads) {
 template <typename T, int D, class Cfg, bool kCausal, bool kScalePositive>
 struct Consumer {
   using L = Layout<T, D, Cfg>;
-  using Tile = WgAttentionTile<T, D, Cfg::kBlockN, kCausal, kScalePositive, WS_RESCALE_THRESHOLD>;
+  using Tile = WgAttentionTile<T, D, Cfg::kBlockN, kCausal, kScalePositive, kRescaleThreshold<D>>;
   static constexpr int kStages = Cfg::kStages;
   static constexpr int kBlockN = Cfg::kBlockN;
   static constexpr int kTurnThreads = 2 * kWarpgroupThreads;  // both consumer warpgroups
