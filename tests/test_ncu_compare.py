@@ -50,6 +50,7 @@ def test_a_subject_of_two_kernels_adds_times_and_weights_percentages(tool):
     col = tool.column("s9_fp8", flops=4e9, rows=rows)
     assert col["kernels"] == 2
     assert col["time_us"] == pytest.approx(40.0)
+    assert col["kernel_us"] == "10/30"  # each kernel's share, in launch order (s9: pre-pass, then attention)
     assert col["tensor_pct"] == pytest.approx(60.0)
     assert col["issue_pct"] == pytest.approx(50.0)
     assert col["warp_inst_M"] == pytest.approx(4.0)

@@ -77,7 +77,8 @@ def column(label: str, flops: float, rows: list[dict], note: str = "") -> dict:
     duration = summary.duration_s
     stalls = {reason: weighted(rows, ncu.stall_metric(reason), duration) for reason in ncu.STALL_REASONS}
     return {
-        "label": label, "note": note, "kernels": len(rows), "time_us": duration / MICRO, "tflops": summary.tflops,
+        "label": label, "note": note, "kernels": len(rows), "time_us": duration / MICRO,
+        "kernel_us": "/".join(_cell(r.get(ncu.DURATION, math.nan) / MICRO) for r in rows), "tflops": summary.tflops,
         "tensor_pct": summary.tensor_util_pct, "issue_pct": weighted(rows, ncu.ISSUE_ACTIVE, duration),
         "xu_pct": weighted(rows, ncu.PIPE_XU, duration), "fma_pct": weighted(rows, ncu.PIPE_FMA, duration),
         "alu_pct": weighted(rows, ncu.PIPE_ALU, duration),
@@ -94,7 +95,7 @@ def _launch(rows: list[dict], metric: str) -> str:
     return "/".join(_cell(r.get(metric, math.nan)) for r in rows)
 
 
-ROWS = ("kernels", "grid", "block", "cluster", "time_us", "tflops", "tensor_pct", "issue_pct", "xu_pct", "fma_pct",
+ROWS = ("kernels", "grid", "block", "cluster", "time_us", "kernel_us", "tflops", "tensor_pct", "issue_pct", "xu_pct", "fma_pct",
         "alu_pct", "warp_inst_M", "registers", "l2_MB", "l2_pct", "l2_hit_pct", "dram_MB")
 
 
