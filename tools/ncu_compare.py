@@ -9,8 +9,9 @@ Each subject runs in a child process of its own under `ncu --profile-from-start 
 warms it up (JIT contenders compile on their first call), then one call runs between
 cudaProfilerStart and cudaProfilerStop, so exactly that call's kernels are profiled. A subject
 that launches several kernels (cuDNN, FA4, s9's V pre-pass) is summed: times and instructions
-add, percentages are weighted by time. Where this ncu does not know an issue-slot metric, the
-subject is profiled again with the profile step's set alone, and the table says so.
+add, percentages are weighted by time, `kernel_us` lists each kernel's own. Where this ncu
+refuses a metric, the subject is profiled again with a smaller set (METRIC_TIERS), and the table
+says so.
 """
 
 from __future__ import annotations
@@ -142,8 +143,9 @@ def subjects(args) -> dict:
 def run_child(args, label: str) -> int:
     """Warm the subject up, then profile exactly one call of it."""
     import torch
+    from quick_check import load_kernel
 
-    from stagelab.build import build_stage
+    from stagelab.explore import stage_call
     from stagelab.family import load_family
 
     kind, what = subjects(args)[label]
@@ -151,10 +153,7 @@ def run_child(args, label: str) -> int:
     problem = family.parse_problem("ncu_compare", parse_problem_tag(args.problem, args.causal))[0]
     inputs = family.make_inputs(problem, family.torch_dtype(args.dtype), seed=0, device="cuda")
     if kind == "stage":
-        reg, stage = what
-        kernel = family.stage_kernel(build_stage(stage, reg).module, stage.id, stage.input_kind)
-        call = family.module_launch(kernel.module, problem, inputs, family.new_output(problem, inputs),
-                                    kernel.input_kind)
+        call = stage_call(family, load_kernel(family, what), problem, inputs)
     else:
         call = family.contender(what, problem, inputs)
     for _ in range(WARMUP_CALLS):

@@ -108,6 +108,12 @@ def parse_variant(spec: str):
     return label, (reg, stage.with_defines(values))
 
 
+def load_kernel(family, build):
+    """The family's kernel of a (registry, stage) pair, loaded from the build cache."""
+    reg, stage = build
+    return family.stage_kernel(build_stage(stage, reg).module, stage.id, stage.input_kind)
+
+
 def prebuild(builds, jobs: int) -> None:
     """Compile every stage and variant side by side into the build cache (each nvcc run takes
     1-3 min for the Hopper stages, so building one after another would eat the device call);
@@ -136,8 +142,7 @@ def main(argv=None) -> int:
     started = time.monotonic()
     prebuild(builds.values(), args.jobs)
     print(f"[build] {len(builds)} builds in {time.monotonic() - started:.0f} s", flush=True)
-    kernels = {label: family.stage_kernel(build_stage(stage, reg).module, stage.id, stage.input_kind)
-               for label, (reg, stage) in builds.items()}
+    kernels = {label: load_kernel(family, build) for label, build in builds.items()}
     print(f"[gpu] {torch.cuda.get_device_name()}", flush=True)
     ok = check(family, kernels, args.debug)
     if args.time:

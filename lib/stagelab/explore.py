@@ -20,14 +20,17 @@ def _time_launch(family: Family, shape, launch_of: Callable, label: str, *, dtyp
     return summarize(samples, contender=label, shape=shape, mode=mode, element_bytes=torch_dtype.itemsize).as_row()
 
 
+def stage_call(family: Family, kernel, shape, inputs) -> Callable[[], None]:
+    """One launch of a built stage kernel on `inputs`, into a fresh output (a contender's
+    counterpart is family.contender)."""
+    return family.module_launch(kernel.module, shape, inputs, family.new_output(shape, inputs), kernel.input_kind)
+
+
 def time_kernel(family: Family, kernel, shape, *, dtype: str = "float16", mode: str = "cold",
                 warmup: int = 5, repetitions: int = 100, label: str | None = None) -> dict:
     """One built stage kernel on one problem: a TimingStats row as a dict (p50/p90/p99, TFLOP/s)."""
-    def launch_of(inputs):
-        return family.module_launch(kernel.module, shape, inputs, family.new_output(shape, inputs),
-                                    kernel.input_kind)
-    return _time_launch(family, shape, launch_of, label or kernel.stage_id, dtype=dtype, mode=mode,
-                        warmup=warmup, repetitions=repetitions)
+    return _time_launch(family, shape, lambda inputs: stage_call(family, kernel, shape, inputs),
+                        label or kernel.stage_id, dtype=dtype, mode=mode, warmup=warmup, repetitions=repetitions)
 
 
 def sweep(family: Family, kernels: dict, shapes: list, **kwargs) -> pd.DataFrame:
