@@ -85,7 +85,9 @@ def test_a_refused_metric_tier_falls_back_and_the_table_says_so(tool, tmp_path, 
 
     monkeypatch.setattr(tool, "run_under_tool", fake_run)
     col = tool.profile_subject("ncu", ["--problem", "2x8x512x64"], "fa4", tmp_path, flops=1e9)
-    assert len(tried) == 2 and ncu.ISSUE_ACTIVE in tried[1]  # the issue-slot metrics kept
+    # the L2 split goes first, then the launch shape; the issue-slot metrics are kept
+    assert len(tried) == 3 and ncu.L2_FROM_FABRIC in tried[0] and ncu.L2_FROM_FABRIC not in tried[1]
+    assert ncu.ISSUE_ACTIVE in tried[2]
     assert col["note"] == tool.FALLBACK_NOTE and col["time_us"] == pytest.approx(30.0)
     assert "fa4 ran: flash_fwd_kernel" in tool.table([col])
 
@@ -95,3 +97,20 @@ def test_a_failing_child_is_a_column_that_names_its_log(tool, tmp_path, monkeypa
     col = tool.profile_subject("ncu", ["--problem", "2x8x512x64"], "s8", tmp_path, flops=1e9)
     assert col["note"] == "ncu exit 1 (see s8.log)"
     assert (tmp_path / "s8.log").read_text() == "Traceback: no GPU"
+
+
+def test_l2_sectors_by_source_and_operation_are_summed_as_megabytes(tool):
+    # two kernels' L2 sectors: 1 M from the SMs and 0.5 M over the partition fabric in all
+    metrics = [ncu.DURATION, ncu.L2_FROM_SM, ncu.L2_FROM_FABRIC, ncu.L2_READS, ncu.L2_WRITES]
+    header = ",".join(f'"{c}"' for c in ["ID", ncu.KERNEL_COLUMN, *metrics])
+    units = ",".join(f'"{u}"' for u in ["", "", "ns", "sector", "sector", "sector", "sector"])
+    body = ['"0","a","10000","250000","125000","300000","75000"',
+            '"1","b","30000","750000","375000","900000","225000"']
+    rows = ncu.parse_raw_csv("\n".join([header, units, *body]))
+    col = tool.column("s8", flops=1e9, rows=rows)
+    sector = ncu.L2_SECTOR_BYTES
+    assert col["l2_from_sm_MB"] == pytest.approx(1e6 * sector / 1e6)
+    assert col["l2_from_fabric_MB"] == pytest.approx(0.5e6 * sector / 1e6)
+    assert col["l2_read_MB"] == pytest.approx(1.2e6 * sector / 1e6)
+    assert col["l2_write_MB"] == pytest.approx(0.3e6 * sector / 1e6)
+    assert "| l2_from_fabric_MB | 16 |" in tool.table([col])

@@ -37,9 +37,10 @@ TOP_STALLS = 4
 MEGA = 1e6
 MICRO = 1e-6
 FALLBACK_NOTE = "metrics unknown to this ncu: profiled with a smaller set"
-# Tried in order until ncu takes one: everything, then without the launch shape, then the
-# profile step's set alone.
-METRIC_TIERS = ((*ncu.metric_set(), *ncu.ISSUE_METRICS, *ncu.LAUNCH_METRICS),
+# Tried in order until ncu takes one: everything, then without the L2 split, then without the
+# launch shape, then the profile step's set alone.
+METRIC_TIERS = ((*ncu.metric_set(), *ncu.ISSUE_METRICS, *ncu.LAUNCH_METRICS, *ncu.L2_SOURCE_METRICS),
+                (*ncu.metric_set(), *ncu.ISSUE_METRICS, *ncu.LAUNCH_METRICS),
                 (*ncu.metric_set(), *ncu.ISSUE_METRICS), tuple(ncu.metric_set()))
 KERNEL_NAME_CHARS = 90
 
@@ -85,6 +86,7 @@ def column(label: str, flops: float, rows: list[dict], note: str = "") -> dict:
         "alu_pct": weighted(rows, ncu.PIPE_ALU, duration),
         "warp_inst_M": total(rows, ncu.WARP_INSTRUCTIONS) / MEGA, "registers": summary.registers,
         "l2_MB": summary.l2_bytes / MEGA, "l2_pct": summary.l2_pct, "l2_hit_pct": summary.l2_hit_pct,
+        **{row: total(rows, metric) * ncu.L2_SECTOR_BYTES / MEGA for row, metric in L2_SPLIT_ROWS.items()},
         "dram_MB": summary.dram_bytes / MEGA, "grid": _launch(rows, ncu.GRID_SIZE),
         "block": _launch(rows, ncu.BLOCK_SIZE), "cluster": _launch(rows, ncu.CLUSTER_SIZE),
         "names": [str(r[ncu.KERNEL_COLUMN])[:KERNEL_NAME_CHARS] for r in rows], "stalls": stalls,
@@ -96,8 +98,11 @@ def _launch(rows: list[dict], metric: str) -> str:
     return "/".join(_cell(r.get(metric, math.nan)) for r in rows)
 
 
+# L2 sectors by source and by operation, as MB (rows of the table).
+L2_SPLIT_ROWS = {"l2_from_sm_MB": ncu.L2_FROM_SM, "l2_from_fabric_MB": ncu.L2_FROM_FABRIC,
+                 "l2_read_MB": ncu.L2_READS, "l2_write_MB": ncu.L2_WRITES}
 ROWS = ("kernels", "grid", "block", "cluster", "time_us", "kernel_us", "tflops", "tensor_pct", "issue_pct", "xu_pct", "fma_pct",
-        "alu_pct", "warp_inst_M", "registers", "l2_MB", "l2_pct", "l2_hit_pct", "dram_MB")
+        "alu_pct", "warp_inst_M", "registers", "l2_MB", *L2_SPLIT_ROWS, "l2_pct", "l2_hit_pct", "dram_MB")
 
 
 def _cell(value) -> str:

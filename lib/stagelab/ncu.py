@@ -73,6 +73,15 @@ GRID_SIZE = "launch__grid_size"
 BLOCK_SIZE = "launch__block_size"
 CLUSTER_SIZE = "launch__cluster_dim_x"
 LAUNCH_METRICS = (GRID_SIZE, BLOCK_SIZE, CLUSTER_SIZE)
+# Where L2's sectors come from and what they do: the SMs' own requests (tex: loads, stores, TMA)
+# against the copies between the H100's two L2 partitions (ltcfabric: a line homed in the far
+# partition is fetched into the near one), and reads against writes. A sector is 32 bytes.
+L2_SECTOR_BYTES = 32
+L2_FROM_SM = "lts__t_sectors_srcunit_tex.sum"
+L2_FROM_FABRIC = "lts__t_sectors_srcunit_ltcfabric.sum"
+L2_READS = "lts__t_sectors_op_read.sum"
+L2_WRITES = "lts__t_sectors_op_write.sum"
+L2_SOURCE_METRICS = (L2_FROM_SM, L2_FROM_FABRIC, L2_READS, L2_WRITES)
 
 
 def stall_metric(reason: str) -> str:
