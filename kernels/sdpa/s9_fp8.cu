@@ -48,6 +48,8 @@ Knobs (-D overrides)
                       argument (sdpa_wgmma_fp8.cuh), row sums of 2^8 p
   EXP2_POLY_EVERY=0   k > 0: every k-th n8 tile's exponentials by ex2_poly3
                       (cubic on the FMA pipe, rel. err 8.6e-5) instead of MUFU
+  RESCALE_THRESHOLD=0 t > 0: s8's conditional O rescale (a warp keeps its max
+                      until a row grows past it by 2^t), P's offset 2^(8 - t)
 
 Log (versions; how to run them)
   v1  today's record: the defines above with the three speed knobs 0. H100,
@@ -102,6 +104,9 @@ Scope: head_dim 64 and 128, fp16 or bf16 output, causal or not, any
 #ifndef EXP2_POLY_EVERY
 #define EXP2_POLY_EVERY 0
 #endif
+#ifndef RESCALE_THRESHOLD
+#define RESCALE_THRESHOLD 0
+#endif
 
 namespace {
 
@@ -114,7 +119,7 @@ template <int D>
 using S9Config = sdpa_fp8::Fp8Config<
     sdpa_warpspec::Config<kConsumerWarpgroups, D == 64 ? BLOCK_N_D64 : BLOCK_N_D128, D == 64 ? STAGES_D64 : STAGES_D128,
                           kPingpong, kPersistent, kBlocksPerSm, PRODUCER_REGS, CONSUMER_REGS>,
-    FOLD_P_SCALE != 0, EXP2_POLY_EVERY>;
+    FOLD_P_SCALE != 0, EXP2_POLY_EVERY, RESCALE_THRESHOLD>;
 
 }  // namespace
 
@@ -140,7 +145,7 @@ extern "C" const char* sdpa_stage_config() {
       BLOCK_N_D64) " BLOCK_N_D128=" SDPA_STR(BLOCK_N_D128) " STAGES_D64=" SDPA_STR(STAGES_D64) " STAGES_D128=" SDPA_STR(
       STAGES_D128) " setmaxnreg producer=" SDPA_STR(PRODUCER_REGS) " consumer=" SDPA_STR(CONSUMER_REGS)
       " PINGPONG=" SDPA_STR(PINGPONG) " FOLD_P_SCALE=" SDPA_STR(FOLD_P_SCALE) " EXP2_POLY_EVERY=" SDPA_STR(
-          EXP2_POLY_EVERY) " V pre-pass=transpose to Vt (keys permuted per 32) in scratch";
+          EXP2_POLY_EVERY) " RESCALE_THRESHOLD=" SDPA_STR(RESCALE_THRESHOLD) " V pre-pass=transpose to Vt (keys permuted per 32) in scratch";
 }
 
 // The attention kernel's launch-time shared memory; the output dtype does not change it.

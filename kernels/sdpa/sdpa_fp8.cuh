@@ -45,11 +45,12 @@ struct Params {
 };
 
 // The FP8 stage's knobs on top of the warp-specialized Config (Base):
-// kFoldPScale and kPolyEvery as in WgFp8Tile (sdpa_wgmma_fp8.cuh).
-template <class Base, bool kFoldPScale_, int kPolyEvery_>
+// kFoldPScale, kPolyEvery and kRescaleThreshold as in WgFp8Tile (sdpa_wgmma_fp8.cuh).
+template <class Base, bool kFoldPScale_, int kPolyEvery_, int kRescaleThreshold_ = 0>
 struct Fp8Config : Base {
   static constexpr bool kFoldPScale = kFoldPScale_;
   static constexpr int kPolyEvery = kPolyEvery_;
+  static constexpr int kRescaleThreshold = kRescaleThreshold_;
   static_assert(kPolyEvery_ >= 0, "0 = every exponential on MUFU, k = every k-th n8 tile on the FMA pipe");
 };
 
@@ -148,7 +149,8 @@ __device__ __forceinline__ void produce(const Params& prm, uint32_t s_base) {
 template <typename T, int D, class Cfg, bool kCausal, bool kScalePositive>
 struct Consumer {
   using L = Layout<D, Cfg>;
-  using Tile = WgFp8Tile<T, D, Cfg::kBlockN, kCausal, kScalePositive, Cfg::kFoldPScale, Cfg::kPolyEvery>;
+  using Tile = WgFp8Tile<T, D, Cfg::kBlockN, kCausal, kScalePositive, Cfg::kFoldPScale, Cfg::kPolyEvery,
+                         Cfg::kRescaleThreshold>;
   static constexpr int kStages = Cfg::kStages;
   static constexpr int kBlockN = Cfg::kBlockN;
   static constexpr int kTurnThreads = 2 * kWarpgroupThreads;  // both consumer warpgroups meet at a turn

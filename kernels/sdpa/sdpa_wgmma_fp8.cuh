@@ -121,11 +121,17 @@ __device__ __forceinline__ uint32_t pack_e4m3x2(float lo, float hi) {
 // can flip by one ulp where 2^8 p lies within ~1e-7 of a rounding midpoint.
 // kPolyEvery > 0: every kPolyEvery-th n8 tile of S takes ex2_poly3 (FMA pipe,
 // relative error <= 8.6e-5, well inside e4m3's 2^-4 half ulp) instead of MUFU.
+// kRescaleThreshold > 0: WgAttentionTile's conditional O rescale. p then reaches
+// 2^kRescaleThreshold under a kept max, so P's offset gives up as much:
+// 2^kPExp2Offset * p <= 2^8 stays inside e4m3's 448, and the price is the
+// underflow of small p, e4m3's smallest subnormal 2^-9 meaning p < 2^-(9 + offset).
 template <typename T, int D, int kBlockN, bool kCausal, bool kScalePositive, bool kFoldPScale = false,
-          int kPolyEvery = 0>
+          int kPolyEvery = 0, int kRescaleThreshold = 0>
 struct WgFp8Tile {
-  using Base = WgAttentionTile<T, D, kBlockN, kCausal, kScalePositive>;
-  static constexpr int kPExp2Offset = 8;                      // FA3's Max_offset for FP8
+  using Base = WgAttentionTile<T, D, kBlockN, kCausal, kScalePositive, kRescaleThreshold>;
+  static constexpr int kPMaxExp2 = 8;  // FA3's Max_offset for FP8: 2^8 p <= 256 < 448 (e4m3's max)
+  static_assert(kRescaleThreshold >= 0 && kRescaleThreshold < kPMaxExp2, "P's offset 2^(8 - threshold) stays >= 2");
+  static constexpr int kPExp2Offset = kPMaxExp2 - kRescaleThreshold;
   static constexpr float kPScale = 1 << kPExp2Offset;         // 256 = exp2(kPExp2Offset)
   static constexpr int kDSlices = D / kWgmmaK8;               // k32 slices of Q.K^T
   static constexpr int kKeySlices = kBlockN / kWgmmaK8;       // k32 slices of P.V

@@ -28,8 +28,8 @@ namespace sdpa_wgmma {
 // and skips O's rescale, until some row's tile max exceeds it by more than the
 // threshold; p = ex2(s - max) then stays below 2^kRescaleThreshold, and O and
 // the row sum share the stale max, so O / l is unchanged (FlashAttention-4's
-// conditional rescaling). 16-bit P only: FP8's P already spends its range
-// (sdpa_wgmma_fp8.cuh's 2^8 offset), so it keeps 0.
+// conditional rescaling). FP8's P pays for it with its offset
+// (sdpa_wgmma_fp8.cuh: 2^(8 - threshold)).
 template <typename T, int D, int kBlockN, bool kCausal, bool kScalePositive, int kRescaleThreshold = 0>
 struct WgAttentionTile {
   static_assert(D == 64 || D == 128, "head_dim 64 or 128 (the N of the P.V wgmma)");
