@@ -1,6 +1,7 @@
 """tools/ncu_compare.py without a GPU: the problem spelling, the ncu command, the fallback when a
 metric is unknown, and the table read from ncu's raw page."""
 
+import math
 from pathlib import Path
 
 import pytest
@@ -114,3 +115,4 @@ def test_l2_sectors_by_source_and_operation_are_summed_as_megabytes(tool):
     assert col["l2_read_MB"] == pytest.approx(1.2e6 * sector / 1e6)
     assert col["l2_write_MB"] == pytest.approx(0.3e6 * sector / 1e6)
     assert "| l2_from_fabric_MB | 16 |" in tool.table([col])
+    assert math.isnan(col["lrc_to_sms_MB"])  # not asked for here: n/a, not 0

@@ -37,7 +37,7 @@ TOP_STALLS = 4
 MEGA = 1e6
 MICRO = 1e-6
 FALLBACK_NOTE = "metrics unknown to this ncu: profiled with a smaller set"
-# Tried in order until ncu takes one: everything, then without the L2 split, then without the
+# Tried in order until ncu takes one: everything, then without the L2 and LRC split, then without the
 # launch shape, then the profile step's set alone.
 METRIC_TIERS = ((*ncu.metric_set(), *ncu.ISSUE_METRICS, *ncu.LAUNCH_METRICS, *ncu.L2_SOURCE_METRICS),
                 (*ncu.metric_set(), *ncu.ISSUE_METRICS, *ncu.LAUNCH_METRICS),
@@ -98,9 +98,10 @@ def _launch(rows: list[dict], metric: str) -> str:
     return "/".join(_cell(r.get(metric, math.nan)) for r in rows)
 
 
-# L2 sectors by source and by operation, as MB (rows of the table).
+# L2 sectors by source and by operation, and the coalescer's two sides, as MB (rows of the table).
 L2_SPLIT_ROWS = {"l2_from_sm_MB": ncu.L2_FROM_SM, "l2_from_fabric_MB": ncu.L2_FROM_FABRIC,
-                 "l2_read_MB": ncu.L2_READS, "l2_write_MB": ncu.L2_WRITES}
+                 "l2_read_MB": ncu.L2_READS, "l2_write_MB": ncu.L2_WRITES,
+                 "lrc_to_sms_MB": ncu.LRC_TO_SMS, "lrc_from_l2_MB": ncu.LRC_FROM_L2}
 ROWS = ("kernels", "grid", "block", "cluster", "time_us", "kernel_us", "tflops", "tensor_pct", "issue_pct", "xu_pct", "fma_pct",
         "alu_pct", "warp_inst_M", "registers", "l2_MB", *L2_SPLIT_ROWS, "l2_pct", "l2_hit_pct", "dram_MB")
 

@@ -81,7 +81,12 @@ L2_FROM_SM = "lts__t_sectors_srcunit_tex.sum"
 L2_FROM_FABRIC = "lts__t_sectors_srcunit_ltcfabric.sum"
 L2_READS = "lts__t_sectors_op_read.sum"
 L2_WRITES = "lts__t_sectors_op_write.sum"
-L2_SOURCE_METRICS = (L2_FROM_SM, L2_FROM_FABRIC, L2_READS, L2_WRITES)
+# Each GPC's L2 Request Coalescer (LRC) merges reads of the same sectors by the GPC's SMs: what
+# the SMs were sent (xbar2gpc) against what the LRC asked L2 for (lrc2xbar). Blocks that read one
+# head's K/V tiles at the same time on one GPC show as a gap between the two.
+LRC_TO_SMS = "lrc__xbar2gpc_sectors_op_read.sum"
+LRC_FROM_L2 = "lrc__lrc2xbar_sectors_op_read.sum"
+L2_SOURCE_METRICS = (L2_FROM_SM, L2_FROM_FABRIC, L2_READS, L2_WRITES, LRC_TO_SMS, LRC_FROM_L2)
 
 
 def stall_metric(reason: str) -> str:
