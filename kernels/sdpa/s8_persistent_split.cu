@@ -97,6 +97,13 @@ Knobs (-D overrides)
   FORCE_POLICY=0        0 by shape, 1 always long (persistent), 2 always short
   PINGPONG=0            the long policy's consumer warpgroups in pingpong (s7)
                         or not (s6): pingpong measured 0.75x on the long shapes
+  PINGPONG_MAX_SEQ=0    the long policy's pingpong instance (2 consumer
+                        warpgroups) for seq_len <= this, the default above
+                        for longer ones. H100, quick_check, throughput, commit
+                        1106e31, TFLOP/s default / PINGPONG=1,CONSUMER_WGS_D64=2:
+                        (2,8,2048,128) causal 490 / 508, dense 599 / 593;
+                        (2,8,2048,64) 380 / 402, causal 316 / 332; but
+                        (4,16,4096,64) 459 / 416 and (4,16,4096,128) 586 / 585.
   CONSUMER_WGS_D64=0    the long policy's consumer warpgroups at head_dim 64:
                         3 = 192-row work items, 160 registers each (s6's
                         knob; needs PINGPONG 0). H100, throughput mode: 454 vs
@@ -225,6 +232,10 @@ Build / SASS (UTMALDG, HGMMA, SYNCS, USETMAXREG; LDS/LD through mapa for DSMEM):
 #ifndef PINGPONG
 #define PINGPONG 0
 #endif
+// The long policy's pingpong instance (two consumer warpgroups) for sequences up to this length (0: off)
+#ifndef PINGPONG_MAX_SEQ
+#define PINGPONG_MAX_SEQ 0
+#endif
 #ifndef KEY_SPLIT_WGS
 #define KEY_SPLIT_WGS 1
 #endif
@@ -250,9 +261,9 @@ static_assert(CONSUMER_WGS_D64 >= 0 && CONSUMER_WGS_D64 <= 3 && CONSUMER_WGS_D64
               "CONSUMER_WGS_D64: 2 (128 rows), 3 (192 rows) or 0 (by the wave count)");
 static_assert(CONSUMER_WGS_D64 == 2 || PINGPONG == 0, "three consumer warpgroups need PINGPONG 0");
 constexpr int kLongBlocksPerSm = 1;
-template <int D, int WGs, int BlockN = D == 64 ? BLOCK_N_D64 : BLOCK_N_D128>
+template <int D, int WGs, int BlockN = D == 64 ? BLOCK_N_D64 : BLOCK_N_D128, bool Pingpong = PINGPONG != 0>
 using LongConfigOf = Config<WGs, BlockN, D == 64 ? STAGES_D64 : STAGES_D128,
-                            /*pingpong=*/PINGPONG != 0, /*persistent=*/true, kLongBlocksPerSm, kProducerRegs,
+                            /*pingpong=*/Pingpong, /*persistent=*/true, kLongBlocksPerSm, kProducerRegs,
                             sdpa_warpspec::fit_consumer_regs(WGs, kProducerRegs, kLongBlocksPerSm, CONSUMER_REGS)>;
 // The build's first choice at each head dim (head_dim 128 keeps two: its O alone is 64 registers).
 template <int D>
@@ -265,6 +276,11 @@ using LongConfig2 = LongConfigOf<D, 2>;
 constexpr int kDenseBlockN128 = DENSE_BLOCK_N_D128 == 0 ? BLOCK_N_D128 : DENSE_BLOCK_N_D128;
 constexpr bool kDenseOwnTile = kDenseBlockN128 != BLOCK_N_D128;
 using LongConfigDense128 = LongConfigOf<128, 2, kDenseBlockN128>;
+// Up to PINGPONG_MAX_SEQ keys, the long policy's warpgroups take turns (its log).
+static_assert(PINGPONG_MAX_SEQ >= 0, "PINGPONG_MAX_SEQ: 0 (off) or the longest sequence that takes turns");
+constexpr bool kShortPingpong = PINGPONG_MAX_SEQ > 0 && PINGPONG == 0;
+template <int D>
+using LongPingpongConfig = LongConfigOf<D, 2, D == 64 ? BLOCK_N_D64 : BLOCK_N_D128, /*Pingpong=*/true>;
 
 // Three consumer warpgroups did each 192-row item 1.08x faster per row than two did 128-row ones
 // (H100, throughput mode, (4,16,4096,64): 454 vs 421 TFLOP/s), but the persistent grid pays for
@@ -329,7 +345,9 @@ struct SmemOf {  // the larger of the two policies' footprints
     constexpr size_t a2 = sdpa_warpspec::Layout<T, D, LongConfig2<D>>::kSmemBytes;
     constexpr size_t a32 = a3 > a2 ? a3 : a2;
     constexpr size_t ad = D == 128 && kDenseOwnTile ? sdpa_warpspec::Layout<T, D, LongConfigDense128>::kSmemBytes : 0;
-    constexpr size_t a = a32 > ad ? a32 : ad;
+    constexpr size_t ap = kShortPingpong ? sdpa_warpspec::Layout<T, D, LongPingpongConfig<D>>::kSmemBytes : 0;
+    constexpr size_t a32p = a32 > ap ? a32 : ap;
+    constexpr size_t a = a32p > ad ? a32p : ad;
     constexpr size_t b = sdpa_warpspec::Layout<T, D, ShortConfig>::kSmemBytes;
     constexpr size_t ab = a > b ? a : b;
     if constexpr (kKeySplit) {
@@ -349,6 +367,10 @@ extern "C" cudaError_t sdpa_forward(const SdpaProblem* problem, cudaStream_t str
     const int sms = sdpa_warpspec::sm_count();
     if (sms <= 0) return cudaErrorNoDevice;
     if (use_long_policy<D>(*problem, sms)) {
+      if constexpr (kShortPingpong) {
+        if (problem->seq_len <= PINGPONG_MAX_SEQ)
+          return sdpa_warpspec::launch<T, D, LongPingpongConfig<D>>(*problem, 1, stream);
+      }
       if constexpr (D == 128 && kDenseOwnTile) {
         if (!problem->causal) return sdpa_warpspec::launch<T, D, LongConfigDense128>(*problem, 1, stream);
       }
@@ -367,7 +389,7 @@ extern "C" const char* sdpa_stage_config() {
   return "s8_persistent_split long: persistent grid=SMs, longest-first, BLOCK_M=128 pingpong BLOCK_N_D64=" SDPA_STR(
       BLOCK_N_D64) " BLOCK_N_D128=" SDPA_STR(BLOCK_N_D128) " STAGES_D64=" SDPA_STR(STAGES_D64) " STAGES_D128=" SDPA_STR(
       STAGES_D128) " DENSE_BLOCK_N_D128=" SDPA_STR(DENSE_BLOCK_N_D128) " (0: BLOCK_N_D128); short: BLOCK_M=64 BLOCK_N=128 split-KV cluster SPLITS=" SDPA_STR(SPLITS) " (0=auto)"
-      " FORCE_POLICY=" SDPA_STR(FORCE_POLICY) " PINGPONG=" SDPA_STR(PINGPONG) " KEY_SPLIT_WGS=" SDPA_STR(
+      " FORCE_POLICY=" SDPA_STR(FORCE_POLICY) " PINGPONG=" SDPA_STR(PINGPONG) " PINGPONG_MAX_SEQ=" SDPA_STR(PINGPONG_MAX_SEQ) " KEY_SPLIT_WGS=" SDPA_STR(
           KEY_SPLIT_WGS) " KEY_SPLIT_BLOCK_N=" SDPA_STR(KEY_SPLIT_BLOCK_N) " KEY_SPLIT_STAGES_D64=" SDPA_STR(
           KEY_SPLIT_STAGES_D64) " KEY_SPLIT_STAGES_D128=" SDPA_STR(KEY_SPLIT_STAGES_D128)
          " CONSUMER_WGS_D64=" SDPA_STR(CONSUMER_WGS_D64) " (long, head_dim 64; 3: consumer 160; 0: 2 or 3 by the wave count)"
