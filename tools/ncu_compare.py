@@ -37,9 +37,13 @@ TOP_STALLS = 4
 MEGA = 1e6
 MICRO = 1e-6
 FALLBACK_NOTE = "metrics unknown to this ncu: profiled with a smaller set"
+# L2 sectors by source and by operation, and the coalescer's two sides, as MB (rows of the table).
+L2_SPLIT_ROWS = {"l2_from_sm_MB": ncu.L2_FROM_SM, "l2_from_fabric_MB": ncu.L2_FROM_FABRIC,
+                 "l2_read_MB": ncu.L2_READS, "l2_write_MB": ncu.L2_WRITES,
+                 "lrc_to_sms_MB": ncu.LRC_TO_SMS, "lrc_from_l2_MB": ncu.LRC_FROM_L2}
 # Tried in order until ncu takes one: everything, then without the L2 and LRC split, then without the
 # launch shape, then the profile step's set alone.
-METRIC_TIERS = ((*ncu.metric_set(), *ncu.ISSUE_METRICS, *ncu.LAUNCH_METRICS, *ncu.L2_SOURCE_METRICS),
+METRIC_TIERS = ((*ncu.metric_set(), *ncu.ISSUE_METRICS, *ncu.LAUNCH_METRICS, *L2_SPLIT_ROWS.values()),
                 (*ncu.metric_set(), *ncu.ISSUE_METRICS, *ncu.LAUNCH_METRICS),
                 (*ncu.metric_set(), *ncu.ISSUE_METRICS), tuple(ncu.metric_set()))
 KERNEL_NAME_CHARS = 90
@@ -98,10 +102,6 @@ def _launch(rows: list[dict], metric: str) -> str:
     return "/".join(_cell(r.get(metric, math.nan)) for r in rows)
 
 
-# L2 sectors by source and by operation, and the coalescer's two sides, as MB (rows of the table).
-L2_SPLIT_ROWS = {"l2_from_sm_MB": ncu.L2_FROM_SM, "l2_from_fabric_MB": ncu.L2_FROM_FABRIC,
-                 "l2_read_MB": ncu.L2_READS, "l2_write_MB": ncu.L2_WRITES,
-                 "lrc_to_sms_MB": ncu.LRC_TO_SMS, "lrc_from_l2_MB": ncu.LRC_FROM_L2}
 ROWS = ("kernels", "grid", "block", "cluster", "time_us", "kernel_us", "tflops", "tensor_pct", "issue_pct", "xu_pct", "fma_pct",
         "alu_pct", "warp_inst_M", "registers", "l2_MB", *L2_SPLIT_ROWS, "l2_pct", "l2_hit_pct", "dram_MB")
 
@@ -203,7 +203,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--child", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
-    parse_problem_tag(args.problem, args.causal)  # a bad --problem stops here, before any build
+    problem_entry = parse_problem_tag(args.problem, args.causal)  # a bad --problem stops here, before any build
     if args.child:
         return run_child(args, args.child)
     executable = find_tool(ncu.NCU)
@@ -216,7 +216,7 @@ def main(argv: list[str] | None = None) -> int:
     found = subjects(args)
     prebuild([what for kind, what in found.values() if kind == "stage"], args.jobs)
     family = load_family(FAMILY)
-    flops = family.parse_problem("ncu_compare", parse_problem_tag(args.problem, args.causal))[0].flops()
+    flops = family.parse_problem("ncu_compare", problem_entry)[0].flops()
     args.out.mkdir(parents=True, exist_ok=True)
     columns = []
     for label in found:

@@ -207,6 +207,8 @@ Build / SASS (UTMALDG, HGMMA, SYNCS, USETMAXREG; LDS/LD through mapa for DSMEM):
 */
 #include <cuda_runtime.h>
 
+#include <algorithm>
+
 #include "sdpa_api.h"
 #include "sdpa_export.cuh"
 // s8 picks two or three consumer warpgroups at head_dim 64 by the wave count (0, its log);
@@ -270,7 +272,9 @@ static_assert(CONSUMER_WGS_D64 >= 0 && CONSUMER_WGS_D64 <= 3 && CONSUMER_WGS_D64
               "CONSUMER_WGS_D64: 2 (128 rows), 3 (192 rows) or 0 (by the wave count)");
 static_assert(CONSUMER_WGS_D64 == 2 || PINGPONG == 0, "three consumer warpgroups need PINGPONG 0");
 constexpr int kLongBlocksPerSm = 1;
-template <int D, int WGs, int BlockN = D == 64 ? BLOCK_N_D64 : BLOCK_N_D128, bool Pingpong = PINGPONG != 0>
+template <int D>
+constexpr int kLongBlockN = D == 64 ? BLOCK_N_D64 : BLOCK_N_D128;
+template <int D, int WGs, int BlockN = kLongBlockN<D>, bool Pingpong = PINGPONG != 0>
 using LongConfigOf = Config<WGs, BlockN, D == 64 ? STAGES_D64 : STAGES_D128,
                             /*pingpong=*/Pingpong, /*persistent=*/true, kLongBlocksPerSm, kProducerRegs,
                             sdpa_warpspec::fit_consumer_regs(WGs, kProducerRegs, kLongBlocksPerSm, CONSUMER_REGS)>;
@@ -289,7 +293,7 @@ using LongConfigDense128 = LongConfigOf<128, 2, kDenseBlockN128>;
 static_assert(PINGPONG_MAX_SEQ >= 0, "PINGPONG_MAX_SEQ: 0 (off) or the longest sequence that takes turns");
 constexpr bool kShortPingpong = PINGPONG_MAX_SEQ > 0 && PINGPONG == 0;
 template <int D>
-using LongPingpongConfig = LongConfigOf<D, 2, D == 64 ? BLOCK_N_D64 : BLOCK_N_D128, /*Pingpong=*/true>;
+using LongPingpongConfig = LongConfigOf<D, 2, kLongBlockN<D>, /*Pingpong=*/true>;
 
 // Three consumer warpgroups did each 192-row item 1.08x faster per row than two did 128-row ones
 // (H100, throughput mode, (4,16,4096,64): 454 vs 421 TFLOP/s), but the persistent grid pays for
@@ -347,23 +351,19 @@ inline bool use_long_policy(const SdpaProblem& p, int sms) {
   return long_items >= sms;
 }
 
-struct SmemOf {  // the larger of the two policies' footprints
+struct SmemOf {  // the largest footprint of the instances this build may launch
   template <class T, int D>
   static constexpr size_t smem_bytes() {
-    constexpr size_t a3 = sdpa_warpspec::Layout<T, D, LongConfig<D>>::kSmemBytes;
-    constexpr size_t a2 = sdpa_warpspec::Layout<T, D, LongConfig2<D>>::kSmemBytes;
-    constexpr size_t a32 = a3 > a2 ? a3 : a2;
-    constexpr size_t ad = D == 128 && kDenseOwnTile ? sdpa_warpspec::Layout<T, D, LongConfigDense128>::kSmemBytes : 0;
-    constexpr size_t ap = kShortPingpong ? sdpa_warpspec::Layout<T, D, LongPingpongConfig<D>>::kSmemBytes : 0;
-    constexpr size_t a32p = a32 > ap ? a32 : ap;
-    constexpr size_t a = a32p > ad ? a32p : ad;
-    constexpr size_t b = sdpa_warpspec::Layout<T, D, ShortConfig>::kSmemBytes;
-    constexpr size_t ab = a > b ? a : b;
-    if constexpr (kKeySplit) {
-      constexpr size_t c = sdpa_warpspec::Layout<T, D, KeySplitConfig<D>>::kSmemBytes;
-      return ab > c ? ab : c;
+    using sdpa_warpspec::Layout;
+    // 0 for an instance this build leaves out
+    constexpr int policies = std::max({Layout<T, D, LongConfig<D>>::kSmemBytes, Layout<T, D, LongConfig2<D>>::kSmemBytes,
+                                       D == 128 && kDenseOwnTile ? Layout<T, D, LongConfigDense128>::kSmemBytes : 0,
+                                       kShortPingpong ? Layout<T, D, LongPingpongConfig<D>>::kSmemBytes : 0,
+                                       Layout<T, D, ShortConfig>::kSmemBytes});
+    if constexpr (kKeySplit) {  // KeySplitConfig exists only when the knob is on
+      return static_cast<size_t>(std::max(policies, Layout<T, D, KeySplitConfig<D>>::kSmemBytes));
     }
-    return ab;
+    return static_cast<size_t>(policies);
   }
 };
 

@@ -86,7 +86,6 @@ L2_WRITES = "lts__t_sectors_op_write.sum"
 # head's K/V tiles at the same time on one GPC show as a gap between the two.
 LRC_TO_SMS = "lrc__xbar2gpc_sectors_op_read.sum"
 LRC_FROM_L2 = "lrc__lrc2xbar_sectors_op_read.sum"
-L2_SOURCE_METRICS = (L2_FROM_SM, L2_FROM_FABRIC, L2_READS, L2_WRITES, LRC_TO_SMS, LRC_FROM_L2)
 
 
 def stall_metric(reason: str) -> str:
