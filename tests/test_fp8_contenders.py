@@ -46,6 +46,7 @@ def test_inputs_are_quantized_once_with_the_descales_the_mode_asks_for(monkeypat
     fake = types.SimpleNamespace(DescaleType=types.SimpleNamespace(PER_HEAD=0, PER_TENSOR=1),
                                  _scaled_dot_product_attention_quantized=lambda *a, **k: calls.append((a, k)))
     monkeypatch.setattr(fp8c.importlib, "import_module", lambda module: fake)
+    monkeypatch.setattr(fp8c, "_activate_fa3", lambda: None)
     monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
     q, k, v = inputs()
     run = fp8c.fp8_contender(name, q, k, v, scale=0.125, causal=True)
@@ -55,6 +56,21 @@ def test_inputs_are_quantized_once_with_the_descales_the_mode_asks_for(monkeypat
     assert kwargs["q_descale"].shape == descale_shape and kwargs["v_descale"].dtype == torch.float32
     dequantized = args[0].float() * (kwargs["q_descale"] if name == "cudnn_fp8" else kwargs["q_descale"][..., None, None])
     assert (dequantized - q).abs().max() <= q.abs().max() / 16  # within e4m3's half ulp of 2^-4
+
+
+def test_flash_fp8_without_flashattention3_names_the_missing_package(monkeypatch):
+    import importlib.util
+
+    from torch.nn import attention
+
+    fake = types.SimpleNamespace(DescaleType=types.SimpleNamespace(PER_HEAD=0, PER_TENSOR=1),
+                                 _scaled_dot_product_attention_quantized=lambda *a, **k: None)
+    monkeypatch.setattr(fp8c.importlib, "import_module", lambda module: fake)
+    monkeypatch.setattr(attention, "current_flash_attention_impl", lambda: None, raising=False)
+    monkeypatch.setattr(attention, "activate_flash_attention_impl", lambda impl: pytest.fail("activated"), raising=False)
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
+    with pytest.raises(RuntimeError, match="FlashAttention-3, whose package .flash_attn_interface. is not installed"):
+        fp8c.fp8_contender("flash_fp8", *inputs(), scale=0.125, causal=False)
 
 
 def test_the_timing_step_records_unavailable_fp8_contenders_for_fp8_stages_only(monkeypatch):

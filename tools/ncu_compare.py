@@ -25,7 +25,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "lib"))
 
-from stagelab import ncu  # noqa: E402
+from stagelab import ncu, ncu_source  # noqa: E402
 from stagelab.launch import child_environment, find_tool, run_under_tool  # noqa: E402
 from stagelab.profile import summarize, total, weighted  # noqa: E402
 
@@ -190,6 +190,23 @@ def profile_subject(executable: str, argv: list[str], label: str, out: Path, flo
     return column(label, flops, ncu.parse_raw_csv(text), note)
 
 
+def profile_source(executable: str, argv: list[str], label: str, out: Path) -> str:
+    """--source: sample the subject's program counters; the page's CSV and its summary land beside
+    the report (<label>.source.csv, <label>.source.md)."""
+    base = out / f"{label}.source"
+    code, output = run_under_tool(ncu_source.source_command(executable, str(base), child_command(argv, label)),
+                                  CHILD_TIMEOUT_S, child_environment())
+    (out / f"{label}.source.log").write_text(output)
+    if code != 0:
+        return f"### {label}\n\nncu exit {code} while sampling (see {label}.source.log)\n"
+    _, text = run_under_tool(ncu_source.page_command(executable, str(base) + ncu.REPORT_SUFFIX), CHILD_TIMEOUT_S,
+                             child_environment())
+    (out / f"{label}.source.csv").write_text(text)
+    summary = ncu_source.summary_markdown(label, ncu_source.parse_source_csv(text))
+    (out / f"{label}.source.md").write_text(summary)
+    return summary
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -201,6 +218,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--contenders", nargs="*", default=["cudnn", "fa4"])
     ap.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "build/ncu_compare")))
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--source", action="store_true",
+                    help="also sample each subject's program counters: where in the SASS its warps stall")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     problem_entry = parse_problem_tag(args.problem, args.causal)  # a bad --problem stops here, before any build
@@ -218,11 +237,15 @@ def main(argv: list[str] | None = None) -> int:
     family = load_family(FAMILY)
     flops = family.parse_problem("ncu_compare", problem_entry)[0].flops()
     args.out.mkdir(parents=True, exist_ok=True)
-    columns = []
+    columns, sources = [], []
     for label in found:
         print(f"[ncu] {label}", flush=True)
         columns.append(profile_subject(executable, argv, label, args.out, flops))
+        if args.source:
+            sources.append(profile_source(executable, argv, label, args.out))
     text = f"{args.problem}{' causal' if args.causal else ''} {args.dtype}\n\n{table(columns)}\n"
+    if sources:
+        text += "\n## Where the warps wait (sampled program counters)\n\n" + "\n".join(sources)
     (args.out / "ncu_compare.md").write_text(text)
     print(text, flush=True)
     return 0

@@ -6,6 +6,12 @@ per-tensor ones (1, 1, 1, 1) run cuDNN's FP8 attention, in torch builds that hav
 Where the installed torch lacks the function, the descaling mode or the backend, the contender
 raises RuntimeError, which the timing step records as its absence, never as an error.
 Quantization happens once, outside the timed call, like FA4's layout copies.
+
+torch 2.11 runs the per-head (FA3) path only once FlashAttention-3 is activated
+(`torch.nn.attention.activate_flash_attention_impl("FA3")`), which imports FA3's own package
+(`flash_attn_interface`, a separate CUDA build). flash_fp8 activates it where that package is
+installed, for the rest of the process: SDPA's flash backend is FA3 from then on. Where it is not
+installed, that is the recorded reason.
 """
 
 from __future__ import annotations
@@ -20,6 +26,26 @@ QUANTIZED_SDPA = "_scaled_dot_product_attention_quantized"
 # stagelab's contender name -> the DescaleType member (= the backend torch routes it to).
 FP8_CONTENDERS = {"flash_fp8": "PER_HEAD", "cudnn_fp8": "PER_TENSOR"}
 PER_TENSOR_SHAPE = (1, 1, 1, 1)
+FA3_IMPL = "FA3"
+FA3_MODULE = "flash_attn_interface"
+
+
+def _activate_fa3() -> None:
+    """Route torch's flash attention to FlashAttention-3, or RuntimeError saying what is missing."""
+    import importlib.util
+
+    from torch.nn import attention
+
+    if not hasattr(attention, "activate_flash_attention_impl"):
+        return  # an older torch: its quantized SDPA says itself whether it can run
+    if attention.current_flash_attention_impl() == FA3_IMPL:
+        return
+    if importlib.util.find_spec(FA3_MODULE) is None:
+        raise RuntimeError(f"flash_fp8 runs on FlashAttention-3, whose package ({FA3_MODULE}) is not installed")
+    try:
+        attention.activate_flash_attention_impl(FA3_IMPL)
+    except Exception as exc:
+        raise RuntimeError(f"activate_flash_attention_impl({FA3_IMPL!r}) failed: {type(exc).__name__}: {exc}") from exc
 
 
 def _quantized_sdpa():
@@ -61,6 +87,8 @@ def fp8_contender(name: str, q, k, v, scale: float, causal: bool) -> Callable[[]
     descale_type = getattr(module.DescaleType, mode, None)
     if descale_type is None:
         raise RuntimeError(f"torch {torch.__version__}'s FP8 attention has no {mode} descaling (the {name} backend)")
+    if name == "flash_fp8":
+        _activate_fa3()
     (q8, k8, v8), (q_descale, k_descale, v_descale) = _quantize(mode, q, k, v)
     attention = getattr(module, QUANTIZED_SDPA)
 
