@@ -33,7 +33,8 @@ Changes vs parent s6_tma_warpspec, and why
 
 Knobs (-D overrides)
   BLOCK_N_D64=128     keys per K/Vt tile at head_dim 64  (64 or 128)
-  BLOCK_N_D128=128    keys per K/Vt tile at head_dim 128 (64 or 128)
+  BLOCK_N_D128=128    keys per K/Vt tile at head_dim 128 (64, 128 or 192; 192:
+                      Vt in three 64-key chunks, fp8_vt_chunk_keys)
   STAGES_D64=3        buffers per K ring and per Vt ring at head_dim 64 (>= 2)
   STAGES_D128=3       ... at head_dim 128
   PRODUCER_REGS=24    registers per producer thread after setmaxnreg.dec

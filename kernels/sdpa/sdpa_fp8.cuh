@@ -9,8 +9,9 @@
 //               (sdpa_wgmma_fp8.cuh), keys S..S_pad-1 zero (a NaN byte there
 //               would poison P = 0 times V). fp8 wgmma reads B K-major only.
 //   producer    Q once (128 x D bytes), then K(n) (kBlockN x D) and Vt(n)
-//               (D x kBlockN) per key tile; rows of D (or kBlockN) bytes land
-//               64- or 128-byte swizzled, one TMA box per tile.
+//               (D x kBlockN) per key tile; rows of D bytes (K) or of one
+//               Vt chunk (64 or 128 keys, fp8_vt_chunk_keys) land 64- or
+//               128-byte swizzled; one TMA box per K tile and per Vt chunk.
 //   consumers   WgFp8Tile: S = Q.K^T (D/32 SS wgmma k32), the fp16 stages'
 //               online softmax with the scale times q_descale * k_descale,
 //               P quantized to e4m3 at 2^8 (FA3's Max_offset), O += P.Vt^T
@@ -141,7 +142,11 @@ __device__ __forceinline__ void produce(const Params& prm, uint32_t s_base) {
     tma_load_4d(s_base + L::kKOffset + slot * L::kKBytes, &prm.ws.k_map, full_k, 0, n * Cfg::kBlockN, wt.h, wt.b);
     mbarrier_wait(sdpa_warpspec::ring_bar<kStages>(bars, sdpa_warpspec::kEmptyV, ring), freed);
     mbarrier_arrive_expect_tx(full_v, L::kVtBytes);
-    tma_load_4d(s_base + L::kVOffset + slot * L::kVtBytes, &prm.ws.v_map, full_v, n * Cfg::kBlockN, 0, wt.h, wt.b);
+    constexpr int kChunk = fp8_vt_chunk_keys(Cfg::kBlockN);
+#pragma unroll
+    for (int c = 0; c < Cfg::kBlockN / kChunk; ++c)
+      tma_load_4d(s_base + L::kVOffset + slot * L::kVtBytes + c * kChunk * D, &prm.ws.v_map, full_v,
+                  n * Cfg::kBlockN + c * kChunk, 0, wt.h, wt.b);
   }
 }
 
@@ -184,7 +189,7 @@ struct Consumer {
     return make_desc_kmajor8<D>(s_base + L::kKOffset + (index % kStages) * L::kKBytes);
   }
   __device__ __forceinline__ uint64_t desc_vt(int index) const {
-    return make_desc_kmajor8<kBlockN>(s_base + L::kVOffset + (index % kStages) * L::kVtBytes);
+    return make_desc_kmajor8<Tile::kVtChunk>(s_base + L::kVOffset + (index % kStages) * L::kVtBytes);
   }
 
   // Pingpong (Cfg::kPingpong, s7's scheme on sdpa_warpspec's named barriers):
@@ -375,14 +380,15 @@ inline cudaError_t encode_qk_map(CUtensorMap* map, const void* base, const SdpaT
   return encode_u8_map(map, base, dims, strides, box);
 }
 
-// Vt: [B, H, D, S_pad] bytes, contiguous; boxes of kBlockN keys x D rows.
-inline cudaError_t encode_vt_map(CUtensorMap* map, const void* vt, const SdpaProblem& p, uint32_t block_n) {
+// Vt: [B, H, D, S_pad] bytes, contiguous; boxes of one chunk of keys x D rows
+// (fp8_vt_chunk_keys: a key tile is kBlockN / chunk boxes).
+inline cudaError_t encode_vt_map(CUtensorMap* map, const void* vt, const SdpaProblem& p, uint32_t chunk_keys) {
   const int64_t s_pad = vt_key_stride(p.seq_len);
   const cuuint64_t dims[4] = {static_cast<cuuint64_t>(s_pad), static_cast<cuuint64_t>(p.head_dim),
                               static_cast<cuuint64_t>(p.heads), static_cast<cuuint64_t>(p.batch)};
   const cuuint64_t strides[3] = {static_cast<cuuint64_t>(s_pad), static_cast<cuuint64_t>(s_pad * p.head_dim),
                                  static_cast<cuuint64_t>(s_pad * p.head_dim * p.heads)};
-  const cuuint32_t box[4] = {block_n, static_cast<cuuint32_t>(p.head_dim), 1, 1};
+  const cuuint32_t box[4] = {chunk_keys, static_cast<cuuint32_t>(p.head_dim), 1, 1};
   return encode_u8_map(map, vt, dims, strides, box);
 }
 
@@ -416,7 +422,7 @@ cudaError_t launch(const SdpaFp8Problem& f, cudaStream_t stream) {
   prm.v_descale = f.v_descale;
   err = encode_qk_map(&prm.ws.q_map, p.q, p.q_strides, p, Cfg::kBlockM);
   if (err == cudaSuccess) err = encode_qk_map(&prm.ws.k_map, p.k, p.k_strides, p, Cfg::kBlockN);
-  if (err == cudaSuccess) err = encode_vt_map(&prm.ws.v_map, f.scratch, p, Cfg::kBlockN);
+  if (err == cudaSuccess) err = encode_vt_map(&prm.ws.v_map, f.scratch, p, fp8_vt_chunk_keys(Cfg::kBlockN));
   if (err != cudaSuccess) return err;
   const bool positive = p.softmax_scale > 0.0f;  // the descales are positive
   if (p.causal)

@@ -2,7 +2,7 @@
 // stage (s9_fp8): the m64nNk32 wrappers, 8-bit K-major descriptors, and one
 // consumer warpgroup's FP8 per-tile math on top of WgAttentionTile's softmax.
 //
-//   wgmma.mma_async.sync.aligned.m64nNk32.f32.e4m3.e4m3   N in {64, 128}
+//   wgmma.mma_async.sync.aligned.m64nNk32.f32.e4m3.e4m3   N in {64, 128, 192}
 //       SS: A and B from shared-memory descriptors
 //       RS: A from registers (4 x b32 = 16 e4m3 per thread), B from a descriptor
 //   8-bit types have no transpose immediates: both operands are K-major (the
@@ -70,6 +70,8 @@ struct Wgmma8;
 #define SDPA_WGMMA8_N64_RS "{%32, %33, %34, %35}, %36, p, 1, 1", "%37"
 #define SDPA_WGMMA8_N128_SS "%64, %65, p, 1, 1", "%66"
 #define SDPA_WGMMA8_N128_RS "{%64, %65, %66, %67}, %68, p, 1, 1", "%69"
+#define SDPA_WGMMA8_N192_SS "%96, %97, p, 1, 1", "%98"
+#define SDPA_WGMMA8_N192_RS "{%96, %97, %98, %99}, %100, p, 1, 1", "%101"
 #define SDPA_WGMMA8_ASM(N, OPS, PRED)                                                      \
   "{\n.reg .pred p;\nsetp.ne.b32 p, " PRED ", 0;\n"                                        \
   "wgmma.mma_async.sync.aligned.m64n" #N "k32.f32.e4m3.e4m3 " SDPA_WGMMA_N##N##_REGS ", " \
@@ -95,7 +97,13 @@ struct Wgmma8;
 
 SDPA_WGMMA8(64)
 SDPA_WGMMA8(128)
+SDPA_WGMMA8(192)
 #undef SDPA_WGMMA8
+
+// Vt tiles of kBlockN keys are stored as chunks of one swizzle row each: a
+// K-major 8-bit row is at most 128 bytes (SW128), so 192 keys take three 64-key
+// chunks [D][64] (SW64), 128 keys one chunk [D][128]. Each chunk is one TMA box.
+__host__ __device__ constexpr int fp8_vt_chunk_keys(int block_n) { return block_n % 128 == 0 ? 128 : 64; }
 
 // Two floats -> two e4m3 bytes (lo in the low byte), round to nearest even,
 // saturating to +-448 (cvt.rn.satfinite.e4m3x2.f32).
@@ -136,7 +144,10 @@ struct WgFp8Tile {
   static constexpr int kDSlices = D / kWgmmaK8;               // k32 slices of Q.K^T
   static constexpr int kKeySlices = kBlockN / kWgmmaK8;       // k32 slices of P.V
   static constexpr int kTilesPerSlice = kWgmmaK8 / Base::kN8;  // 4 accumulator n8 tiles per k32
+  static constexpr int kVtChunk = fp8_vt_chunk_keys(kBlockN);  // keys (bytes) per Vt row chunk
+  static constexpr uint32_t kVtChunkBytes = D * kVtChunk;
   static_assert(kBlockN % kWgmmaK8 == 0, "whole k32 slices of keys");
+  static_assert(kBlockN % kVtChunk == 0 && kVtChunk % kWgmmaK8 == 0, "Vt chunks of whole k32 slices");
   static_assert(D == 64 || D == 128, "the N of the P.V wgmma (Wgmma8 has 64 and 128)");
   using WgS = Wgmma8<kBlockN>;
   using WgO = Wgmma8<D>;
@@ -157,10 +168,13 @@ struct WgFp8Tile {
     for (int kk = 0; kk < kDSlices; ++kk)
       WgS::ss(m.s_acc, desc_advance(desc_q, kk * kWgmmaK8), desc_advance(desc_k, kk * kWgmmaK8), kk > 0 ? 1 : 0);
   }
-  // O += P.Vt^T; desc_vt: the [D][kBlockN] Vt tile, K-major with kBlockN-byte rows.
+  // O += P.Vt^T; desc_vt: the Vt tile's first [D][kVtChunk] chunk, K-major with kVtChunk-byte rows.
   __device__ __forceinline__ void issue_pv(uint64_t desc_vt) {
 #pragma unroll
-    for (int kk = 0; kk < kKeySlices; ++kk) WgO::rs(m.o_acc, p8[kk], desc_advance(desc_vt, kk * kWgmmaK8), 1);
+    for (int kk = 0; kk < kKeySlices; ++kk) {
+      const uint32_t key = kk * kWgmmaK8;
+      WgO::rs(m.o_acc, p8[kk], desc_advance(desc_vt, (key / kVtChunk) * kVtChunkBytes + key % kVtChunk), 1);
+    }
   }
   // S(tile at key0) -> p (or 2^8 p when folded) in place; running max / sum.
   __device__ __forceinline__ void softmax(int key0, int seq_len) {
