@@ -95,9 +95,24 @@ Log (versions; how to run them)
       rescale4). Raw output: docs/results/sdpa/archive/s9-rescale-threshold-
       quick-check-nvidia-h100-2026-11-23-sixth.txt.
 
+  v5  BLOCK_N_D128=192, STAGES_D128=2 (promoted). Why: ncu's sampled program
+      counters (tools/ncu_compare.py --source, 4096x128) put the consumer warps
+      in the softmax most of the time, and per 128-key tile each thread also
+      pays O's rescale (64 FMUL, one per score at 128 keys), the turn barrier and
+      the max/sum reductions' latency; 192 keys spread those over 1.5x the
+      scores. fp8 rows are at most one 128-byte swizzle row, so Vt comes in
+      three 64-key chunks (fp8_vt_chunk_keys). 0 spills. Measured (H100,
+      quick_check, throughput mode, TFLOP/s, 128-key / 192 x 3 stages / 192 x 2):
+      4096x128 785 / 799 / 800, 8192x128 836 / 861 / 883, 4096x128 causal 663 /
+      669 / 673, 2048x128 670 / 687 / 687; s8 in the same run 588 and 618, so
+      s9/s8 = 1.36x and 1.43x. Checks 52/52, worst error/budget 0.563 as before.
+      Raw output: docs/results/sdpa/archive/s9-block-n-192-quick-check-nvidia-
+      h100-2026-11-24-seventh.txt. Variant bn128 keeps the v4 build.
+
 Shared memory: BLOCK_M * D (Q) + BLOCK_M * D * 2 (O staging)
   + 2 * STAGES * BLOCK_N * D (K, Vt) + barriers + 1024 alignment slack.
-  D=64: 8 + 16 + 48 KiB = 73 KiB; D=128: 16 + 32 + 96 KiB = 145 KiB.
+  D=64 (128 keys x 3): 8 + 16 + 48 KiB = 73 KiB; D=128 (192 keys x 2): 16 + 32
+  + 96 KiB = 145 KiB.
 
 Scope: head_dim 64 and 128, fp16 or bf16 output, causal or not, any
   seq_len >= 1, any softmax_scale; Q/K/V/O base and strides multiples of 16
