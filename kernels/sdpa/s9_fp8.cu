@@ -52,6 +52,9 @@ Knobs (-D overrides)
   RESCALE_THRESHOLD=0 t > 0: s8's conditional O rescale (a warp keeps its max
                       until a row grows past it by 2^t), P's offset 2^(8 - t);
                       measured no faster at D=128 (log v4)
+  ROW_SUM_MMA=0       1: the row sums from the P.V wgmma (m64n(D+8)k32 over a
+                      Vt tile with a row of e4m3 ones under it) instead of one
+                      FADD per score: the sums of the e4m3 P that P.V uses
 
 Log (versions; how to run them)
   v1  today's record: the defines above with the three speed knobs 0. H100,
@@ -137,6 +140,9 @@ Scope: head_dim 64 and 128, fp16 or bf16 output, causal or not, any
 #ifndef RESCALE_THRESHOLD
 #define RESCALE_THRESHOLD 0
 #endif
+#ifndef ROW_SUM_MMA
+#define ROW_SUM_MMA 0
+#endif
 
 namespace {
 
@@ -149,7 +155,7 @@ template <int D>
 using S9Config = sdpa_fp8::Fp8Config<
     sdpa_warpspec::Config<kConsumerWarpgroups, D == 64 ? BLOCK_N_D64 : BLOCK_N_D128, D == 64 ? STAGES_D64 : STAGES_D128,
                           kPingpong, kPersistent, kBlocksPerSm, PRODUCER_REGS, CONSUMER_REGS>,
-    FOLD_P_SCALE != 0, EXP2_POLY_EVERY, RESCALE_THRESHOLD>;
+    FOLD_P_SCALE != 0, EXP2_POLY_EVERY, RESCALE_THRESHOLD, ROW_SUM_MMA != 0>;
 
 }  // namespace
 
@@ -175,7 +181,7 @@ extern "C" const char* sdpa_stage_config() {
       BLOCK_N_D64) " BLOCK_N_D128=" SDPA_STR(BLOCK_N_D128) " STAGES_D64=" SDPA_STR(STAGES_D64) " STAGES_D128=" SDPA_STR(
       STAGES_D128) " setmaxnreg producer=" SDPA_STR(PRODUCER_REGS) " consumer=" SDPA_STR(CONSUMER_REGS)
       " PINGPONG=" SDPA_STR(PINGPONG) " FOLD_P_SCALE=" SDPA_STR(FOLD_P_SCALE) " EXP2_POLY_EVERY=" SDPA_STR(
-          EXP2_POLY_EVERY) " RESCALE_THRESHOLD=" SDPA_STR(RESCALE_THRESHOLD) " V pre-pass=transpose to Vt (keys permuted per 32) in scratch";
+          EXP2_POLY_EVERY) " RESCALE_THRESHOLD=" SDPA_STR(RESCALE_THRESHOLD) " ROW_SUM_MMA=" SDPA_STR(ROW_SUM_MMA) " V pre-pass=transpose to Vt (keys permuted per 32) in scratch";
 }
 
 // The attention kernel's launch-time shared memory; the output dtype does not change it.

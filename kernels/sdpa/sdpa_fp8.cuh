@@ -46,9 +46,10 @@ struct Params {
 };
 
 // The FP8 stage's knobs on top of the warp-specialized Config (Base):
-// kFoldPScale, kPolyEvery and kRescaleThreshold as in WgFp8Tile (sdpa_wgmma_fp8.cuh).
-template <class Base, bool kFoldPScale_, int kPolyEvery_, int kRescaleThreshold_ = 0>
+// kFoldPScale, kPolyEvery, kRescaleThreshold and kRowSumMma as in WgFp8Tile (sdpa_wgmma_fp8.cuh).
+template <class Base, bool kFoldPScale_, int kPolyEvery_, int kRescaleThreshold_ = 0, bool kRowSumMma_ = false>
 struct Fp8Config : Base {
+  static constexpr bool kRowSumMma = kRowSumMma_;
   static constexpr bool kFoldPScale = kFoldPScale_;
   static constexpr int kPolyEvery = kPolyEvery_;
   static constexpr int kRescaleThreshold = kRescaleThreshold_;
@@ -61,7 +62,9 @@ struct Layout {
   static constexpr uint32_t kQBytes = Cfg::kBlockM * D;
   static constexpr uint32_t kOBytes = Cfg::kBlockM * D * 2;  // 16-bit output
   static constexpr uint32_t kKBytes = Cfg::kBlockN * D;
-  static constexpr uint32_t kVtBytes = D * Cfg::kBlockN;
+  static constexpr uint32_t kVtLoadBytes = D * Cfg::kBlockN;  // what TMA writes per tile
+  // + the ones / zero rows under each chunk (kRowSumMma), written once at the start
+  static constexpr uint32_t kVtBytes = (D + (Cfg::kRowSumMma ? kSumRows : 0)) * Cfg::kBlockN;
   static constexpr int kQOffset = 0;
   static constexpr int kOOffset = kQOffset + kQBytes;
   static constexpr int kKOffset = kOOffset + kOBytes;
@@ -141,11 +144,12 @@ __device__ __forceinline__ void produce(const Params& prm, uint32_t s_base) {
     mbarrier_arrive_expect_tx(full_k, L::kKBytes);
     tma_load_4d(s_base + L::kKOffset + slot * L::kKBytes, &prm.ws.k_map, full_k, 0, n * Cfg::kBlockN, wt.h, wt.b);
     mbarrier_wait(sdpa_warpspec::ring_bar<kStages>(bars, sdpa_warpspec::kEmptyV, ring), freed);
-    mbarrier_arrive_expect_tx(full_v, L::kVtBytes);
+    mbarrier_arrive_expect_tx(full_v, L::kVtLoadBytes);
     constexpr int kChunk = fp8_vt_chunk_keys(Cfg::kBlockN);
+    constexpr uint32_t kChunkStride = L::kVtBytes / (Cfg::kBlockN / kChunk);
 #pragma unroll
     for (int c = 0; c < Cfg::kBlockN / kChunk; ++c)
-      tma_load_4d(s_base + L::kVOffset + slot * L::kVtBytes + c * kChunk * D, &prm.ws.v_map, full_v,
+      tma_load_4d(s_base + L::kVOffset + slot * L::kVtBytes + c * kChunkStride, &prm.ws.v_map, full_v,
                   n * Cfg::kBlockN + c * kChunk, 0, wt.h, wt.b);
   }
 }
@@ -155,7 +159,7 @@ template <typename T, int D, class Cfg, bool kCausal, bool kScalePositive>
 struct Consumer {
   using L = Layout<D, Cfg>;
   using Tile = WgFp8Tile<T, D, Cfg::kBlockN, kCausal, kScalePositive, Cfg::kFoldPScale, Cfg::kPolyEvery,
-                         Cfg::kRescaleThreshold>;
+                         Cfg::kRescaleThreshold, Cfg::kRowSumMma>;
   static constexpr int kStages = Cfg::kStages;
   static constexpr int kBlockN = Cfg::kBlockN;
   static constexpr int kTurnThreads = 2 * kWarpgroupThreads;  // both consumer warpgroups meet at a turn
@@ -229,21 +233,21 @@ struct Consumer {
   // warpgroup's GEMMs; s7's default) and K(idx)'s wait too (FlashAttention-3).
   __device__ __forceinline__ void middle_tile(int idx, int key0) {
     if constexpr (Cfg::kPingpong) {
-      fence_regs(tile.m.o_acc);
-      tile.m.rescale_o();
+      tile.fence_o();
+      tile.rescale_o();
     }
     wait_full(sdpa_warpspec::kFullK, idx);
     turn_begin();
     fence_regs(tile.m.s_acc);
     fence_regs(tile.p8);
-    fence_regs(tile.m.o_acc);
+    tile.fence_o();
     wgmma_fence();  // p8 (and a rescaled o_acc) were written by ordinary instructions
     tile.issue_qk(desc_q(), desc_k(idx));
     wgmma_commit();
     if constexpr (!Cfg::kPingpong) {  // under S(idx) on the tensor cores
-      fence_regs(tile.m.o_acc);
-      tile.m.rescale_o();
-      fence_regs(tile.m.o_acc);
+      tile.fence_o();
+      tile.rescale_o();
+      tile.fence_o();
     }
     wait_full(sdpa_warpspec::kFullV, idx - 1);
     wgmma_fence();
@@ -256,15 +260,15 @@ struct Consumer {
     tile.softmax(key0, prm.ws.p.seq_len);
     schedule_boundary(prm.ws.p.seq_len < 0);  // keep the wait below the softmax (sdpa_wgmma.cuh)
     wgmma_wait<0>();
-    fence_regs(tile.m.o_acc);
+    tile.fence_o();
     fence_regs(tile.p8);
     release(sdpa_warpspec::kEmptyV, idx - 1);
     tile.pack_p();
   }
   __device__ __forceinline__ void last_pv(int idx) {
-    fence_regs(tile.m.o_acc);
-    tile.m.rescale_o();
-    fence_regs(tile.m.o_acc);
+    tile.fence_o();
+    tile.rescale_o();
+    tile.fence_o();
     fence_regs(tile.p8);
     turn_begin();
     wait_full(sdpa_warpspec::kFullV, idx);
@@ -273,7 +277,7 @@ struct Consumer {
     wgmma_commit();
     turn_end();
     wgmma_wait<0>();
-    fence_regs(tile.m.o_acc);
+    tile.fence_o();
     release(sdpa_warpspec::kEmptyV, idx);
   }
 
@@ -315,6 +319,27 @@ struct Consumer {
   }
 };
 
+// kRowSumMma: under the D rows TMA fills in every Vt chunk of every stage, a
+// row of e4m3 ones and seven zero rows, written once (TMA never touches them).
+// A swizzle only permutes 16-byte pieces within a row, so uniform rows need none.
+template <int D, class Cfg>
+__device__ __forceinline__ void write_sum_rows(unsigned char* smem) {
+  using L = Layout<D, Cfg>;
+  constexpr int kChunk = fp8_vt_chunk_keys(Cfg::kBlockN);
+  constexpr int kChunks = Cfg::kStages * (Cfg::kBlockN / kChunk);
+  constexpr uint32_t kChunkStride = L::kVtBytes / (Cfg::kBlockN / kChunk);
+  constexpr int kPieces = kSumRows * kChunk / kChunkBytes;  // 16-byte pieces of the rows under one chunk
+  constexpr int kOnePieces = kChunk / kChunkBytes;          // ... of the ones row
+  constexpr uint32_t kOnes = kE4m3One * 0x01010101u;
+  for (int i = static_cast<int>(threadIdx.x); i < kChunks * kPieces; i += Cfg::kThreads) {
+    const int piece = i % kPieces;
+    const uint32_t word = piece < kOnePieces ? kOnes : 0u;
+    *reinterpret_cast<uint4*>(smem + L::kVOffset + (i / kPieces) * kChunkStride + D * kChunk + piece * kChunkBytes) =
+        make_uint4(word, word, word, word);
+  }
+  fence_proxy_async_shared();  // wgmma reads them through the async proxy
+}
+
 template <typename T, int D, class Cfg, bool kCausal, bool kScalePositive>
 __global__ void __launch_bounds__(Cfg::kThreads, 1) fp8_kernel(const __grid_constant__ Params prm) {
   using L = Layout<D, Cfg>;
@@ -333,6 +358,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) fp8_kernel(const __grid_cons
     }
     fence_mbarrier_init();
   }
+  if constexpr (Cfg::kRowSumMma) write_sum_rows<D, Cfg>(smem);
   __syncthreads();  // the last block-wide barrier: roles diverge below
   // Broadcast so ptxas can prove every role branch warp-uniform (sdpa_warpspec.cuh).
   const int wg = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x) / kWarpgroupThreads, 0);

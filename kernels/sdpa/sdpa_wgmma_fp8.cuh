@@ -100,6 +100,37 @@ SDPA_WGMMA8(128)
 SDPA_WGMMA8(192)
 #undef SDPA_WGMMA8
 
+// Wgmma8Sum<N>::rs(d, sum, a_regs, desc_b): m64n(N+8)k32, RS. The B tile has
+// N + 8 rows: N of Vt, then a row of e4m3 ones and seven zero rows, so the
+// extra n8 accumulator tile `sum` holds each row's sum of A (= P) in its
+// column 0 (sum[0]: row g, sum[2]: row g + 8, lanes with t = 0; the others 0).
+template <int N>
+struct Wgmma8Sum;
+#define SDPA_WGMMA8_SUM(N, NS, REGS, OPS)                                                                 \
+  template <>                                                                                            \
+  struct Wgmma8Sum<N> {                                                                                  \
+    static __device__ __forceinline__ void rs(float (&d)[N / 2], float (&sum)[4], const uint32_t (&a)[4], \
+                                              uint64_t desc_b) {                                         \
+      asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"   /* scale-d: accumulate */                  \
+                   "wgmma.mma_async.sync.aligned.m64n" #NS "k32.f32.e4m3.e4m3 " REGS ", " OPS ";\n}\n"   \
+                   : SDPA_WGMMA_N##N##_OUTS, "+f"(sum[0]), "+f"(sum[1]), "+f"(sum[2]), "+f"(sum[3])       \
+                   : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b));                           \
+    }                                                                                                    \
+  };
+SDPA_WGMMA8_SUM(64, 72,
+                "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, "
+                "%21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35}",
+                "{%36, %37, %38, %39}, %40, p, 1, 1")
+SDPA_WGMMA8_SUM(128, 136,
+                "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, "
+                "%21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, "
+                "%40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, "
+                "%59, %60, %61, %62, %63, %64, %65, %66, %67}",
+                "{%68, %69, %70, %71}, %72, p, 1, 1")
+#undef SDPA_WGMMA8_SUM
+constexpr int kSumRows = 8;             // the B rows Wgmma8Sum appends: one of ones, seven of zeros
+constexpr uint32_t kE4m3One = 0x38u;    // 1.0 in e4m3: sign 0, exponent 0111 (bias 7), mantissa 000
+
 // Vt tiles of kBlockN keys are stored as chunks of one swizzle row each: a
 // K-major 8-bit row is at most 128 bytes (SW128), so 192 keys take three 64-key
 // chunks [D][64] (SW64), 128 keys one chunk [D][128]. Each chunk is one TMA box.
@@ -133,8 +164,11 @@ __device__ __forceinline__ uint32_t pack_e4m3x2(float lo, float hi) {
 // 2^kRescaleThreshold under a kept max, so P's offset gives up as much:
 // 2^kPExp2Offset * p <= 2^8 stays inside e4m3's 448, and the price is the
 // underflow of small p, e4m3's smallest subnormal 2^-9 meaning p < 2^-(9 + offset).
+// kRowSumMma: the row sums come from the P.V wgmma (Wgmma8Sum: Vt's tile carries
+// a row of ones) instead of one FADD per score: the sums of the e4m3 P8 that
+// P.V multiplies, rescaled with O; the Vt tiles are kSumRows rows longer.
 template <typename T, int D, int kBlockN, bool kCausal, bool kScalePositive, bool kFoldPScale = false,
-          int kPolyEvery = 0, int kRescaleThreshold = 0>
+          int kPolyEvery = 0, int kRescaleThreshold = 0, bool kRowSumMma = false>
 struct WgFp8Tile {
   using Base = WgAttentionTile<T, D, kBlockN, kCausal, kScalePositive, kRescaleThreshold>;
   static constexpr int kPMaxExp2 = 8;  // FA3's Max_offset for FP8: 2^8 p <= 256 < 448 (e4m3's max)
@@ -145,7 +179,8 @@ struct WgFp8Tile {
   static constexpr int kKeySlices = kBlockN / kWgmmaK8;       // k32 slices of P.V
   static constexpr int kTilesPerSlice = kWgmmaK8 / Base::kN8;  // 4 accumulator n8 tiles per k32
   static constexpr int kVtChunk = fp8_vt_chunk_keys(kBlockN);  // keys (bytes) per Vt row chunk
-  static constexpr uint32_t kVtChunkBytes = D * kVtChunk;
+  static constexpr int kVtRows = D + (kRowSumMma ? kSumRows : 0);  // rows of a Vt chunk in shared memory
+  static constexpr uint32_t kVtChunkBytes = kVtRows * kVtChunk;
   static_assert(kBlockN % kWgmmaK8 == 0, "whole k32 slices of keys");
   static_assert(kBlockN % kVtChunk == 0 && kVtChunk % kWgmmaK8 == 0, "Vt chunks of whole k32 slices");
   static_assert(D == 64 || D == 128, "the N of the P.V wgmma (Wgmma8 has 64 and 128)");
@@ -154,9 +189,12 @@ struct WgFp8Tile {
 
   Base m;
   uint32_t p8[kKeySlices][4];
+  float sum_acc[4];  // kRowSumMma: the extra n8 tile of P.V (column 0 = row sums, lanes t = 0)
 
   __device__ __forceinline__ void init(float score_scale, int first_row_of_warp, int lane) {
     m.init(score_scale, first_row_of_warp, lane);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) sum_acc[i] = 0.0f;
 #pragma unroll
     for (int i = 0; i < kKeySlices; ++i)
 #pragma unroll
@@ -173,12 +211,30 @@ struct WgFp8Tile {
 #pragma unroll
     for (int kk = 0; kk < kKeySlices; ++kk) {
       const uint32_t key = kk * kWgmmaK8;
-      WgO::rs(m.o_acc, p8[kk], desc_advance(desc_vt, (key / kVtChunk) * kVtChunkBytes + key % kVtChunk), 1);
+      const uint64_t desc = desc_advance(desc_vt, (key / kVtChunk) * kVtChunkBytes + key % kVtChunk);
+      if constexpr (kRowSumMma) Wgmma8Sum<D>::rs(m.o_acc, sum_acc, p8[kk], desc);
+      else WgO::rs(m.o_acc, p8[kk], desc, 1);
     }
+  }
+  // O's rescale (and the sums' when they ride in P.V's accumulators).
+  __device__ __forceinline__ void rescale_o() {
+    m.rescale_o();
+    if constexpr (kRowSumMma) {
+      if constexpr (kRescaleThreshold > 0) {
+        if (!m.rescale_pending) return;
+      }
+#pragma unroll
+      for (int i = 0; i < 4; ++i) sum_acc[i] *= m.correction[i / 2];
+    }
+  }
+  // The accumulators a wgmma writes, fenced against reordering around it.
+  __device__ __forceinline__ void fence_o() {
+    fence_regs(m.o_acc);
+    if constexpr (kRowSumMma) fence_regs(sum_acc);
   }
   // S(tile at key0) -> p (or 2^8 p when folded) in place; running max / sum.
   __device__ __forceinline__ void softmax(int key0, int seq_len) {
-    m.template softmax<kFoldPScale ? kPExp2Offset : 0, kPolyEvery>(key0, seq_len);
+    m.template softmax<kFoldPScale ? kPExp2Offset : 0, kPolyEvery, !kRowSumMma>(key0, seq_len);
   }
   // x (= p) -> 2^8 p for the e4m3 conversion; already scaled when folded.
   static __device__ __forceinline__ float p_scaled(float x) {
@@ -205,8 +261,14 @@ struct WgFp8Tile {
   __device__ __forceinline__ void store_o(unsigned char* staging, int row_base, T* out, int64_t row_stride,
                                           int valid_rows, int lane, float v_descale) {
     float l[Base::kRowsPerThread];
-    m.reduced_row_sums(l);
-    if constexpr (!kFoldPScale) {  // folded: the sums are of 2^8 p already
+    if constexpr (kRowSumMma) {  // sums of P8 = e4m3(2^8 p), folded or not; the quad's lane t = 0 holds them
+      constexpr unsigned kFullWarp = 0xffffffffu;
+#pragma unroll
+      for (int r = 0; r < Base::kRowsPerThread; ++r) l[r] = __shfl_sync(kFullWarp, sum_acc[2 * r], lane & ~3);
+    } else {
+      m.reduced_row_sums(l);
+    }
+    if constexpr (!kFoldPScale && !kRowSumMma) {  // folded: the sums are of 2^8 p already
 #pragma unroll
       for (int r = 0; r < Base::kRowsPerThread; ++r) l[r] *= kPScale;
     }

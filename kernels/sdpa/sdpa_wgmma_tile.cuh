@@ -115,8 +115,9 @@ struct WgAttentionTile {
   // rescale per row. kExp2Offset scales p (and the row sum) by 2^kExp2Offset
   // inside the exponent (FP8's P scale, sdpa_wgmma_fp8.cuh); kPolyEvery > 0
   // computes every kPolyEvery-th n8 tile's exponentials with ex2_poly3 (FMA
-  // pipe) instead of MUFU.EX2. The defaults (0, 0) are the fp16 stages' code.
-  template <int kExp2Offset = 0, int kPolyEvery = 0>
+  // pipe) instead of MUFU.EX2. kRowSum = false leaves row_sum alone (a caller
+  // that gets the sum from its P.V wgmma). The defaults are the fp16 stages' code.
+  template <int kExp2Offset = 0, int kPolyEvery = 0, bool kRowSum = true>
   __device__ __forceinline__ void softmax(int key0, int seq_len) {
     // With a positive scale, max(s * scale) = max(s) * scale: the max runs on
     // the raw scores and the scale folds into one FFMA per score. Otherwise scale first.
@@ -140,7 +141,7 @@ struct WgAttentionTile {
     if constexpr (kRescaleThreshold == 0) {
 #pragma unroll
       for (int r = 0; r < kRowsPerThread; ++r)
-        exponentiate_row<kExp2Offset, kPolyEvery>(r, fmaxf(row_max[r], tile_row_max(r)));
+        exponentiate_row<kExp2Offset, kPolyEvery, kRowSum>(r, fmaxf(row_max[r], tile_row_max(r)));
     } else {
       float tile_max[kRowsPerThread];
       bool grows = false;
@@ -152,7 +153,8 @@ struct WgAttentionTile {
       rescale_pending = __any_sync(kFullWarp, grows);
 #pragma unroll
       for (int r = 0; r < kRowsPerThread; ++r)
-        exponentiate_row<kExp2Offset, kPolyEvery>(r, rescale_pending ? fmaxf(row_max[r], tile_max[r]) : row_max[r]);
+        exponentiate_row<kExp2Offset, kPolyEvery, kRowSum>(r, rescale_pending ? fmaxf(row_max[r], tile_max[r])
+                                                                               : row_max[r]);
     }
   }
 
@@ -245,8 +247,8 @@ struct WgAttentionTile {
     return sdpa_mma::quad_max(tree[0]) * score_mul();
   }
   // Row r against running max mx (>= the tile's, or the kept one): correction,
-  // p = ex2(s - mx) in place, row sum.
-  template <int kExp2Offset, int kPolyEvery>
+  // p = ex2(s - mx) in place, row sum (kRowSum).
+  template <int kExp2Offset, int kPolyEvery, bool kRowSum>
   __device__ __forceinline__ void exponentiate_row(int r, float mx) {
     static_assert(kPolyEvery >= 0 && kPolyEvery <= kSTiles, "a poly share of 1/kPolyEvery of the n8 tiles");
     const float mul = score_mul();
@@ -265,11 +267,13 @@ struct WgAttentionTile {
       tree[2 * j] = s_acc[4 * j + 2 * r];
       tree[2 * j + 1] = s_acc[4 * j + 2 * r + 1];
     }
+    if constexpr (kRowSum) {
 #pragma unroll
-    for (int w = 1; w < 2 * kSTiles; w *= 2)
+      for (int w = 1; w < 2 * kSTiles; w *= 2)
 #pragma unroll
-      for (int i = 0; i + w < 2 * kSTiles; i += 2 * w) tree[i] += tree[i + w];
-    row_sum[r] = row_sum[r] * correction[r] + tree[0];
+        for (int i = 0; i + w < 2 * kSTiles; i += 2 * w) tree[i] += tree[i + w];
+      row_sum[r] = row_sum[r] * correction[r] + tree[0];
+    }
   }
 };
 
