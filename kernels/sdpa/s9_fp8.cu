@@ -54,7 +54,8 @@ Knobs (-D overrides)
                       measured no faster at D=128 (log v4)
   ROW_SUM_MMA=0       1: the row sums from the P.V wgmma (m64n(D+8)k32 over a
                       Vt tile with a row of e4m3 ones under it) instead of one
-                      FADD per score: the sums of the e4m3 P that P.V uses
+                      FADD per score: the sums of the e4m3 P that P.V uses;
+                      slower and over the error budget at 4097 keys (log v6)
 
 Log (versions; how to run them)
   v1  today's record: the defines above with the three speed knobs 0. H100,
@@ -111,6 +112,18 @@ Log (versions; how to run them)
       s9/s8 = 1.36x and 1.43x. Checks 52/52, worst error/budget 0.563 as before.
       Raw output: docs/results/sdpa/archive/s9-block-n-192-quick-check-nvidia-
       h100-2026-11-24-seventh.txt. Variant bn128 keeps the v4 build.
+  v6  ROW_SUM_MMA=1: a valid negative, left at 0 (variant row_sum_mma). Why:
+      the same sampling showed FADD at 12% of the instructions, one per score
+      for the row sums; a row of e4m3 ones under each Vt chunk makes the P.V
+      wgmma (m64n136k32 at D=128) return them, for 6% more tensor work.
+      Measured (H100, quick_check, commit e8b164b): slower everywhere, 701 vs
+      800 TFLOP/s at 4096x128, 782 vs 868 at 8192x128, and it fails 3 of 52
+      checks at (1,2,4097,64) (error/budget 1.56): the tensor core's fp32
+      accumulation of e4m3 products keeps fewer mantissa bits (DeepSeek-V3
+      measured about 14 on H800), and a sum of ~4000 values of up to 256 loses
+      what the FADDs kept. The FADDs were not the limit. Raw output: docs/
+      results/sdpa/archive/s9-row-sum-mma-quick-check-nvidia-h100-2026-11-24-
+      seventh.txt.
 
 Shared memory: BLOCK_M * D (Q) + BLOCK_M * D * 2 (O staging)
   + 2 * STAGES * BLOCK_N * D (K, Vt) + barriers + 1024 alignment slack.
