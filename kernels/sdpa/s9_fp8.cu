@@ -43,6 +43,7 @@ Knobs (-D overrides)
   PINGPONG=1          1: s7's turns (named barriers 1 and 2, bar.sync own /
                       bar.arrive other, 256 threads): one warpgroup's softmax
                       under the other's QGMMAs; O's rescale before the turn
+  PINGPONG_D64=PINGPONG  the same at head_dim 64 (PINGPONG then applies to 128)
   FOLD_P_SCALE=1      1: P8 = e4m3(exp2(s' - max + 8)) (the 2^8 in the FFMA's
                       addend) instead of e4m3(256 * exp2(s' - max)): one FMUL
                       per score less; equal up to one fp32 rounding of the
@@ -144,6 +145,9 @@ Scope: head_dim 64 and 128, fp16 or bf16 output, causal or not, any
 #ifndef PINGPONG
 #define PINGPONG 1
 #endif
+#ifndef PINGPONG_D64
+#define PINGPONG_D64 PINGPONG
+#endif
 #ifndef FOLD_P_SCALE
 #define FOLD_P_SCALE 1
 #endif
@@ -160,14 +164,15 @@ Scope: head_dim 64 and 128, fp16 or bf16 output, causal or not, any
 namespace {
 
 constexpr int kConsumerWarpgroups = 2;
-constexpr bool kPingpong = PINGPONG != 0;
+template <int D>
+constexpr bool kPingpong = (D == 64 ? PINGPONG_D64 : PINGPONG) != 0;
 constexpr bool kPersistent = false;
 constexpr int kBlocksPerSm = 1;
 
 template <int D>
 using S9Config = sdpa_fp8::Fp8Config<
     sdpa_warpspec::Config<kConsumerWarpgroups, D == 64 ? BLOCK_N_D64 : BLOCK_N_D128, D == 64 ? STAGES_D64 : STAGES_D128,
-                          kPingpong, kPersistent, kBlocksPerSm, PRODUCER_REGS, CONSUMER_REGS>,
+                          kPingpong<D>, kPersistent, kBlocksPerSm, PRODUCER_REGS, CONSUMER_REGS>,
     FOLD_P_SCALE != 0, EXP2_POLY_EVERY, RESCALE_THRESHOLD, ROW_SUM_MMA != 0>;
 
 }  // namespace
@@ -193,7 +198,7 @@ extern "C" const char* sdpa_stage_config() {
   return "s9_fp8 e4m3 wgmma, BLOCK_M=128 (2 consumer warpgroups + 1 producer) BLOCK_N_D64=" SDPA_STR(
       BLOCK_N_D64) " BLOCK_N_D128=" SDPA_STR(BLOCK_N_D128) " STAGES_D64=" SDPA_STR(STAGES_D64) " STAGES_D128=" SDPA_STR(
       STAGES_D128) " setmaxnreg producer=" SDPA_STR(PRODUCER_REGS) " consumer=" SDPA_STR(CONSUMER_REGS)
-      " PINGPONG=" SDPA_STR(PINGPONG) " FOLD_P_SCALE=" SDPA_STR(FOLD_P_SCALE) " EXP2_POLY_EVERY=" SDPA_STR(
+      " PINGPONG=" SDPA_STR(PINGPONG) " PINGPONG_D64=" SDPA_STR(PINGPONG_D64) " FOLD_P_SCALE=" SDPA_STR(FOLD_P_SCALE) " EXP2_POLY_EVERY=" SDPA_STR(
           EXP2_POLY_EVERY) " RESCALE_THRESHOLD=" SDPA_STR(RESCALE_THRESHOLD) " ROW_SUM_MMA=" SDPA_STR(ROW_SUM_MMA) " V pre-pass=transpose to Vt (keys permuted per 32) in scratch";
 }
 
