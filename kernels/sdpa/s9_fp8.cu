@@ -125,6 +125,23 @@ Log (versions; how to run them)
       what the FADDs kept. The FADDs were not the limit. Raw output: docs/
       results/sdpa/archive/s9-row-sum-mma-quick-check-nvidia-h100-2026-11-24-
       seventh.txt.
+  v7  PINGPONG_D64=0 (promoted): turns at head_dim 128 only. Why: on the
+      192-key tile, with the MUFU rate measured (tools/microbench/mufu_rate.cu,
+      H100: MUFU.EX2 8.0 clocks per warp instruction per sub-partition from one
+      warp up, i.e. 16 per clock per SM; FFMA about 1), a 192 x 128 tile at
+      D=128 needs 1536 clocks of MUFU per sub-partition and 1536 of QGMMA: the
+      same. Measured (H100, quick_check, commit bb0678e, TFLOP/s; default /
+      no turns / poly every 8th n8 tile / every 4th / RESCALE_THRESHOLD=2):
+      4096x128 805 / 793 / 766 / 733 / 787, 8192x128 893 / 883 / 823 / 795 /
+      873, 4096x64 503 / 528 / 445 / 462 / 507, 2048x64 395 / 414 / 382 / 389 /
+      413. The cubic still loses; turns lose at D=128 and win at D=64 (where a
+      tile's MUFU work is twice its QGMMA work, so the softmax cannot hide under
+      the other warpgroup's GEMMs anyway). Confirmed at ab2f9fc with
+      PINGPONG_D64=0 alone: 4096x64 506 -> 528, 2048x64 400 -> 423, 2048x64
+      causal 233 -> 230, mission 10.32 -> 10.68 us (the price); D=128 unchanged.
+      Raw output: docs/results/sdpa/archive/s9-192-variants-quick-check-nvidia-
+      h100-2026-11-24-seventh.txt, s9-pingpong-d64-quick-check-...-seventh.txt,
+      mufu-rate-nvidia-h100-2026-11-24-seventh.txt.
 
 Shared memory: BLOCK_M * D (Q) + BLOCK_M * D * 2 (O staging)
   + 2 * STAGES * BLOCK_N * D (K, Vt) + barriers + 1024 alignment slack.
