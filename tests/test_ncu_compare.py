@@ -116,3 +116,24 @@ def test_l2_sectors_by_source_and_operation_are_summed_as_megabytes(tool):
     assert col["l2_write_MB"] == pytest.approx(0.3e6 * sector / 1e6)
     assert "| l2_from_fabric_MB | 16 |" in tool.table([col])
     assert math.isnan(col["lrc_to_sms_MB"])  # not asked for here: n/a, not 0
+
+
+def test_source_sampling_keeps_the_page_and_writes_its_summary(tool, tmp_path, monkeypatch):
+    page = ('"Kernel Name","k",\n"Address","Source","Warp Stall Sampling (All Samples)",'
+            '"Warp Stall Sampling (Not-issued Samples)","stall_wait"\n"0x10","MUFU.EX2 R1, R2 ;","4","3","3"\n')
+    commands = []
+
+    def fake_run(command, timeout_s, env):
+        commands.append(command)
+        return (0, page) if "--import" in command else (0, "")
+
+    monkeypatch.setattr(tool, "run_under_tool", fake_run)
+    text = tool.profile_source("ncu", ["--problem", "2x8x512x64", "--source"], "s9", tmp_path)
+    assert "SourceCounters" in commands[0] and "source" in commands[1]
+    assert (tmp_path / "s9.source.csv").read_text() == page
+    assert "| wait | 75.0 | MUFU.EX2 |" in text and (tmp_path / "s9.source.md").read_text() == text
+
+
+def test_a_failed_sampling_names_its_log(tool, tmp_path, monkeypatch):
+    monkeypatch.setattr(tool, "run_under_tool", lambda command, timeout_s, env: (2, "no GPU"))
+    assert "ncu exit 2 while sampling (see s8.source.log)" in tool.profile_source("ncu", [], "s8", tmp_path)

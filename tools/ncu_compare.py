@@ -202,7 +202,7 @@ def profile_source(executable: str, argv: list[str], label: str, out: Path) -> s
     _, text = run_under_tool(ncu_source.page_command(executable, str(base) + ncu.REPORT_SUFFIX), CHILD_TIMEOUT_S,
                              child_environment())
     (out / f"{label}.source.csv").write_text(text)
-    summary = ncu_source.summary_markdown(label, ncu_source.parse_source_csv(text))
+    summary = ncu_source.summary_markdown(label, ncu_source.parse_source_page(text))
     (out / f"{label}.source.md").write_text(summary)
     return summary
 
