@@ -128,7 +128,8 @@ Log (versions; how to run them)
   v7  PINGPONG_D64=0 (promoted): turns at head_dim 128 only. Why: on the
       192-key tile, with the MUFU rate measured (tools/microbench/mufu_rate.cu,
       H100: MUFU.EX2 8.0 clocks per warp instruction per sub-partition from one
-      warp up, i.e. 16 per clock per SM; FFMA about 1), a 192 x 128 tile at
+      warp up, i.e. 16 per clock per SM; ex2.approx.f16x2, two MUFU.EX2.F16,
+      takes 16: no cheaper exponentials there; FFMA about 1), a 192 x 128 tile at
       D=128 needs 1536 clocks of MUFU per sub-partition and 1536 of QGMMA: the
       same. Measured (H100, quick_check, commit bb0678e, TFLOP/s; default /
       no turns / poly every 8th n8 tile / every 4th / RESCALE_THRESHOLD=2):
