@@ -65,6 +65,9 @@ struct Layout {
   static constexpr uint32_t kVtLoadBytes = D * Cfg::kBlockN;  // what TMA writes per tile
   // + the ones / zero rows under each chunk (kRowSumMma), written once at the start
   static constexpr uint32_t kVtBytes = (D + (Cfg::kRowSumMma ? kSumRows : 0)) * Cfg::kBlockN;
+  static constexpr int kVtChunk = fp8_vt_chunk_keys(Cfg::kBlockN);  // keys per Vt chunk (one TMA box)
+  static constexpr int kVtChunks = Cfg::kBlockN / kVtChunk;
+  static constexpr uint32_t kVtChunkStride = kVtBytes / kVtChunks;
   static constexpr int kQOffset = 0;
   static constexpr int kOOffset = kQOffset + kQBytes;
   static constexpr int kKOffset = kOOffset + kOBytes;
@@ -145,12 +148,10 @@ __device__ __forceinline__ void produce(const Params& prm, uint32_t s_base) {
     tma_load_4d(s_base + L::kKOffset + slot * L::kKBytes, &prm.ws.k_map, full_k, 0, n * Cfg::kBlockN, wt.h, wt.b);
     mbarrier_wait(sdpa_warpspec::ring_bar<kStages>(bars, sdpa_warpspec::kEmptyV, ring), freed);
     mbarrier_arrive_expect_tx(full_v, L::kVtLoadBytes);
-    constexpr int kChunk = fp8_vt_chunk_keys(Cfg::kBlockN);
-    constexpr uint32_t kChunkStride = L::kVtBytes / (Cfg::kBlockN / kChunk);
 #pragma unroll
-    for (int c = 0; c < Cfg::kBlockN / kChunk; ++c)
-      tma_load_4d(s_base + L::kVOffset + slot * L::kVtBytes + c * kChunkStride, &prm.ws.v_map, full_v,
-                  n * Cfg::kBlockN + c * kChunk, 0, wt.h, wt.b);
+    for (int c = 0; c < L::kVtChunks; ++c)
+      tma_load_4d(s_base + L::kVOffset + slot * L::kVtBytes + c * L::kVtChunkStride, &prm.ws.v_map, full_v,
+                  n * Cfg::kBlockN + c * L::kVtChunk, 0, wt.h, wt.b);
   }
 }
 
@@ -164,6 +165,7 @@ struct Consumer {
   static constexpr int kBlockN = Cfg::kBlockN;
   static constexpr int kTurnThreads = 2 * kWarpgroupThreads;  // both consumer warpgroups meet at a turn
   static_assert(!Cfg::kPingpong || Cfg::kConsumerWGs == 2, "pingpong alternates exactly two consumer warpgroups");
+  static_assert(Tile::kVtChunkBytes == L::kVtChunkStride, "the tile's descriptors step the layout's Vt chunks");
 
   const Params& prm;
   uint32_t s_base, bars;
@@ -325,17 +327,15 @@ struct Consumer {
 template <int D, class Cfg>
 __device__ __forceinline__ void write_sum_rows(unsigned char* smem) {
   using L = Layout<D, Cfg>;
-  constexpr int kChunk = fp8_vt_chunk_keys(Cfg::kBlockN);
-  constexpr int kChunks = Cfg::kStages * (Cfg::kBlockN / kChunk);
-  constexpr uint32_t kChunkStride = L::kVtBytes / (Cfg::kBlockN / kChunk);
-  constexpr int kPieces = kSumRows * kChunk / kChunkBytes;  // 16-byte pieces of the rows under one chunk
-  constexpr int kOnePieces = kChunk / kChunkBytes;          // ... of the ones row
+  constexpr int kChunks = Cfg::kStages * L::kVtChunks;                // chunks of every ring stage
+  constexpr int kPieces = kSumRows * L::kVtChunk / kChunkBytes;       // 16-byte pieces of the rows under one chunk
+  constexpr int kOnePieces = L::kVtChunk / kChunkBytes;               // ... of the ones row
   constexpr uint32_t kOnes = kE4m3One * 0x01010101u;
   for (int i = static_cast<int>(threadIdx.x); i < kChunks * kPieces; i += Cfg::kThreads) {
     const int piece = i % kPieces;
     const uint32_t word = piece < kOnePieces ? kOnes : 0u;
-    *reinterpret_cast<uint4*>(smem + L::kVOffset + (i / kPieces) * kChunkStride + D * kChunk + piece * kChunkBytes) =
-        make_uint4(word, word, word, word);
+    *reinterpret_cast<uint4*>(smem + L::kVOffset + (i / kPieces) * L::kVtChunkStride + D * L::kVtChunk +
+                              piece * kChunkBytes) = make_uint4(word, word, word, word);
   }
   fence_proxy_async_shared();  // wgmma reads them through the async proxy
 }
@@ -448,7 +448,7 @@ cudaError_t launch(const SdpaFp8Problem& f, cudaStream_t stream) {
   prm.v_descale = f.v_descale;
   err = encode_qk_map(&prm.ws.q_map, p.q, p.q_strides, p, Cfg::kBlockM);
   if (err == cudaSuccess) err = encode_qk_map(&prm.ws.k_map, p.k, p.k_strides, p, Cfg::kBlockN);
-  if (err == cudaSuccess) err = encode_vt_map(&prm.ws.v_map, f.scratch, p, fp8_vt_chunk_keys(Cfg::kBlockN));
+  if (err == cudaSuccess) err = encode_vt_map(&prm.ws.v_map, f.scratch, p, Layout<D, Cfg>::kVtChunk);
   if (err != cudaSuccess) return err;
   const bool positive = p.softmax_scale > 0.0f;  // the descales are positive
   if (p.causal)
