@@ -11,7 +11,7 @@ ROWS = """"0x7f00","MUFU.EX2 R4, R5 ;","30","20","1,024","0","25","0","18"
 "0x7f20","MUFU.EX2 R6, R7 ;","40","38","1,024","0","38","0","36"
 "0x7f30","WARPGROUP.DEPBAR.LE gsb0, 0x0 ;","20","20","64","20","0","20","0"
 """
-# The shape of ncu 2025's source page: a block per kernel, each printed twice.
+# The shape of CUDA 13.0's ncu source page: a block per kernel, each printed twice.
 KERNEL = '"Kernel Name","void attention_kernel<(int)128>(Params)",'
 PAGE = "==PROF== Connected to process 1\n" + "\n".join([KERNEL, HEADER, ROWS] * 2)
 

@@ -10,7 +10,7 @@ samples found a warp there and why it was not issuing:
 
 The source page holds a block per profiled kernel: a `"Kernel Name","<name>"` line, a header
 row, then one row per SASS instruction (address, the SASS text, the sample counts, instructions
-executed, ..., and the samples of each stall reason, `stall_wait` and so on). ncu 2025's page
+executed, ..., and the samples of each stall reason, `stall_wait` and so on). CUDA 13.0's ncu
 prints each kernel's block twice; the repeat is dropped. Column titles vary between ncu versions,
 so the sample column is found by its title's stem; a page without it yields no rows (the raw CSV
 is kept beside the summary, to read by hand).
