@@ -16,8 +16,13 @@ KERNEL = '"Kernel Name","void attention_kernel<(int)128>(Params)",'
 PAGE = "==PROF== Connected to process 1\n" + "\n".join([KERNEL, HEADER, ROWS] * 2)
 
 
+def rows_of(page: str) -> list[dict]:
+    """Every kernel's instruction rows, concatenated."""
+    return [row for _, rows in ncu_source.parse_source_page(page) for row in rows]
+
+
 def test_each_instruction_is_a_row_with_its_samples():
-    rows = ncu_source.parse_source_csv(PAGE)  # the repeated block is not read twice
+    rows = rows_of(PAGE)  # the repeated block is not read twice
     assert [r["address"] for r in rows] == ["0x7f00", "0x7f10", "0x7f20", "0x7f30"]
     assert [r["samples"] for r in rows] == [30, 10, 40, 20]
     assert rows[2]["not_issued"] == 38
@@ -30,7 +35,7 @@ def test_opcodes_drop_the_predicate_and_the_operands():
 
 
 def test_samples_are_summed_by_opcode_as_shares_of_the_whole():
-    shares = ncu_source.by_opcode(ncu_source.parse_source_csv(PAGE))
+    shares = ncu_source.by_opcode(rows_of(PAGE))
     assert shares[0] == ("MUFU.EX2", 70.0, 2)
     assert shares[1] == ("WARPGROUP.DEPBAR.LE", 20.0, 1)
     assert math.isclose(sum(s for _, s, _ in shares), 100.0)
@@ -62,7 +67,7 @@ def test_two_kernels_stay_apart():
 
 
 def test_stall_reasons_are_read_per_instruction_and_summed_by_opcode():
-    rows = ncu_source.parse_source_csv(PAGE)
+    rows = rows_of(PAGE)
     assert rows[0]["reasons"] == {"barrier": 0, "wait": 25} and rows[0]["executed"] == 1024
     assert ncu_source.top_reasons(rows[3]) == [("barrier", 20)]
     assert ncu_source.reason_shares(rows) == [("wait", 65.0, "MUFU.EX2"), ("barrier", 20.0, "WARPGROUP.DEPBAR.LE")]

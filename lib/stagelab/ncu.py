@@ -109,8 +109,9 @@ def csv_command(executable: str, report: str) -> list[str]:
     return [executable, "--import", report, "--csv", "--page", "raw", "--print-units", "base"]
 
 
-def _number(text: str, unit: str) -> float:
-    """A metric cell in SI units; nan for what is not a number (n/a, an empty cell)."""
+def cell_number(text: str, unit: str = "") -> float:
+    """A metric cell in SI units (thousands separators allowed); nan for what is not a number
+    (n/a, an empty cell)."""
     try:
         return float(text.replace(",", "").strip()) * UNIT_SCALE.get(unit.strip().lower(), 1.0)
     except ValueError:
@@ -132,6 +133,6 @@ def parse_raw_csv(text: str) -> list[dict[str, float | str]]:
     for cells in body:
         if len(cells) != len(header):
             continue
-        rows.append({name: _number(cells[i], units[i] if i < len(units) else "") if i in metric_columns
+        rows.append({name: cell_number(cells[i], units[i] if i < len(units) else "") if i in metric_columns
                      else cells[i] for i, name in enumerate(header)})
     return rows

@@ -23,6 +23,8 @@ import io
 import math
 from collections import defaultdict
 
+from .ncu import cell_number
+
 SECTIONS = ("WarpStateStats", "SourceCounters")
 SAMPLES_STEM = "warp stall sampling (all"
 NOT_ISSUED_STEM = "warp stall sampling (not"
@@ -58,13 +60,6 @@ def _column(header: list[str], stems: tuple[str, ...], exact: bool) -> int | Non
     return None
 
 
-def _count(text: str) -> float:
-    try:
-        return float(text.replace(",", "").strip() or 0)
-    except ValueError:
-        return math.nan
-
-
 def opcode(sass: str) -> str:
     """The instruction's opcode with its modifiers: `@!P0 BRA 0x10` -> `BRA`, `MUFU.EX2 R1, R2` -> `MUFU.EX2`."""
     words = sass.strip().rstrip(";").split()
@@ -80,7 +75,7 @@ def _reason_columns(header: list[str]) -> dict[str, int]:
 
 
 def _parse_table(lines: list[str]) -> list[dict]:
-    """One block's instruction rows (see parse_source_csv)."""
+    """One block's instruction rows (see parse_source_page)."""
     start = next((i for i, line in enumerate(lines) if SAMPLES_STEM in line.lower()), None)
     if start is None:
         return []
@@ -97,10 +92,10 @@ def _parse_table(lines: list[str]) -> list[dict]:
         if len(cells) != len(header) or source is None:
             continue
         rows.append({"address": cells[address].strip() if address is not None else str(len(rows)),
-                     "sass": cells[source].strip(), "samples": _count(cells[samples]),
-                     "not_issued": _count(cells[not_issued]) if not_issued is not None else math.nan,
-                     "executed": _count(cells[executed]) if executed is not None else math.nan,
-                     "reasons": {name: _count(cells[i]) for name, i in reasons.items()}})
+                     "sass": cells[source].strip(), "samples": cell_number(cells[samples]),
+                     "not_issued": cell_number(cells[not_issued]) if not_issued is not None else math.nan,
+                     "executed": cell_number(cells[executed]) if executed is not None else math.nan,
+                     "reasons": {name: cell_number(cells[i]) for name, i in reasons.items()}})
     return rows
 
 
@@ -127,11 +122,6 @@ def parse_source_page(text: str) -> list[tuple[str, list[dict]]]:
         if rows:
             kernels.append((name, rows))
     return kernels
-
-
-def parse_source_csv(text: str) -> list[dict]:
-    """Every kernel's instruction rows, concatenated (parse_source_page keeps them apart)."""
-    return [row for _, rows in parse_source_page(text) for row in rows]
 
 
 def _valid(x: float) -> float:
