@@ -5,6 +5,7 @@ import pytest
 import torch
 
 from stagelab.build import build_stage
+from stagelab.chain import check_chain
 from stagelab.errors import InputError
 from stagelab.family import load_family
 from stagelab.params import load_params
@@ -52,3 +53,13 @@ def test_wrapper_rejects_cpu_tensors(built):
         inputs = (quantize_qkv(*inputs),)
     with pytest.raises(InputError, match="on cpu"):
         kernel(*inputs)
+
+
+def test_chained_launches_match_the_synchronised_chain(built):
+    """Each launch reads its predecessor's output: back to back and from one CUDA graph, as
+    throughput timing runs them, every link must equal the chain run one launch at a time (what a
+    programmatic-dependent-launch build's wait guarantees; any stage must pass it)."""
+    family, kernel = built
+    [problem] = family.parse_problem("test", family.default_mission)
+    result = check_chain(family, kernel.module, problem, "float16", input_kind=kernel.input_kind)
+    assert result.passed, result.describe()

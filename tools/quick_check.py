@@ -12,7 +12,9 @@ budget and low-precision (FP8: emulation) error, the worst seed per problem and 
 
 Checks every stage on the family's sanitizer problems plus the issue's odd lengths
 (1, 77, 333, 1000, 4097), fp16 and bf16, causal and not, with the project's budget
-(stagelab.checks); prints one line per failure and a summary per stage. --time times the
+(stagelab.checks); prints one line per failure and a summary per stage. Then chains of dependent
+launches (stagelab.chain), each reading its predecessor's output, against the same chain run one
+launch at a time: the check a programmatic-dependent-launch build (WS_PDL=1) must pass. --time times the
 stages (and contenders) per launch in throughput mode on the long and mission shapes.
 """
 
@@ -26,6 +28,7 @@ import time
 import torch
 
 from stagelab.build import build_all, build_stage
+from stagelab.chain import check_chain
 from stagelab.errors import BuildError
 from stagelab.explore import time_contender, time_kernel
 from stagelab.family import load_family
@@ -51,6 +54,13 @@ TIME_PROBLEMS = [
     {"shape": [2, 8, 2048, 128], "causal": [False, True]},
 ]
 SEEDS = (0, 1)
+# Dependent launches (stagelab.chain): the mission shape (short policies), a persistent causal one
+# and a ragged one.
+CHAIN_PROBLEMS = [
+    {"shape": [2, 8, 512, 64], "causal": False},
+    {"shape": [2, 8, 2048, 128], "causal": True},
+    {"shape": [1, 3, 333, 64], "causal": False},
+]
 
 
 def problems(family, entries):
@@ -82,6 +92,21 @@ def check(family, kernels, debug: bool = False) -> bool:
               flush=True)
         for r in failed:
             print(f"   FAIL {r.shape} {r.dtype} seed {r.seed}: {r.reason}", flush=True)
+        all_ok &= not failed
+    return all_ok
+
+
+def check_chains(family, kernels) -> bool:
+    """Each stage's launches chained (each reads its predecessor's output) must match the same
+    chain run one launch at a time: what a PDL kernel's dependency wait is for."""
+    all_ok = True
+    for label, kernel in kernels.items():
+        results = [check_chain(family, kernel.module, problem, dtype, input_kind=kernel.input_kind)
+                   for problem in problems(family, CHAIN_PROBLEMS) for dtype in family.dtypes]
+        failed = [r for r in results if not r.passed]
+        print(f"[chain] {label}: {len(results) - len(failed)}/{len(results)} ok", flush=True)
+        for r in failed:
+            print(f"   FAIL {r.describe()}", flush=True)
         all_ok &= not failed
     return all_ok
 
@@ -145,6 +170,7 @@ def main(argv=None) -> int:
     kernels = {label: load_kernel(family, build) for label, build in builds.items()}
     print(f"[gpu] {torch.cuda.get_device_name()}", flush=True)
     ok = check(family, kernels, args.debug)
+    ok &= check_chains(family, kernels)
     if args.time:
         time_all(family, kernels, args.contenders, args.repetitions)
     return 0 if ok else 1

@@ -95,6 +95,10 @@ __global__ void __launch_bounds__(kTransposeThreads) transpose_v_kernel(const ui
   const int key0 = static_cast<int>(blockIdx.x) * kTransposeKeys;
   const int h = static_cast<int>(blockIdx.y), b = static_cast<int>(blockIdx.z);
   const uint8_t* v_head = sdpa_head_ptr(v, vs, b, h);
+  if constexpr (sdpa_warpspec::kPdl) {  // V may be the previous kernel's output, Vt its input
+    grid_dependency_wait();
+    grid_launch_dependents();  // the attention kernel's prologue may start beside this pass
+  }
   for (int i = static_cast<int>(threadIdx.x); i < kTransposeKeys * kRowVecs; i += kTransposeThreads) {
     const int row = i / kRowVecs, c = i % kRowVecs;
     uint4 val = make_uint4(0u, 0u, 0u, 0u);
@@ -133,6 +137,7 @@ __device__ __forceinline__ void produce(const Params& prm, uint32_t s_base) {
   prefetch_tensor_map(&prm.ws.q_map);
   prefetch_tensor_map(&prm.ws.k_map);
   prefetch_tensor_map(&prm.ws.v_map);
+  if constexpr (sdpa_warpspec::kPdl) grid_dependency_wait();  // Vt is the pre-pass's output
   constexpr int kNoSplit = 1;
   const WorkTile wt = sdpa_warpspec::decode_work<Cfg, kCausal>(prm.ws, static_cast<int>(blockIdx.x), 0, kNoSplit);
   mbarrier_arrive_expect_tx(sdpa_warpspec::full_q_bar(bars), L::kQBytes);
@@ -360,6 +365,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) fp8_kernel(const __grid_cons
   }
   if constexpr (Cfg::kRowSumMma) write_sum_rows<D, Cfg>(smem);
   __syncthreads();  // the last block-wide barrier: roles diverge below
+  if constexpr (sdpa_warpspec::kPdl) grid_launch_dependents();
   // Broadcast so ptxas can prove every role branch warp-uniform (sdpa_warpspec.cuh).
   const int wg = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x) / kWarpgroupThreads, 0);
   if (wg == 0) {
@@ -368,6 +374,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) fp8_kernel(const __grid_cons
     __syncwarp();
   } else {
     setmaxnreg_inc<Cfg::kConsumerRegs>();
+    // the descales and O's buffer belong to earlier kernels until the pre-pass is done
+    if constexpr (sdpa_warpspec::kPdl) grid_dependency_wait();
     Consumer<T, D, Cfg, kCausal, kScalePositive> consumer(prm, s_base, smem, wg - 1);
     consumer.run();
   }
@@ -424,8 +432,8 @@ cudaError_t launch_instance(const Params& prm, cudaStream_t stream) {
   auto kernel = fp8_kernel<T, D, Cfg, kCausal, kScalePositive>;
   const cudaError_t err = sdpa_set_smem(kernel, smem);
   if (err != cudaSuccess) return err;
-  kernel<<<prm.ws.work_items, Cfg::kThreads, smem, stream>>>(prm);
-  return cudaGetLastError();
+  return sdpa_warpspec::launch_kernel(kernel, dim3(prm.ws.work_items), Cfg::kThreads, smem, sdpa_warpspec::kPlainGrid,
+                                      stream, prm);
 }
 
 // The pre-pass into the scratch, then the attention kernel reading it.
@@ -434,10 +442,10 @@ cudaError_t launch(const SdpaFp8Problem& f, cudaStream_t stream) {
   const SdpaProblem& p = f.attn;
   const int64_t s_pad = vt_key_stride(p.seq_len);
   const dim3 grid(static_cast<unsigned>(s_pad / kTransposeKeys), p.heads, p.batch);
-  transpose_v_kernel<D><<<grid, kTransposeThreads, 0, stream>>>(static_cast<const uint8_t*>(p.v), p.v_strides,
-                                                                static_cast<uint8_t*>(f.scratch), p.seq_len,
-                                                                static_cast<int>(s_pad));
-  cudaError_t err = cudaGetLastError();
+  constexpr size_t kStaticSmemOnly = 0;
+  cudaError_t err = sdpa_warpspec::launch_kernel(transpose_v_kernel<D>, grid, kTransposeThreads, kStaticSmemOnly,
+                                                 sdpa_warpspec::kPlainGrid, stream, static_cast<const uint8_t*>(p.v), p.v_strides,
+                                                 static_cast<uint8_t*>(f.scratch), p.seq_len, static_cast<int>(s_pad));
   if (err != cudaSuccess) return err;
   Params prm{};
   prm.ws.p = p;

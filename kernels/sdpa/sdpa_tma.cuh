@@ -13,6 +13,9 @@
 //                                                  on an mbarrier
 //   prefetch.tensormap                             pull a tensor map into the descriptor cache
 //   setmaxnreg.{inc,dec}.sync.aligned.u32          re-split the register file by warpgroup
+//   griddepcontrol.{wait,launch_dependents}       programmatic dependent launch (PDL): wait for
+//                                                  the grids this one depends on; let the next
+//                                                  launch's blocks start their prologue
 //   %cluster_ctarank, barrier.cluster.{arrive.release,wait.acquire}, mapa.shared::cluster,
 //   ld.shared::cluster.v4.f32                      a thread-block cluster's CTAs read each
 //                                                  other's shared memory (split-KV combine)
@@ -93,6 +96,20 @@ __device__ __forceinline__ void tma_load_4d(uint32_t dst, const CUtensorMap* map
       " [%0], [%1, {%3, %4, %5, %6}], [%2];\n" ::"r"(dst),
       "l"(reinterpret_cast<uint64_t>(map)), "r"(bar), "r"(c0), "r"(c1), "r"(c2), "r"(c3)
       : "memory");
+}
+
+// ------------------------------------------ programmatic dependent launch --
+// A launch with cudaLaunchAttributeProgrammaticStreamSerialization may start
+// before the previous kernel in its stream has finished: once every block of
+// that kernel has run launch_dependents (or exited), this grid's blocks are
+// scheduled as resources free up. Nothing of the previous grid's memory is
+// visible before grid_dependency_wait returns, and our writes must not land
+// before it returns either (the previous kernel may still read our output
+// buffer), so every global access of a PDL kernel comes after the wait.
+// Without a programmatic dependency both are no-ops.
+__device__ __forceinline__ void grid_dependency_wait() { asm volatile("griddepcontrol.wait;\n" ::: "memory"); }
+__device__ __forceinline__ void grid_launch_dependents() {
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
 }
 
 // ------------------------------------------------------ register re-split --

@@ -95,6 +95,15 @@ static_assert(WS_RESCALE_THRESHOLD_D64 >= 0 && WS_RESCALE_THRESHOLD_D64 <= 15 &&
               "WS_RESCALE_THRESHOLD_D64/_D128: 0 (off) to 15 (p < 2^15 keeps fp16's 65504 clear)");
 template <int D>
 constexpr int kRescaleThresholdOf = D == 64 ? WS_RESCALE_THRESHOLD_D64 : WS_RESCALE_THRESHOLD_D128;
+// Programmatic dependent launch (sdpa_tma.cuh): 1 = launched with programmatic stream
+// serialization; every block lets the next launch in (launch_dependents) once its barriers are
+// set up, and waits for the previous grid before its first global access, so the next launch's
+// block dispatch and prologue overlap this one's tail. 0 (the default here): plain launches.
+#ifndef WS_PDL
+#define WS_PDL 0
+#endif
+static_assert(WS_PDL == 0 || WS_PDL == 1, "WS_PDL: 0 (plain launch) or 1 (programmatic dependent launch)");
+constexpr bool kPdl = WS_PDL != 0;
 constexpr bool kWaitKInTurn = WS_WAIT_K_IN_TURN != 0;
 constexpr bool kRescaleInTurn = WS_RESCALE_IN_TURN != 0;
 
@@ -292,6 +301,7 @@ __device__ __forceinline__ void produce(const Params& prm, uint32_t s_base, int 
   prefetch_tensor_map(&prm.q_map);
   prefetch_tensor_map(&prm.k_map);
   prefetch_tensor_map(&prm.v_map);
+  if constexpr (kPdl) grid_dependency_wait();  // Q, K, V may be the previous kernel's output
   int ring = 0;  // K/V tiles issued so far: the ring position carries across work items
   WorkOrder<Cfg, kCausal>::for_each(prm, split, splits, [&](const WorkTile& wt, int local) {
     if (local > 0) mbarrier_wait(empty_q_bar(bars), (local - 1) & 1);  // the epilogue is done with Q
@@ -642,6 +652,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) warpspec_kerne
     fence_mbarrier_init();
   }
   __syncthreads();  // the last block-wide barrier: roles diverge below
+  if constexpr (kPdl) grid_launch_dependents();
   // Broadcast so ptxas can prove every role branch warp-uniform (wgmma and
   // setmaxnreg under a divergent-looking branch get serialized or ignored).
   const int wg = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x) / kWarpgroupThreads, 0);
@@ -655,6 +666,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) warpspec_kerne
     }
   } else {
     setmaxnreg_inc<Cfg::kConsumerRegs>();
+    // O's stores must not land before the previous grid is done with the buffer
+    if constexpr (kPdl) grid_dependency_wait();
     Consumer<T, D, Cfg, kCausal, kScalePositive> consumer(prm, s_base, smem, wg - 1);
     consumer.run(split, splits);
   }
@@ -668,28 +681,43 @@ inline int sm_count() {
   return sms;
 }
 
+// One launch of `kernel` in thread-block clusters of `cluster_x` blocks (kPlainGrid: no cluster
+// attribute at all), with programmatic stream serialization when the build asks for PDL (WS_PDL).
+constexpr unsigned kPlainGrid = 0;
+template <typename... KernelParams, typename... Args>
+cudaError_t launch_kernel(void (*kernel)(KernelParams...), dim3 grid, int threads, size_t smem, unsigned cluster_x,
+                          cudaStream_t stream, Args... args) {
+  cudaLaunchConfig_t config{};
+  config.gridDim = grid;
+  config.blockDim = dim3(static_cast<unsigned>(threads));
+  config.dynamicSmemBytes = smem;
+  config.stream = stream;
+  cudaLaunchAttribute attrs[2] = {};
+  unsigned count = 0;
+  if (cluster_x != kPlainGrid) {
+    attrs[count].id = cudaLaunchAttributeClusterDimension;
+    attrs[count++].val.clusterDim = {cluster_x, 1, 1};
+  }
+  if constexpr (kPdl) {
+    attrs[count].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attrs[count++].val.programmaticStreamSerializationAllowed = 1;
+  }
+  config.attrs = attrs;
+  config.numAttrs = count;
+  const cudaError_t err = cudaLaunchKernelEx(&config, kernel, static_cast<KernelParams>(args)...);
+  return err != cudaSuccess ? err : cudaGetLastError();
+}
+
 template <typename T, int D, class Cfg, bool kCausal, bool kScalePositive>
 cudaError_t launch_instance(const Params& prm, int splits, cudaStream_t stream) {
   constexpr size_t smem = Layout<T, D, Cfg>::kSmemBytes;
   auto kernel = warpspec_kernel<T, D, Cfg, kCausal, kScalePositive>;
-  cudaError_t err = sdpa_set_smem(kernel, smem);
+  const cudaError_t err = sdpa_set_smem(kernel, smem);
   if (err != cudaSuccess) return err;
   const int blocks = Cfg::kPersistent ? min(WorkOrder<Cfg, kCausal>::units(prm), sm_count() * Cfg::kMinBlocks)
                                       : prm.work_items * splits;
-  cudaLaunchConfig_t config{};
-  config.gridDim = dim3(static_cast<unsigned>(blocks));
-  config.blockDim = dim3(Cfg::kThreads);
-  config.dynamicSmemBytes = smem;
-  config.stream = stream;
-  cudaLaunchAttribute cluster{};
-  cluster.id = cudaLaunchAttributeClusterDimension;
-  cluster.val.clusterDim.x = static_cast<unsigned>(splits);
-  cluster.val.clusterDim.y = 1;
-  cluster.val.clusterDim.z = 1;
-  config.attrs = &cluster;
-  config.numAttrs = 1;
-  err = cudaLaunchKernelEx(&config, kernel, prm);
-  return err != cudaSuccess ? err : cudaGetLastError();
+  return launch_kernel(kernel, dim3(static_cast<unsigned>(blocks)), Cfg::kThreads, smem, static_cast<unsigned>(splits),
+                       stream, prm);
 }
 
 // Tensor maps, work count and the (causal, scale sign) instance for one config.

@@ -113,6 +113,17 @@ class Family:
     def new_output(self, problem: Problem, inputs: tuple[torch.Tensor, ...]) -> torch.Tensor:
         return torch.empty_like(inputs[0])
 
+    def chained_inputs(self, inputs: tuple[torch.Tensor, ...], previous_output: torch.Tensor,
+                       input_kind: str = "") -> tuple[torch.Tensor, ...]:
+        """The inputs of a launch that depends on the one before it (stagelab.chain): that launch's
+        output in place of the first input where it fits (plain inputs of the output's shape and
+        dtype), else the same inputs again (the launches then share only what the stage keeps
+        between them, such as scratch)."""
+        first = inputs[0]
+        if input_kind or first.shape != previous_output.shape or first.dtype != previous_output.dtype:
+            return inputs
+        return (previous_output, *inputs[1:])
+
     def reference(self, problem: Problem, inputs: tuple[torch.Tensor, ...],
                   compute_dtype: torch.dtype) -> torch.Tensor:
         """The family's function with every operation in compute_dtype (float64: the truth)."""

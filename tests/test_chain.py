@@ -1,0 +1,38 @@
+"""Dependent-launch chains (stagelab.chain): how links are wired, and how a result reads.
+The chain itself runs on a GPU (tests/test_gpu.py, tools/quick_check.py)."""
+
+import torch
+
+from stagelab.chain import ChainResult
+from stagelab.family import load_family
+
+
+def test_a_link_reads_its_predecessors_output_where_it_fits():
+    sdpa = load_family("sdpa")
+    q, k, v = (torch.randn(1, 2, 5, 64) for _ in range(3))
+    previous = torch.randn(1, 2, 5, 64)
+    chained = sdpa.chained_inputs((q, k, v), previous)
+    assert chained[0] is previous and chained[1] is k and chained[2] is v
+
+
+def test_a_link_repeats_its_inputs_where_the_output_does_not_fit():
+    sdpa = load_family("sdpa")
+    inputs = tuple(torch.randn(1, 2, 5, 64) for _ in range(3))
+    assert sdpa.chained_inputs(inputs, torch.randn(1, 2, 5, 64), input_kind="fp8") == inputs
+    assert sdpa.chained_inputs(inputs, torch.randn(1, 2, 5, 64, dtype=torch.float64)) == inputs
+    assert sdpa.chained_inputs(inputs, torch.randn(1, 2, 6, 64)) == inputs
+
+
+def test_softmax_chains_rows_into_rows():
+    softmax = load_family("softmax")
+    x = torch.randn(4, 1024)
+    previous = torch.randn(4, 1024)
+    assert softmax.chained_inputs((x,), previous)[0] is previous
+
+
+def test_a_result_names_the_runs_and_links_that_differed():
+    ok = ChainResult("2x8x512x64", "float16", 8, {"stream": (), "graph": ()})
+    assert ok.passed and "8 chained launches match" in ok.describe()
+    bad = ChainResult("2x8x512x64", "float16", 8, {"stream": (), "graph": (3, 5)})
+    assert not bad.passed
+    assert "graph: links [3, 5]" in bad.describe() and "stream" not in bad.describe()
