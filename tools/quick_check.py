@@ -111,8 +111,10 @@ def check_chains(family, kernels) -> bool:
     return all_ok
 
 
-def time_all(family, kernels, contender_names, repetitions) -> None:
+def time_all(family, kernels, contender_names, repetitions, only=()) -> None:
     for problem in problems(family, TIME_PROBLEMS):
+        if only and problem.tag not in only:
+            continue
         rows = [time_kernel(family, k, problem, mode="throughput", repetitions=repetitions, label=label)
                 for label, k in kernels.items()]
         for name in contender_names:
@@ -154,6 +156,8 @@ def main(argv=None) -> int:
     ap.add_argument("--time", action="store_true")
     ap.add_argument("--contenders", nargs="*", default=["cudnn", "flash", "fa4"])
     ap.add_argument("--repetitions", type=int, default=50)
+    ap.add_argument("--only", nargs="*", default=[], metavar="TAG",
+                    help="time only these problems of the timing list (e.g. 2x8x512x64 2x8x2048x128_causal)")
     ap.add_argument("--debug", action="store_true", help="print every check's error and budget")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="parallel builds")
     ap.add_argument("--variant", action="append", default=[], metavar="LABEL=STAGE:KEY=VAL,KEY=VAL",
@@ -172,7 +176,10 @@ def main(argv=None) -> int:
     ok = check(family, kernels, args.debug)
     ok &= check_chains(family, kernels)
     if args.time:
-        time_all(family, kernels, args.contenders, args.repetitions)
+        unknown = set(args.only) - {p.tag for p in problems(family, TIME_PROBLEMS)}
+        if unknown:
+            ap.error(f"--only: not in the timing list: {sorted(unknown)}")
+        time_all(family, kernels, args.contenders, args.repetitions, set(args.only))
     return 0 if ok else 1
 
 

@@ -317,6 +317,7 @@ struct Consumer {
       wait_full(sdpa_warpspec::kFullV, j);
       release(sdpa_warpspec::kEmptyV, j);
     }
+    if constexpr (sdpa_warpspec::kPdlLateTrigger) grid_launch_dependents();
     if (wg_q0 < p.seq_len) {
       T* o_g = sdpa_head_ptr(static_cast<T*>(p.out), p.out_strides, wt.b, wt.h) +
                static_cast<int64_t>(wt.q_begin) * p.out_strides.seq;
@@ -365,7 +366,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) fp8_kernel(const __grid_cons
   }
   if constexpr (Cfg::kRowSumMma) write_sum_rows<D, Cfg>(smem);
   __syncthreads();  // the last block-wide barrier: roles diverge below
-  if constexpr (sdpa_warpspec::kPdl) grid_launch_dependents();
+  if constexpr (sdpa_warpspec::kPdlEarlyTrigger) grid_launch_dependents();
   // Broadcast so ptxas can prove every role branch warp-uniform (sdpa_warpspec.cuh).
   const int wg = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x) / kWarpgroupThreads, 0);
   if (wg == 0) {

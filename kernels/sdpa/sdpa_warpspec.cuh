@@ -95,15 +95,20 @@ static_assert(WS_RESCALE_THRESHOLD_D64 >= 0 && WS_RESCALE_THRESHOLD_D64 <= 15 &&
               "WS_RESCALE_THRESHOLD_D64/_D128: 0 (off) to 15 (p < 2^15 keeps fp16's 65504 clear)");
 template <int D>
 constexpr int kRescaleThresholdOf = D == 64 ? WS_RESCALE_THRESHOLD_D64 : WS_RESCALE_THRESHOLD_D128;
-// Programmatic dependent launch (sdpa_tma.cuh): 1 = launched with programmatic stream
-// serialization; every block lets the next launch in (launch_dependents) once its barriers are
-// set up, and waits for the previous grid before its first global access, so the next launch's
-// block dispatch and prologue overlap this one's tail. 0 (the default here): plain launches.
+// Programmatic dependent launch (sdpa_tma.cuh): launched with programmatic stream
+// serialization, every block waits for the previous grid before its first global access and
+// lets the next launch in (launch_dependents), so the next launch's block dispatch and prologue
+// overlap this one's tail. 1: the trigger right after the prologue (the next grid's blocks take
+// any free slot at once, beside running blocks); 2: after the consumers' first work item's key
+// tiles, before its epilogue (they arrive as this grid's blocks finish). 0 (the default here):
+// plain launches.
 #ifndef WS_PDL
 #define WS_PDL 0
 #endif
-static_assert(WS_PDL == 0 || WS_PDL == 1, "WS_PDL: 0 (plain launch) or 1 (programmatic dependent launch)");
+static_assert(WS_PDL >= 0 && WS_PDL <= 2, "WS_PDL: 0 (plain launch), 1 (PDL, early trigger) or 2 (PDL, late trigger)");
 constexpr bool kPdl = WS_PDL != 0;
+constexpr bool kPdlEarlyTrigger = WS_PDL == 1;
+constexpr bool kPdlLateTrigger = WS_PDL == 2;
 constexpr bool kWaitKInTurn = WS_WAIT_K_IN_TURN != 0;
 constexpr bool kRescaleInTurn = WS_RESCALE_IN_TURN != 0;
 
@@ -614,6 +619,7 @@ struct Consumer {
     WorkOrder<Cfg, kCausal>::for_each(prm, split, splits, [&](const WorkTile& wt, int local) {
       mbarrier_wait(full_q_bar(bars), local & 1);
       ring += mainloop(wt, ring);
+      if constexpr (kPdlLateTrigger) grid_launch_dependents();
       if constexpr (Cfg::kKeySplit) {
         merge_and_store(wt);
       } else if (L::kCanSplit && splits > 1) {
@@ -652,7 +658,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) warpspec_kerne
     fence_mbarrier_init();
   }
   __syncthreads();  // the last block-wide barrier: roles diverge below
-  if constexpr (kPdl) grid_launch_dependents();
+  if constexpr (kPdlEarlyTrigger) grid_launch_dependents();
   // Broadcast so ptxas can prove every role branch warp-uniform (wgmma and
   // setmaxnreg under a divergent-looking branch get serialized or ignored).
   const int wg = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x) / kWarpgroupThreads, 0);
