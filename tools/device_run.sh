@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One call on a lent GPU machine (no network): install the wheelhouse, run the
 # stage batch(es), the GPU tests and the report, and leave everything under $OUT.
-#   usage: [REPORT=0] [QUICK="..."] [GPUS=all|0,1] [SANITIZE="stage ..."] [PROFILE="stage ..."] [TUNE="stage ..."] tools/device_run.sh "<stagelab run args>;<stagelab run args>..." [pytest-args]
+#   usage: [REPORT=0] [BUILD_STAGES="..."] [QUICK="..."] [GPUS=all|0,1] [SANITIZE="stage ..."] [PROFILE="stage ..."] [TUNE="stage ..."] tools/device_run.sh "<stagelab run args>;<stagelab run args>..." [pytest-args]
 # GPUS adds `--gpus $GPUS` to every batch: one notebook per GPU at a time (nvidia-h200-x2 and larger).
 # Needs `make wheelhouse` beforehand and the folder carried along (carry: ["wheelhouse"]);
 # to keep adding to one store across calls, also carry "mlruns" and "runs".
@@ -53,7 +53,9 @@ for i in "${!NCU_SPECS[@]}"; do
 done
 IFS=';' read -ra BATCHES <<< "${1:-}"
 # Only batches need every stage prebuilt; a tune-only call ("" as batches) builds what it tunes.
-if [ -n "${1:-}" ]; then echo "=== prebuild"; timeout 300 python3 -m stagelab build --jobs "${BUILD_JOBS:-$(nproc)}" 2>&1 | tail -8; fi
+# BUILD_STAGES="s8_persistent_split s7_pingpong ..." limits the prebuild to the batches' stages and
+# their parents (default: every stage).
+if [ -n "${1:-}" ]; then echo "=== prebuild"; timeout 300 python3 -m stagelab build ${BUILD_STAGES:-} --jobs "${BUILD_JOBS:-$(nproc)}" 2>&1 | tail -8; fi
 for batch in "${BATCHES[@]}"; do
   [ -n "$batch" ] || continue
   [ -z "${GPUS:-}" ] || batch="$batch --gpus $GPUS"

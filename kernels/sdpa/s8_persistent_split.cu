@@ -156,7 +156,7 @@ Knobs (-D overrides)
                         2026-11-23 (night); long.yaml at d24370e: s8 1.47x
                         cuDNN at (2,8,2048,128) causal, 1.07x at (4,16,4096,
                         128) causal.
-  KEY_SPLIT_WGS=1       2: the short policy's 64-row tile is shared by two
+  KEY_SPLIT_WGS=2       2: the short policy's 64-row tile is shared by two
                         consumer warpgroups that take alternate key tiles of one
                         ring (ring index i -> warpgroup i % 2; the producer is
                         unchanged), each with its own O, max and sum; warpgroup 1
@@ -169,6 +169,12 @@ Knobs (-D overrides)
                         6.54 us (BLOCK_N 128) and 6.59 (64) vs 6.79 off, s5
                         6.39: the chain is shorter but the merge and one block
                         per SM eat it; off (variants key_split, key_split_n64).
+                        Promoted 2026-11-24 (eighth session) with WS_PDL=2,
+                        where one block per SM is what lets PDL pay (WS_PDL
+                        below): 5.49-5.52 us at the mission against 6.95-6.96
+                        (H100, three quick_check runs). Alone it measured 6.45
+                        against 6.95 in the same run. Variants no_key_split
+                        (PDL alone), before_pdl (the build before both).
                         Next hypothesis for the mission: L2 traffic (tested
                         and refuted, below).
                         Every 64-row query tile re-reads its head's whole K and
@@ -190,7 +196,43 @@ Knobs (-D overrides)
   KEY_SPLIT_BLOCK_N=128, KEY_SPLIT_STAGES_D64=4, KEY_SPLIT_STAGES_D128=2: the
                         key split's tiles and ring depth (even: slot i % stages
                         always serves warpgroup i % 2); 64 with 8 / 4 halves each
-                        step and keeps 4 / 2 slots per warpgroup.
+                        step and keeps 4 / 2 slots per warpgroup. With WS_PDL=2,
+                        H100, mission, us per launch (commit c3a9ba4): 128 x 4
+                        5.50, 64 x 8 5.80, 64 x 4 5.98, 128 x 2 6.49.
+  WS_PDL=2              programmatic dependent launch (sdpa_warpspec.cuh):
+                        every launch carries programmatic stream serialization;
+                        each block waits (griddepcontrol.wait) for the previous
+                        grid before its first global access, after its barrier
+                        set-up and tensor-map prefetch, and lets the next launch
+                        in (griddepcontrol.launch_dependents): 1 right after the
+                        prologue, 2 once the consumers' first work item's key
+                        tiles are done. Hypothesis: at the mission the gap
+                        between two launches (the throughput floor, ~1 us of an
+                        empty kernel) and each block's prologue are a fifth of
+                        the time; the next grid's dispatch and prologue can run
+                        under this grid's tail. Every global read and write
+                        stays after the wait, so a launch that follows a kernel
+                        writing its inputs stays right (stagelab.chain checks
+                        chains of launches, each reading its predecessor's
+                        output, against the same chain run one launch at a
+                        time: 6/6 in every run below). What it gains needs a
+                        predecessor that triggers: in throughput mode that is
+                        the previous launch of the same stage; after a kernel
+                        without the trigger the launch waits as before, and
+                        cold mode (an L2 flush between launches) sees nothing.
+                        H100, quick_check, throughput, us per launch at the
+                        mission (commits 8304567 and c3a9ba4, two runs):
+                        off 6.95 / 6.95, 1: 7.32 / 7.34, 2: 6.79; with
+                        KEY_SPLIT_WGS=2: off 6.45, 1: 5.58, 2: 5.49 / 5.52.
+                        Why the early trigger loses on the two-blocks-per-SM
+                        short policy: the next grid's 128 blocks take the free
+                        slots at once, beside this grid's running blocks (the
+                        4 idle SMs get two each), and keep those places; with
+                        the key split one block fills an SM, so the next
+                        grid's blocks land one per SM as this grid's leave.
+                        Long shapes: within 1.5% either way (e.g. 4x16x4096x128
+                        600 / 605 / 603 TF/s off / 1 / 2), 2x8x2048x64 causal
+                        +3-5%. Variants no_pdl, pdl_early.
 
 Shared memory: long as s7; short (64 + 4*128) * D * 2 + barriers + 1024.
   Key split: (64 + 2*stages*BLOCK_N) * D * 2 + barriers + 128 * (D/2 + 4) * 4
@@ -225,6 +267,10 @@ Build / SASS (UTMALDG, HGMMA, SYNCS, USETMAXREG; LDS/LD through mapa for DSMEM):
 #ifndef CAUSAL_PAIRS
 #define CAUSAL_PAIRS 1
 #endif
+// s8 launches with programmatic dependent launch, the trigger before the epilogue (its log, WS_PDL)
+#ifndef WS_PDL
+#define WS_PDL 2
+#endif
 #include "sdpa_warpspec.cuh"
 #include "sdpa_warpspec_knobs.cuh"
 
@@ -247,8 +293,9 @@ Build / SASS (UTMALDG, HGMMA, SYNCS, USETMAXREG; LDS/LD through mapa for DSMEM):
 #ifndef PINGPONG_MAX_SEQ
 #define PINGPONG_MAX_SEQ 2048
 #endif
+// s8 shares each short-policy query tile between two consumer warpgroups (its log, KEY_SPLIT_WGS)
 #ifndef KEY_SPLIT_WGS
-#define KEY_SPLIT_WGS 1
+#define KEY_SPLIT_WGS 2
 #endif
 #ifndef KEY_SPLIT_BLOCK_N
 #define KEY_SPLIT_BLOCK_N 128

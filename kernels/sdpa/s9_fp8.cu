@@ -57,6 +57,11 @@ Knobs (-D overrides)
                       Vt tile with a row of e4m3 ones under it) instead of one
                       FADD per score: the sums of the e4m3 P that P.V uses;
                       slower and over the error budget at 4097 keys (log v6)
+  WS_PDL=2            programmatic dependent launch (s8's knob, sdpa_warpspec.cuh):
+                      the V pre-pass waits for the previous kernel and lets
+                      the attention kernel in at once; the attention kernel's
+                      blocks set up beside it and wait before any global
+                      access (log v8)
 
 Log (versions; how to run them)
   v1  today's record: the defines above with the three speed knobs 0. H100,
@@ -143,6 +148,21 @@ Log (versions; how to run them)
       Raw output: docs/results/sdpa/archive/s9-192-variants-quick-check-nvidia-
       h100-2026-11-24-seventh.txt, s9-pingpong-d64-quick-check-...-seventh.txt,
       mufu-rate-nvidia-h100-2026-11-24-seventh.txt.
+  v8  WS_PDL=2 (promoted). Why: s9 is two launches, and at the mission
+      shape (0.85x s6, a valid negative) the second one's dispatch and
+      prologue wait for the pre-pass to end. With PDL the attention kernel's
+      blocks start as soon as every pre-pass block has begun, set up their
+      barriers and prefetch the tensor maps, and wait (griddepcontrol.wait)
+      for the pre-pass's Vt before the first TMA; the pre-pass itself waits
+      for the previous kernel before reading V. H100, quick_check,
+      throughput, us per launch at the mission (commits 8304567, c3a9ba4):
+      off 10.52 / 10.50, trigger after the prologue (1) 10.14 / 10.02,
+      trigger before the epilogue (2) 9.47; TFLOP/s at 4096x128 819 / 815 /
+      810, 8192x128 880 / 895 (1), 2048x128 670 / 651 / 656: the long shapes
+      move within run-to-run spread. Dependent-launch chains (stagelab.chain,
+      the same quantized inputs each link: the links share the Vt scratch)
+      match the synchronised chain. Variants no_pdl, pdl_early. Raw output:
+      docs/results/sdpa/archive/pdl-quick-check-nvidia-h100-2026-11-24-eighth-*.
 
 Shared memory: BLOCK_M * D (Q) + BLOCK_M * D * 2 (O staging)
   + 2 * STAGES * BLOCK_N * D (K, Vt) + barriers + 1024 alignment slack.
@@ -156,6 +176,10 @@ Scope: head_dim 64 and 128, fp16 or bf16 output, causal or not, any
 #include <cuda_runtime.h>
 
 #include "sdpa_api.h"
+// s9 launches the pre-pass and the attention kernel with programmatic dependent launch (log v8)
+#ifndef WS_PDL
+#define WS_PDL 2
+#endif
 #include "sdpa_fp8.cuh"
 #include "sdpa_warpspec_knobs.cuh"
 
