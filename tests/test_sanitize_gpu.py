@@ -6,20 +6,15 @@ output's end) must fail memcheck, and each stage must be judged `incorrect`; the
 clean control. The checkout is swapped for the whole module, so only those stages exist here.
 """
 
-import shutil
-from pathlib import Path
-
 import pytest
+from planted import make_planted_checkout
 
 from stagelab import sanitize
 from stagelab.launch import find_tool
-from stagelab.paths import repo_root
 from stagelab.stage import StageRun
 
 pytestmark = pytest.mark.gpu
-PLANTED = Path(__file__).parent / "fixtures" / "planted"
 PLANTED_PARAMS = "softmax-smoke-sanitize.yaml"
-SOFTMAX_SHARED = ("binding.cpp", "softmax_api.h", "softmax_common.cuh", "sm0_block_three_pass.cu")
 
 
 @pytest.fixture(scope="module")
@@ -27,14 +22,7 @@ def planted_checkout(tmp_path_factory):
     """A checkout holding only the test softmax registry and the softmax parameter files."""
     if find_tool(sanitize.SANITIZER) is None:
         pytest.skip("compute-sanitizer is not installed")
-    root = tmp_path_factory.mktemp("planted")
-    kernels = root / "kernels" / "softmax"
-    kernels.mkdir(parents=True)
-    for name in SOFTMAX_SHARED:
-        shutil.copy(repo_root() / "kernels" / "softmax" / name, kernels / name)
-    for path in PLANTED.iterdir():
-        shutil.copy(path, kernels / path.name)
-    shutil.copytree(repo_root() / "params", root / "params")
+    root = make_planted_checkout(tmp_path_factory.mktemp("planted"))
     # the smoke problems, with the sanitize step switched on (a parameter file opts in)
     smoke = (root / "params" / "softmax-smoke.yaml").read_text()
     (root / "params" / PLANTED_PARAMS).write_text(smoke + "steps: [sanitize]\n")

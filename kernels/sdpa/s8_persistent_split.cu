@@ -233,6 +233,31 @@ Knobs (-D overrides)
                         Long shapes: within 1.5% either way (e.g. 4x16x4096x128
                         600 / 605 / 603 TF/s off / 1 / 2), 2x8x2048x64 causal
                         +3-5%. Variants no_pdl, pdl_early.
+                        H200, quick_check at 7d6cca6, mission: 5.62 us, key
+                        split alone 6.61, the build before both 7.02 (cuDNN
+                        9.46, FlashAttention-4 9.40). long.yaml at 7d6cca6:
+                        H100 5.56 us (1.70x cuDNN, 1.67x FA4), H200 5.52.
+                        Raw output: docs/results/sdpa/archive/pdl-quick-check-
+                        nvidia-h{100,200}-2026-11-24-eighth*.txt.
+  WS_EXP2_POLY_EVERY_D64=0, WS_EXP2_POLY_EVERY_D128=0: every k-th n8 tile's
+                        exponentials on the FMA pipe (ex2_poly3, as s9's
+                        EXP2_POLY_EVERY). Hypothesis: at head_dim 64 a key
+                        tile's MUFU work (64 x 128 / 16 per clock per SM =
+                        512 clocks per warpgroup) is twice its GEMMs' (2 x 2 x
+                        64 x 128 x 64 / 4096 = 256), so moving a quarter of the
+                        exponentials to the FMA pipe should shorten the
+                        softmax. H100, quick_check at 7d6cca6, throughput,
+                        default / every 4th / 8th / 16th n8 tile at D=64:
+                        mission 5.59 / 5.58 / 5.58 / 5.54 us, (4,16,4096,64)
+                        464 / 429 / 440 / 447 TFLOP/s, (2,8,2048,64) 407 /
+                        422 / 414 / 417, causal 345 / 357 / 354 / 349; every
+                        8th at D=128: (4,16,4096,128) 595 -> 589. A valid
+                        negative where it matters most (the 4096-key head_dim
+                        64 shape loses 4-8%): the cubic's 9 issue slots per
+                        value cost more than the MUFU time they free, as on
+                        s9 (its log v2, v7). Left at 0 (variants poly4_d64,
+                        poly8_d64). Raw output: docs/results/sdpa/archive/
+                        poly-d64-quick-check-nvidia-h100-2026-11-24-eighth.txt.
 
 Shared memory: long as s7; short (64 + 4*128) * D * 2 + barriers + 1024.
   Key split: (64 + 2*stages*BLOCK_N) * D * 2 + barriers + 128 * (D/2 + 4) * 4
@@ -454,7 +479,10 @@ extern "C" const char* sdpa_stage_config() {
          " CAUSAL_PAIRS=" SDPA_STR(CAUSAL_PAIRS) " (long, causal: query tiles j and m-1-j per unit)"
          " WS_RESCALE_THRESHOLD_D64=" SDPA_STR(WS_RESCALE_THRESHOLD_D64) " WS_RESCALE_THRESHOLD_D128=" SDPA_STR(
              WS_RESCALE_THRESHOLD_D128) " (O rescaled when a row max grows by more than 2^t; 0: every tile)"
-         " setmaxnreg producer/consumer: long 24/240, short 24/232 (2 blocks per SM)";
+         " WS_PDL=" SDPA_STR(WS_PDL) " (programmatic dependent launch; 2: trigger before the epilogue)"
+         " WS_EXP2_POLY_EVERY_D64=" SDPA_STR(WS_EXP2_POLY_EVERY_D64) " WS_EXP2_POLY_EVERY_D128=" SDPA_STR(
+             WS_EXP2_POLY_EVERY_D128) " (every k-th n8 tile's exponentials on the FMA pipe; 0: none)"
+         " setmaxnreg producer/consumer: long 24/240, short 24/232 (2 blocks per SM), key split 24/240";
 }
 
 extern "C" int64_t sdpa_dynamic_shared_memory_bytes(int32_t head_dim, int32_t dtype) {
