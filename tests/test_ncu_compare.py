@@ -30,6 +30,15 @@ def test_the_child_profiles_only_between_profiler_start_and_stop(tool):
     assert command[-2:] == ["--child", "s8_persistent_split"]
 
 
+def test_warm_keeps_the_caches_and_the_clocks_as_they_are(tool):
+    child = tool.child_command(["--problem", "2x8x512x64", "--warm", "s8_persistent_split"], "s8_persistent_split")
+    cold = tool.ncu_command("ncu", Path("/tmp/r/s8"), ["a__b.sum"], child)
+    warm = tool.ncu_command("ncu", Path("/tmp/r/s8"), ["a__b.sum"], child, warm=True)
+    assert "--cache-control" not in cold and "--clock-control" not in cold
+    assert warm[warm.index("--cache-control") + 1] == "none" and warm[warm.index("--clock-control") + 1] == "none"
+    assert warm.index("--clock-control") < warm.index("--child")
+
+
 def test_only_a_refused_metric_triggers_the_fallback(tool):
     assert tool.unknown_metric('==ERROR== Failed to find metric sm__pipe_xu_cycles_active.avg')
     assert not tool.unknown_metric("==ERROR== The application returned an error code (1).")

@@ -64,9 +64,16 @@ def child_command(argv: list[str], label: str) -> list[str]:
     return [sys.executable, str(Path(__file__).resolve()), *argv, "--child", label]
 
 
-def ncu_command(executable: str, report_base: Path, metrics: list[str], child: list[str]) -> list[str]:
+# --warm: ncu leaves the caches as the warm-up launches left them (by default it flushes them before
+# the profiled launch) and the clocks unlocked (by default it locks them at base): the state a launch
+# in throughput mode sees, where the inputs sit in L2.
+WARM_OPTIONS = ("--cache-control", "none", "--clock-control", "none")
+
+
+def ncu_command(executable: str, report_base: Path, metrics: list[str], child: list[str],
+                warm: bool = False) -> list[str]:
     return [executable, "--metrics", ",".join(metrics), "--profile-from-start", "off", "--target-processes", "all",
-            "--force-overwrite", "--export", str(report_base), *child]
+            *(WARM_OPTIONS if warm else ()), "--force-overwrite", "--export", str(report_base), *child]
 
 
 def unknown_metric(output: str) -> bool:
@@ -172,12 +179,13 @@ def run_child(args, label: str) -> int:
     return 0
 
 
-def profile_subject(executable: str, argv: list[str], label: str, out: Path, flops: float) -> dict:
+def profile_subject(executable: str, argv: list[str], label: str, out: Path, flops: float,
+                    warm: bool = False) -> dict:
     """ncu on one subject's child; the issue-slot metrics first, the profile step's set if refused."""
     base = out / label
     note = ""
     for metrics in METRIC_TIERS:
-        code, output = run_under_tool(ncu_command(executable, base, list(metrics), child_command(argv, label)),
+        code, output = run_under_tool(ncu_command(executable, base, list(metrics), child_command(argv, label), warm),
                                       CHILD_TIMEOUT_S, child_environment())
         (out / f"{label}.log").write_text(output)
         if code == 0 or not unknown_metric(output):
@@ -220,6 +228,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--source", action="store_true",
                     help="also sample each subject's program counters: where in the SASS its warps stall")
+    ap.add_argument("--warm", action="store_true",
+                    help="keep L2 warm and the clocks unlocked (throughput mode's state), not ncu's flush and base clocks")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     problem_entry = parse_problem_tag(args.problem, args.causal)  # a bad --problem stops here, before any build
@@ -240,10 +250,11 @@ def main(argv: list[str] | None = None) -> int:
     columns, sources = [], []
     for label in found:
         print(f"[ncu] {label}", flush=True)
-        columns.append(profile_subject(executable, argv, label, args.out, flops))
+        columns.append(profile_subject(executable, argv, label, args.out, flops, args.warm))
         if args.source:
             sources.append(profile_source(executable, argv, label, args.out))
-    text = f"{args.problem}{' causal' if args.causal else ''} {args.dtype}\n\n{table(columns)}\n"
+    state = " (warm L2, clocks unlocked)" if args.warm else ""
+    text = f"{args.problem}{' causal' if args.causal else ''} {args.dtype}{state}\n\n{table(columns)}\n"
     if sources:
         text += "\n## Where the warps wait (sampled program counters)\n\n" + "\n".join(sources)
     (args.out / "ncu_compare.md").write_text(text)
