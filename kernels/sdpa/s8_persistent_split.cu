@@ -239,6 +239,21 @@ Knobs (-D overrides)
                         H100 5.56 us (1.70x cuDNN, 1.67x FA4), H200 5.52.
                         Raw output: docs/results/sdpa/archive/pdl-quick-check-
                         nvidia-h{100,200}-2026-11-24-eighth*.txt.
+                        Where the rest goes (open): tools/ncu_compare.py
+                        --warm at the mission (L2 warm, clocks unlocked,
+                        H100, dc0b555): the key-split kernel moves 17.3 MB
+                        from the SMs through L2 (cuDNN's 128-row tiles 8.4
+                        MB) at 23% of L2 peak over its ncu duration, and its
+                        warps wait on `wait` (1.48 per issue) and
+                        long_scoreboard (1.31); ncu's own times (8.4 us, cuDNN
+                        9.1) run at idle clocks between replays and are not
+                        the per-launch time. Not bandwidth-bound on average;
+                        whether the start-of-launch burst of K/V reads (each
+                        64-row tile re-reads its head's 128 KiB) is, and so
+                        whether TMA multicast over a cluster of a head's
+                        query tiles would pay in the warm regime, is the next
+                        question. Raw: docs/results/sdpa/archive/ncu-compare-
+                        warm-mission-nvidia-h100-2026-11-24-eighth.md.
   WS_EXP2_POLY_EVERY_D64=0, WS_EXP2_POLY_EVERY_D128=0: every k-th n8 tile's
                         exponentials on the FMA pipe (ex2_poly3, as s9's
                         EXP2_POLY_EVERY). Hypothesis: at head_dim 64 a key
