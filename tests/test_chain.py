@@ -36,3 +36,30 @@ def test_a_result_names_the_runs_and_links_that_differed():
     bad = ChainResult("2x8x512x64", "float16", 8, {"stream": (), "graph": (3, 5)})
     assert not bad.passed
     assert "graph: links [3, 5]" in bad.describe() and "stream" not in bad.describe()
+
+
+def test_a_failed_chain_fails_the_check_report_and_is_counted():
+    from stagelab import metrics
+    from stagelab.flatten import check_metrics
+    from stagelab.results import CheckReport
+
+    good = ChainResult("2x8x512x64", "float16", 8, {"stream": (), "graph": ()})
+    bad = ChainResult("1x3x333x64", "float16", 8, {"stream": (2,), "graph": ()})
+    assert CheckReport([], [good]).passed is True
+    report = CheckReport([], [good, bad])
+    assert report.passed is False
+    values = check_metrics(report)
+    assert values[metrics.CHAINS_TOTAL.key()] == 2 and values[metrics.CHAINS_FAILED.key()] == 1
+    rows = report.chain_frame().to_dict("records")
+    assert rows[1]["mismatched_stream"] == "2" and not rows[1]["passed"]
+
+
+def test_a_chain_whose_launch_raises_is_recorded_failed_with_the_error():
+    """On a machine without CUDA the inputs cannot even be made: the chain says so, never crashes the run."""
+    from stagelab.chain import check_chains
+
+    softmax = load_family("softmax")
+    problems = softmax.parse_problem("test", {"shape": [3, 77]})
+    [result] = check_chains(softmax, module=None, problems=problems, dtype="float16")
+    assert not result.passed and result.error
+    assert "raised" in result.describe()

@@ -28,7 +28,7 @@ import time
 import torch
 
 from stagelab.build import build_all, build_stage
-from stagelab.chain import check_chain
+from stagelab.chain import check_chains
 from stagelab.errors import BuildError
 from stagelab.explore import time_contender, time_kernel
 from stagelab.family import load_family
@@ -96,13 +96,14 @@ def check(family, kernels, debug: bool = False) -> bool:
     return all_ok
 
 
-def check_chains(family, kernels) -> bool:
+def check_dependent_launches(family, kernels) -> bool:
     """Each stage's launches chained (each reads its predecessor's output) must match the same
     chain run one launch at a time: what a PDL kernel's dependency wait is for."""
     all_ok = True
     for label, kernel in kernels.items():
-        results = [check_chain(family, kernel.module, problem, dtype, input_kind=kernel.input_kind)
-                   for problem in problems(family, CHAIN_PROBLEMS) for dtype in family.dtypes]
+        results = [r for dtype in family.dtypes
+                   for r in check_chains(family, kernel.module, problems(family, CHAIN_PROBLEMS), dtype,
+                                         input_kind=kernel.input_kind)]
         failed = [r for r in results if not r.passed]
         print(f"[chain] {label}: {len(results) - len(failed)}/{len(results)} ok", flush=True)
         for r in failed:
@@ -174,7 +175,7 @@ def main(argv=None) -> int:
     kernels = {label: load_kernel(family, build) for label, build in builds.items()}
     print(f"[gpu] {torch.cuda.get_device_name()}", flush=True)
     ok = check(family, kernels, args.debug)
-    ok &= check_chains(family, kernels)
+    ok &= check_dependent_launches(family, kernels)
     if args.time:
         unknown = set(args.only) - {p.tag for p in problems(family, TIME_PROBLEMS)}
         if unknown:

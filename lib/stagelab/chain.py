@@ -32,12 +32,19 @@ class ChainResult:
     dtype: str
     links: int
     mismatched: dict[str, tuple[int, ...]]  # run ("stream", "graph") -> link indices
+    error: str = ""                          # what a launch raised, if one did
 
     @property
     def passed(self) -> bool:
-        return not any(self.mismatched.values())
+        return not self.error and not any(self.mismatched.values())
+
+    def as_row(self) -> dict:
+        row = {"problem": self.problem, "dtype": self.dtype, "links": self.links, "passed": self.passed}
+        return row | {f"mismatched_{run}": " ".join(map(str, self.mismatched.get(run, ()))) for run in CHAIN_RUNS}
 
     def describe(self) -> str:
+        if self.error:
+            return f"{self.problem} {self.dtype}: a chained launch raised {self.error}"
         if self.passed:
             return f"{self.problem} {self.dtype}: {self.links} chained launches match"
         bad = "; ".join(f"{run}: links {list(links)}" for run, links in self.mismatched.items() if links)
@@ -77,16 +84,29 @@ def check_chain(family: Family, module: ModuleType, problem, dtype: str, *, link
         call()
         torch.cuda.synchronize()
         expected.append(out.clone())
-    mismatched = {}
     _poison(outputs)
     for call in calls:
         call()
-    mismatched["stream"] = _mismatched(outputs, expected)
+    stream = _mismatched(outputs, expected)
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
         for call in calls:
             call()
     _poison(outputs)
     graph.replay()
-    mismatched["graph"] = _mismatched(outputs, expected)
-    return ChainResult(getattr(problem, "tag", str(problem)), dtype, links, mismatched)
+    mismatched = dict(zip(CHAIN_RUNS, (stream, _mismatched(outputs, expected))))
+    return ChainResult(problem.tag, dtype, links, mismatched)
+
+
+def check_chains(family: Family, module: ModuleType, problems, dtype: str, *, input_kind: str = "",
+                 progress=None) -> list[ChainResult]:
+    """One chain per problem; a chain whose launches raise is recorded failed with the error."""
+    results = []
+    for problem in problems:
+        try:
+            results.append(check_chain(family, module, problem, dtype, input_kind=input_kind))
+        except Exception as exc:  # noqa: BLE001 -- a crashing launch is a failed check, not a crashed run
+            results.append(ChainResult(problem.tag, dtype, 0, {}, f"{type(exc).__name__}: {exc}"))
+        if progress:
+            progress(f"chain {problem.tag}")
+    return results

@@ -32,10 +32,14 @@ def resource_metrics(report: ResourceReport) -> dict[str, float]:
 
 
 def check_metrics(report: CheckReport) -> dict[str, float]:
+    out: dict[str, float] = {}
+    if report.chains:
+        out[m.CHAINS_TOTAL.key()] = len(report.chains)
+        out[m.CHAINS_FAILED.key()] = sum(not c.passed for c in report.chains)
     frame = report.frame()
     if frame.empty:
-        return {}
-    out: dict[str, float] = {m.CHECKS_TOTAL.key(): len(frame), m.CHECKS_FAILED.key(): int((~frame["passed"]).sum())}
+        return out
+    out |= {m.CHECKS_TOTAL.key(): len(frame), m.CHECKS_FAILED.key(): int((~frame["passed"]).sum())}
     worst = frame.groupby(["shape", "dtype"]).agg(max_abs_err=("max_abs_err", "max"),
                                                   err_budget_ratio=("err_budget_ratio", "max"))
     for (shape, dtype), row in worst.iterrows():

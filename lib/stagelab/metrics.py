@@ -64,6 +64,8 @@ CHECKS_FAILED = Metric("checks_failed", "count", "correctness checks failed")
 MAX_ABS_ERR = Metric("max_abs_err", "output units", "worst |out - ref| over seeds, per problem and dtype")
 ERR_BUDGET_RATIO = Metric("err_budget_ratio", "ratio", "worst error / budget per problem and dtype (< 1 passes)")
 MAX_ERR_BUDGET_RATIO = Metric("max_err_budget_ratio", "ratio", "worst error / budget of the run")
+CHAINS_TOTAL = Metric("chains_total", "count", "dependent-launch chains run (stagelab.chain), one per problem")
+CHAINS_FAILED = Metric("chains_failed", "count", "chains whose back-to-back links differed from the synchronised chain")
 
 # -- timing, per problem (mode-suffixed), of the stage ------------------------------------
 P50_US = Metric("p50_us", "us", "median latency")

@@ -120,6 +120,7 @@ class MlflowRecorder:
     def record_checks(self, report: CheckReport) -> None:
         run_id = self._run()
         write_table(self.artifacts, "correctness", report.frame())
+        write_table(self.artifacts, "dependent_launches", report.chain_frame())
         tracking.log_metrics(run_id, flatten.check_metrics(report))
 
     def record_timing(self, report: TimingReport) -> None:

@@ -8,6 +8,7 @@ import pandas as pd
 
 from . import metrics
 from .build import BuildResult
+from .chain import ChainResult
 from .checks import CheckResult
 from .outcome import geometric_mean
 from .profile import ProfileReport
@@ -44,14 +45,19 @@ class ResourceReport:
 @dataclass
 class CheckReport:
     results: list[CheckResult]
+    chains: list[ChainResult] = field(default_factory=list)  # dependent launches, one per problem
 
     @property
     def passed(self) -> bool | None:
         """None when nothing was checked (no GPU)."""
-        return all(c.passed for c in self.results) if self.results else None
+        checked = [*self.results, *self.chains]
+        return all(c.passed for c in checked) if checked else None
 
     def frame(self) -> pd.DataFrame:
         return pd.DataFrame([c.as_row() for c in self.results])
+
+    def chain_frame(self) -> pd.DataFrame:
+        return pd.DataFrame([c.as_row() for c in self.chains])
 
 
 def contender_name(label: str, library_prefix: str) -> str:

@@ -9,6 +9,7 @@ from pathlib import Path
 import torch
 
 from .build import BuildResult, build_stage
+from .chain import check_chains
 from .envinfo import read_clocks
 from .errors import ConfigError
 from .family import Family
@@ -88,13 +89,23 @@ def resource_step(ctx: StageContext, built: Built) -> ResourceReport:
 
 
 def check_step(ctx: StageContext, built: Built) -> CheckReport:
+    """The family's checks on every problem, dtype and seed; then one chain of dependent launches
+    per problem in the first dtype (stagelab.chain: what a launch that may start before its
+    predecessor ends must get right)."""
     p = ctx.params
     kernel = ctx.family.stage_kernel(built.stage.module, ctx.stage.id, ctx.stage.input_kind)
-    bar = progress_bar(desc=f"{ctx.stage.id} checks", total=len(p.shapes) * len(p.dtypes) * len(p.seeds))
-    results = ctx.family.check_stage(kernel, p.shapes, p.dtypes, p.seeds, ctx.device,
-                                     progress=lambda label: (bar.set_postfix_str(label), bar.update(1)))
+    bar = progress_bar(desc=f"{ctx.stage.id} checks",
+                       total=len(p.shapes) * len(p.dtypes) * len(p.seeds) + len(p.shapes))
+
+    def step(label: str) -> None:
+        bar.set_postfix_str(label)
+        bar.update(1)
+
+    results = ctx.family.check_stage(kernel, p.shapes, p.dtypes, p.seeds, ctx.device, progress=step)
+    chains = check_chains(ctx.family, built.stage.module, p.shapes, p.dtypes[0], input_kind=ctx.stage.input_kind,
+                          progress=step)
     bar.close()
-    return CheckReport(results)
+    return CheckReport(results, chains)
 
 
 def _contenders(ctx: StageContext, builds: dict[str, BuildResult | None], shape, inputs,
