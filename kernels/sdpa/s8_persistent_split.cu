@@ -247,13 +247,25 @@ Knobs (-D overrides)
                         warps wait on `wait` (1.48 per issue) and
                         long_scoreboard (1.31); ncu's own times (8.4 us, cuDNN
                         9.1) run at idle clocks between replays and are not
-                        the per-launch time. Not bandwidth-bound on average;
-                        whether the start-of-launch burst of K/V reads (each
-                        64-row tile re-reads its head's 128 KiB) is, and so
-                        whether TMA multicast over a cluster of a head's
-                        query tiles would pay in the warm regime, is the next
-                        question. Raw: docs/results/sdpa/archive/ncu-compare-
-                        warm-mission-nvidia-h100-2026-11-24-eighth.md.
+                        the per-launch time. Next hypothesis (untested): in
+                        throughput mode a launch takes ~5.5 us, and 17.3 MB
+                        through L2 at a read bandwidth of 5.5-7 TB/s is
+                        2.5-3.1 us of it, every SM asking at once at the
+                        start (each 64-row tile re-reads its head's 128 KiB;
+                        the earlier refutation above read ncu's profile with
+                        cold caches and base clocks, where the kernel takes
+                        about 10 us: 10.3 in mission.yaml at 7d6cca6). TMA
+                        multicast over a
+                        cluster of two of a head's query tiles (each CTA
+                        issues half of every K/V tile's rows with
+                        .multicast::cluster, both barriers expect the whole
+                        tile; barrier inits published by a cluster barrier,
+                        which PDL hides) would halve those bytes. Simplest
+                        where every key tile fits the ring (S <= 512 at
+                        D=64: no cross-CTA "empty" barriers) and dense (both
+                        CTAs need the same tiles). Raw: docs/results/sdpa/
+                        archive/ncu-compare-warm-mission-nvidia-h100-2026-
+                        11-24-eighth.md.
   WS_EXP2_POLY_EVERY_D64=0, WS_EXP2_POLY_EVERY_D128=0: every k-th n8 tile's
                         exponentials on the FMA pipe (ex2_poly3, as s9's
                         EXP2_POLY_EVERY). Hypothesis: at head_dim 64 a key
