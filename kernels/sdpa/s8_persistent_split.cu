@@ -193,6 +193,17 @@ Knobs (-D overrides)
                         multicast would not pay. The chain is latency: one
                         warpgroup per SM waiting on fixed-latency dependencies.
                         s5 tuned at the mission (18 tilings) gained 2%.
+  KEY_SPLIT_MULTICAST=0 1: where it fits (dense, an even number of 64-row
+                        query tiles per head, every key tile in a ring slot
+                        of its own: S <= 512 at D=64, <= 256 at D=128), the
+                        key split's blocks run in clusters of two consecutive
+                        query tiles of a head; each CTA's producer issues
+                        half of every K/V tile's rows by TMA multicast into
+                        both (sdpa_warpspec.cuh, Multicast), so each tile
+                        crosses L2 once per pair: the next hypothesis under
+                        WS_PDL below. Built and checked without a GPU (SASS,
+                        registers); see the log line after it for what the
+                        GPU said.
   KEY_SPLIT_BLOCK_N=128, KEY_SPLIT_STAGES_D64=4, KEY_SPLIT_STAGES_D128=2: the
                         key split's tiles and ring depth (even: slot i % stages
                         always serves warpgroup i % 2); 64 with 8 / 4 halves each
@@ -352,6 +363,11 @@ Build / SASS (UTMALDG, HGMMA, SYNCS, USETMAXREG; LDS/LD through mapa for DSMEM):
 #ifndef KEY_SPLIT_BLOCK_N
 #define KEY_SPLIT_BLOCK_N 128
 #endif
+// The key split's blocks in clusters of two query tiles of a head sharing K/V by TMA multicast,
+// where that fits (sdpa_warpspec::multicast_fits); 0: off (its log, KEY_SPLIT_MULTICAST)
+#ifndef KEY_SPLIT_MULTICAST
+#define KEY_SPLIT_MULTICAST 0
+#endif
 #ifndef KEY_SPLIT_STAGES_D64
 #define KEY_SPLIT_STAGES_D64 4
 #endif
@@ -428,6 +444,10 @@ using KeySplitConfig =
                                    /*pingpong=*/false, /*persistent=*/false, /*blocks per SM=*/1, kProducerRegs,
                                    CONSUMER_REGS>>;
 constexpr bool kKeySplit = KEY_SPLIT_WGS > 1;
+static_assert(KEY_SPLIT_MULTICAST == 0 || (KEY_SPLIT_MULTICAST == 1 && kKeySplit),
+              "KEY_SPLIT_MULTICAST: 0, or 1 with the key split (KEY_SPLIT_WGS=2)");
+template <int D>
+using MulticastKeySplitConfig = sdpa_warpspec::Multicast<KeySplitConfig<D>>;
 static_assert(FORCE_POLICY >= 0 && FORCE_POLICY <= 2, "FORCE_POLICY: 0 by shape, 1 long, 2 short");
 
 enum Policy : int { kByShape = 0, kLong = 1, kShort = 2 };
@@ -488,6 +508,10 @@ extern "C" cudaError_t sdpa_forward(const SdpaProblem* problem, cudaStream_t str
         if (!wgs3_pays_off<D>(*problem, sms)) return sdpa_warpspec::launch<T, D, LongConfig2<D>>(*problem, 1, stream);
       }
       return sdpa_warpspec::launch<T, D, LongConfig<D>>(*problem, 1, stream);
+    }
+    if constexpr (KEY_SPLIT_MULTICAST != 0) {
+      if (sdpa_warpspec::multicast_fits<MulticastKeySplitConfig<D>>(*problem))
+        return sdpa_warpspec::launch<T, D, MulticastKeySplitConfig<D>>(*problem, 1, stream);
     }
     if constexpr (kKeySplit) return sdpa_warpspec::launch<T, D, KeySplitConfig<D>>(*problem, 1, stream);
     const int splits = SPLITS > 0 ? SPLITS : auto_splits(*problem, sms);

@@ -8,9 +8,9 @@
 //   mbarrier.arrive.expect_tx.shared::cta.b64      arrive + announce the bytes a copy will land
 //   mbarrier.arrive.shared::cta.b64                plain arrival (a consumer frees a buffer)
 //   mbarrier.try_wait.parity.shared::cta.b64       wait for the phase of a given parity
-//   cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes
+//   cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes[.multicast::cluster]
 //                                                  one TMA box global -> shared, completing
-//                                                  on an mbarrier
+//                                                  on an mbarrier (in every CTA of a mask)
 //   prefetch.tensormap                             pull a tensor map into the descriptor cache
 //   setmaxnreg.{inc,dec}.sync.aligned.u32          re-split the register file by warpgroup
 //   griddepcontrol.{wait,launch_dependents}       programmatic dependent launch (PDL): wait for
@@ -95,6 +95,18 @@ __device__ __forceinline__ void tma_load_4d(uint32_t dst, const CUtensorMap* map
       "cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes"
       " [%0], [%1, {%3, %4, %5, %6}], [%2];\n" ::"r"(dst),
       "l"(reinterpret_cast<uint64_t>(map)), "r"(bar), "r"(c0), "r"(c1), "r"(c2), "r"(c3)
+      : "memory");
+}
+
+// The same box multicast to every CTA of the cluster in `cta_mask`: it lands at
+// `dst` in each of them and completes `bytes` on the barrier at `bar` in each
+// (both addresses this CTA's, the same offsets in every destination).
+__device__ __forceinline__ void tma_load_4d_multicast(uint32_t dst, const CUtensorMap* map, uint32_t bar, int c0,
+                                                      int c1, int c2, int c3, uint16_t cta_mask) {
+  asm volatile(
+      "cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster"
+      " [%0], [%1, {%3, %4, %5, %6}], [%2], %7;\n" ::"r"(dst),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(bar), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "h"(cta_mask)
       : "memory");
 }
 
