@@ -200,10 +200,18 @@ Knobs (-D overrides)
                         query tiles of a head; each CTA's producer issues
                         half of every K/V tile's rows by TMA multicast into
                         both (sdpa_warpspec.cuh, Multicast), so each tile
-                        crosses L2 once per pair: the next hypothesis under
-                        WS_PDL below. Built and checked without a GPU (SASS,
-                        registers); see the log line after it for what the
-                        GPU said.
+                        crosses L2 once per pair: the hypothesis stated
+                        under WS_PDL below. H100, quick_check at cb39343
+                        (the commit that added it), mission, us per launch:
+                        5.85 against 5.54 without, cuDNN 9.41; 52/52 checks,
+                        6/6 chains (48 UTMALDG.4D.MULTICAST in the SASS, 0
+                        spills). A valid negative: halving the L2 bytes did
+                        not pay for the cluster barrier after the barrier
+                        inits and the cluster's co-scheduling, so the warm
+                        L2 reads are not what bounds the mission. Left off
+                        (variant multicast). Raw output: docs/results/sdpa/
+                        archive/multicast-quick-check-nvidia-h100-2026-11-24-
+                        eighth.txt.
   KEY_SPLIT_BLOCK_N=128, KEY_SPLIT_STAGES_D64=4, KEY_SPLIT_STAGES_D128=2: the
                         key split's tiles and ring depth (even: slot i % stages
                         always serves warpgroup i % 2); 64 with 8 / 4 halves each
@@ -258,7 +266,8 @@ Knobs (-D overrides)
                         warps wait on `wait` (1.48 per issue) and
                         long_scoreboard (1.31); ncu's own times (8.4 us, cuDNN
                         9.1) run at idle clocks between replays and are not
-                        the per-launch time. Next hypothesis (untested): in
+                        the per-launch time. Hypothesis (tested, refuted by
+                        KEY_SPLIT_MULTICAST above): in
                         throughput mode a launch takes ~5.5 us, and 17.3 MB
                         through L2 at a read bandwidth of 5.5-7 TB/s is
                         2.5-3.1 us of it, every SM asking at once at the
