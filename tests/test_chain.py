@@ -1,5 +1,5 @@
 """Dependent-launch chains (stagelab.chain): how links are wired, and how a result reads.
-The chain itself runs on a GPU (tests/test_gpu.py, tools/quick_check.py)."""
+The chain itself runs on a GPU (the check step, tests/test_gpu.py, tools/quick_check.py)."""
 
 import torch
 
