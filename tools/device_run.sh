@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One call on a lent GPU machine (no network): install the wheelhouse, run the
 # stage batch(es), the GPU tests and the report, and leave everything under $OUT.
-#   usage: [REPORT=0] [BUILD_STAGES="..."] [QUICK="..."] [GPUS=all|0,1] [SANITIZE="stage ..."] [PROFILE="stage ..."] [TUNE="stage ..."] tools/device_run.sh "<stagelab run args>;<stagelab run args>..." [pytest-args]
+#   usage: [REPORT=0] [BUILD_STAGES="..."] [QUICK="..."] [TIMELINE="..."] [GPUS=all|0,1] [SANITIZE="stage ..."] [PROFILE="stage ..."] [TUNE="stage ..."] tools/device_run.sh "<stagelab run args>;<stagelab run args>..." [pytest-args]
 # GPUS adds `--gpus $GPUS` to every batch: one notebook per GPU at a time (nvidia-h200-x2 and larger).
 # Needs `make wheelhouse` beforehand and the folder carried along (carry: ["wheelhouse"]);
 # to keep adding to one store across calls, also carry "mlruns" and "runs".
@@ -51,6 +51,31 @@ for i in "${!NCU_SPECS[@]}"; do
     | tee -a "$OUT/ncu_compare.txt" | tail -40
   cat "build/ncu_compare/$i/ncu_compare.md" >> "$OUT/ncu_compare.md" 2>/dev/null
 done
+# TIMELINE="<stage> B H S D [causal] [launches] [-DKNOB=v ...][;...]": per-block phase stamps of one
+# warp-specialized stage (tools/microbench/sdpa_timeline.cu, -DWS_TIMELINE=1) over `launches` launches
+# in one CUDA graph; the summaries come back in timeline.txt, each spec's table, chart and CSV in
+# timeline.tgz (build/timeline/timeline-<n>.*). A binary built here beforehand,
+# build/timeline/<name> (carried), is used instead when TIMELINE_BINARIES="<name>[;...]" names it.
+IFS=';' read -ra TIMELINE_SPECS <<< "${TIMELINE:-}"
+IFS=';' read -ra TIMELINE_BINS <<< "${TIMELINE_BINARIES:-}"
+for i in "${!TIMELINE_SPECS[@]}"; do
+  read -ra words <<< "${TIMELINE_SPECS[$i]}"
+  [ "${#words[@]}" -gt 0 ] || continue
+  shape=(); defines=()
+  for w in "${words[@]:1}"; do case "$w" in -D*) defines+=("$w") ;; *) shape+=("$w") ;; esac; done
+  bin="build/timeline/${TIMELINE_BINS[$i]:-}"
+  if [ -z "${TIMELINE_BINS[$i]:-}" ] || [ ! -x "$bin" ]; then
+    bin="build/timeline/spec-$i"; mkdir -p build/timeline
+    nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -DWS_TIMELINE=1 "${defines[@]}" \
+      -DSTAGE_SOURCE="\"${words[0]}.cu\"" -I kernels/sdpa -o "$bin" tools/microbench/sdpa_timeline.cu || continue
+  fi
+  echo "=== timeline ${TIMELINE_SPECS[$i]} ($bin)" | tee -a "$OUT/timeline.txt"
+  timeout 120 "$bin" "${shape[@]}" > "build/timeline/timeline-$i.csv" 2>> "$OUT/timeline.txt"
+  python3 tools/timeline_report.py "build/timeline/timeline-$i.csv" --plot "build/timeline/timeline-$i.png" \
+    --markdown "build/timeline/timeline-$i.md" 2>&1 | tee -a "$OUT/timeline.txt" | tail -30
+done
+# one archive for the tables, charts and raw stamps (a call brings back at most 8 files)
+[ "${#TIMELINE_SPECS[@]}" -eq 0 ] || tar czf "$OUT/timeline.tgz" build/timeline/timeline-*
 IFS=';' read -ra BATCHES <<< "${1:-}"
 # Only batches need every stage prebuilt; a tune-only call ("" as batches) builds what it tunes.
 # BUILD_STAGES="s8_persistent_split s7_pingpong ..." limits the prebuild to the batches' stages and

@@ -212,6 +212,52 @@ Knobs (-D overrides)
                         (variant multicast). Raw output: docs/results/sdpa/
                         archive/multicast-quick-check-nvidia-h100-2026-11-24-
                         eighth.txt.
+  Timeline of one launch (ninth session): tools/microbench/sdpa_timeline.cu
+                        builds the stage with -DWS_TIMELINE=1 (sdpa_timeline.cuh:
+                        clock64 and globaltimer stamps per block and phase, none
+                        in the default build, whose SASS is unchanged) and
+                        tools/timeline_report.py sums them up (device_run.sh
+                        TIMELINE=...). H100, mission, 20 launches in one graph,
+                        medians over 18 launches x 128 blocks (the stamped build
+                        runs 6.1-6.4 us per launch against 5.53), us:
+                          barrier init 0.18, griddepcontrol.wait 0.40,
+                          Q's TMA 1.05, the first K tile +0.26,
+                          first tile's S and softmax 0.96,
+                          the other tile and the last P.V 1.55,
+                          wait for warpgroup 1 0.40, fold 0.18,
+                          normalise, stage, store 0.50.
+                        With 1 or 4 heads (8 or 32 blocks, no contention for
+                        L2): Q 1.00, first tile 1.07, the rest 1.95. So neither
+                        L2 bandwidth nor contention sets the mission: Q's first
+                        TMA takes ~1 us whatever the load, and the mainloop is
+                        each SM's own chain (per block 64 x 512 x 64 at D=64:
+                        2048 clocks of MUFU.EX2 and 2048 of HGMMA, ~1.15 us each
+                        at 1.78 GHz; 2.5 us measured). Raw: docs/results/sdpa/
+                        archive/timeline-mission-nvidia-h100-2026-11-24-ninth.*.
+  WS_SLICE_MERGE=0      1: the key split's epilogue by slices of O's columns:
+                        each warpgroup parks the other's half, both meet on one
+                        barrier, each merges and stores its half (sdpa_warpspec.
+                        cuh; four warpgroups always slice). Hypothesis: the
+                        timeline's serial epilogue (0.40 + 0.18 + 0.50 us).
+                        H100, quick_check, mission: 5.55 vs 5.55 us (52/52
+                        checks, 6/6 chains); the store step 0.50 -> 0.41 us, the
+                        wait unchanged. A valid negative (variant slice_merge).
+  KEY_SPLIT_WGS_D64=2, KEY_SPLIT_BLOCK_N_D64=128: head_dim 64's key split.
+                        4 with 64-key tiles and 8 ring slots: four warpgroups of
+                        two 64-key tiles each on the 64-row tile (112 registers
+                        each: 5 warpgroups hold 96 x 640 registers from launch,
+                        sdpa_warpspec::fit_consumer_regs; at 120 setmaxnreg.inc
+                        waited forever, a hang the first run caught). Hypothesis:
+                        more warpgroups overlap one's MUFU work with another's
+                        HGMMA. H100, mission: 6.36 vs 5.53 us (52/52, 6/6); the
+                        mainloop 2.32 vs 2.51 us, but the four-way merge 1.62 vs
+                        1.08 and the producer's 16 TMAs 3.1 us. 24-40 bytes spill
+                        at 112. A valid negative (variant key_split4_d64). Also
+                        tried in the timeline, and removed: K tiles before V
+                        tiles from the producer (first tile later, the rest
+                        earlier, the same period; it spilled in the 24-register
+                        producer). Raw: archive/mission-epilogue-quick-check-
+                        nvidia-h100-2026-11-24-ninth.txt.
   KEY_SPLIT_BLOCK_N=128, KEY_SPLIT_STAGES_D64=4, KEY_SPLIT_STAGES_D128=2: the
                         key split's tiles and ring depth (even: slot i % stages
                         always serves warpgroup i % 2); 64 with 8 / 4 halves each
@@ -372,6 +418,13 @@ Build / SASS (UTMALDG, HGMMA, SYNCS, USETMAXREG; LDS/LD through mapa for DSMEM):
 #ifndef KEY_SPLIT_BLOCK_N
 #define KEY_SPLIT_BLOCK_N 128
 #endif
+// head_dim 64's own key split (its log, KEY_SPLIT_WGS_D64): warpgroups per tile and keys per tile
+#ifndef KEY_SPLIT_WGS_D64
+#define KEY_SPLIT_WGS_D64 KEY_SPLIT_WGS
+#endif
+#ifndef KEY_SPLIT_BLOCK_N_D64
+#define KEY_SPLIT_BLOCK_N_D64 KEY_SPLIT_BLOCK_N
+#endif
 // The key split's blocks in clusters of two query tiles of a head sharing K/V by TMA multicast,
 // where that fits (sdpa_warpspec::multicast_fits); 0: off (its log, KEY_SPLIT_MULTICAST)
 #ifndef KEY_SPLIT_MULTICAST
@@ -446,12 +499,18 @@ static_assert(SPLITS == 0 || SPLITS == 1 || SPLITS == 2 || SPLITS == 4, "SPLITS:
 // blocks fit 132 SMs in one wave either way. Ring depth per warpgroup is
 // stages / 2: 4 x 128 keys at D=64 (64 KiB per ring), 2 at D=128 (64 KiB).
 static_assert(KEY_SPLIT_WGS == 1 || KEY_SPLIT_WGS == 2, "KEY_SPLIT_WGS: 1 (off) or 2 warpgroups per query tile");
+// Four warpgroups leave 112 registers each (fit_consumer_regs): for head_dim 64's 64-key tiles.
+static_assert(KEY_SPLIT_WGS_D64 == KEY_SPLIT_WGS || (KEY_SPLIT_WGS == 2 && KEY_SPLIT_WGS_D64 == 4),
+              "KEY_SPLIT_WGS_D64: KEY_SPLIT_WGS, or 4 where KEY_SPLIT_WGS is 2");
 static_assert(KEY_SPLIT_WGS == 1 || SPLITS == 1, "key split and cluster split (SPLITS) are exclusive");
 template <int D>
-using KeySplitConfig =
-    sdpa_warpspec::KeySplit<Config<KEY_SPLIT_WGS, KEY_SPLIT_BLOCK_N, D == 64 ? KEY_SPLIT_STAGES_D64 : KEY_SPLIT_STAGES_D128,
-                                   /*pingpong=*/false, /*persistent=*/false, /*blocks per SM=*/1, kProducerRegs,
-                                   CONSUMER_REGS>>;
+constexpr int kKeySplitWGs = D == 64 ? KEY_SPLIT_WGS_D64 : KEY_SPLIT_WGS;
+template <int D>
+using KeySplitConfig = sdpa_warpspec::KeySplit<
+    Config<kKeySplitWGs<D>, D == 64 ? KEY_SPLIT_BLOCK_N_D64 : KEY_SPLIT_BLOCK_N,
+           D == 64 ? KEY_SPLIT_STAGES_D64 : KEY_SPLIT_STAGES_D128, /*pingpong=*/false, /*persistent=*/false,
+           /*blocks per SM=*/1, kProducerRegs,
+           sdpa_warpspec::fit_consumer_regs(kKeySplitWGs<D>, kProducerRegs, /*min_blocks=*/1, CONSUMER_REGS)>>;
 constexpr bool kKeySplit = KEY_SPLIT_WGS > 1;
 static_assert(KEY_SPLIT_MULTICAST == 0 || (KEY_SPLIT_MULTICAST == 1 && kKeySplit),
               "KEY_SPLIT_MULTICAST: 0, or 1 with the key split (KEY_SPLIT_WGS=2)");
@@ -533,7 +592,7 @@ extern "C" const char* sdpa_stage_config() {
       BLOCK_N_D64) " BLOCK_N_D128=" SDPA_STR(BLOCK_N_D128) " STAGES_D64=" SDPA_STR(STAGES_D64) " STAGES_D128=" SDPA_STR(
       STAGES_D128) " DENSE_BLOCK_N_D128=" SDPA_STR(DENSE_BLOCK_N_D128) " (0: BLOCK_N_D128); short: BLOCK_M=64 BLOCK_N=128 split-KV cluster SPLITS=" SDPA_STR(SPLITS) " (0=auto)"
       " FORCE_POLICY=" SDPA_STR(FORCE_POLICY) " PINGPONG=" SDPA_STR(PINGPONG) " PINGPONG_MAX_SEQ=" SDPA_STR(PINGPONG_MAX_SEQ) " KEY_SPLIT_WGS=" SDPA_STR(
-          KEY_SPLIT_WGS) " KEY_SPLIT_BLOCK_N=" SDPA_STR(KEY_SPLIT_BLOCK_N) " KEY_SPLIT_STAGES_D64=" SDPA_STR(
+          KEY_SPLIT_WGS) " KEY_SPLIT_BLOCK_N=" SDPA_STR(KEY_SPLIT_BLOCK_N) " KEY_SPLIT_WGS_D64=" SDPA_STR(KEY_SPLIT_WGS_D64) " KEY_SPLIT_BLOCK_N_D64=" SDPA_STR(KEY_SPLIT_BLOCK_N_D64) " KEY_SPLIT_STAGES_D64=" SDPA_STR(
           KEY_SPLIT_STAGES_D64) " KEY_SPLIT_STAGES_D128=" SDPA_STR(KEY_SPLIT_STAGES_D128)
          " CONSUMER_WGS_D64=" SDPA_STR(CONSUMER_WGS_D64) " (long, head_dim 64; 3: consumer 160; 0: 2 or 3 by the wave count)"
          " CAUSAL_PAIRS=" SDPA_STR(CAUSAL_PAIRS) " (long, causal: query tiles j and m-1-j per unit)"

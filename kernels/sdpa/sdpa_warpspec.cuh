@@ -47,6 +47,7 @@
 #include "sdpa_tma.cuh"
 #include "sdpa_wgmma.cuh"
 #include "sdpa_wgmma_tile.cuh"
+#include "sdpa_timeline.cuh"
 
 namespace sdpa_warpspec {
 
@@ -60,13 +61,22 @@ constexpr int kBarBytes = 8;
 constexpr int kMaxTmaBoxRows = 256;       // cuTensorMapEncodeTiled's limit per box dimension
 constexpr int kRegGranule = 8;            // setmaxnreg counts are multiples of 8
 
+// Registers a block holds from launch on: every thread gets the cap that
+// __launch_bounds__(threads, min_blocks) leaves, rounded down to the granule.
+// setmaxnreg only moves registers between a block's own warps: an .inc that
+// asks for more than the .dec calls freed waits forever (a 5-warpgroup block
+// gets 96 per thread, 61,440 in all, not the register file's 65,536).
+constexpr int entry_regs_per_block(int threads, int min_blocks) {
+  return kRegisterFile / min_blocks / threads / kRegGranule * kRegGranule * threads;
+}
 // The most registers each consumer thread may ask of setmaxnreg.inc, at most
-// `wanted`: what the register file leaves per consumer thread once every
-// resident block's producer warpgroup holds its share, rounded down to the
-// granule. One block per SM, producer at 24: 2 warpgroups (65536 - 24*128) / 256
-// = 244 -> 240; 3 warpgroups (65536 - 24*128) / 384 = 162 -> 160.
+// `wanted`: what the block's registers at entry leave per consumer thread once
+// its producer warpgroup holds its share, rounded down to the granule. One block
+// per SM, producer at 24: 2 warpgroups (168 * 384 - 24 * 128) / 256 = 240;
+// 3 warpgroups (128 * 512 - 24 * 128) / 384 = 162 -> 160; 4 (96 * 640 - 24 * 128)
+// / 512 = 114 -> 112.
 constexpr int fit_consumer_regs(int consumer_wgs, int producer_regs, int min_blocks, int wanted) {
-  const int per_block = kRegisterFile / min_blocks;
+  const int per_block = entry_regs_per_block((1 + consumer_wgs) * kWarpgroupThreads, min_blocks);
   const int fit = (per_block / kWarpgroupThreads - producer_regs) / consumer_wgs / kRegGranule * kRegGranule;
   return wanted < fit ? wanted : fit;
 }
@@ -120,6 +130,15 @@ static_assert(WS_PDL >= 0 && WS_PDL <= 2, "WS_PDL: 0 (plain launch), 1 (PDL, ear
 constexpr bool kPdl = WS_PDL != 0;
 constexpr bool kPdlEarlyTrigger = WS_PDL == 1;
 constexpr bool kPdlLateTrigger = WS_PDL == 2;
+// The key split's epilogue by slices (1): each warpgroup parks, for every other warpgroup, the
+// slice of O's columns that one stores (and its row stats), all meet on one barrier, and each
+// merges and stores its own slice. 0 (the default here): with two warpgroups, warpgroup 1 parks
+// all of its O and warpgroup 0 merges and stores all of it, alone; more than two always slice.
+// Why: the epilogue is serial after the last P.V of every warpgroup.
+#ifndef WS_SLICE_MERGE
+#define WS_SLICE_MERGE 0
+#endif
+constexpr bool kSliceMergeTwo = WS_SLICE_MERGE != 0;
 constexpr bool kWaitKInTurn = WS_WAIT_K_IN_TURN != 0;
 constexpr bool kRescaleInTurn = WS_RESCALE_IN_TURN != 0;
 
@@ -153,28 +172,31 @@ struct Config {
   static constexpr int kRingReleasers = kConsumerWarps;
   // Three warpgroups (192 rows, FlashAttention-3's head-dim-64 block) leave each
   // consumer 160 registers (fit_consumer_regs): enough at D=64, not at D=128.
-  static_assert(kConsumerWGs >= 1 && kConsumerWGs <= 3, "one to three consumer warpgroups (64, 128 or 192 rows)");
+  // Four only as a key split's (KeySplit: four warpgroups on one 64-row tile, 112 registers each).
+  static_assert(kConsumerWGs >= 1 && kConsumerWGs <= 4, "one to three consumer warpgroups (64, 128 or 192 rows)");
   static_assert(kBlockM <= kMaxTmaBoxRows, "Q is loaded as one TMA box of kBlockM rows per column block");
   static_assert(!kPingpong || kConsumerWGs == 2, "pingpong needs two consumer warpgroups");
   static_assert(kStages >= 2, "a buffer is refilled while the other is read: >= 2 per ring");
   static_assert(kBlockN == 64 || kBlockN == 128 || kBlockN == 176 || kBlockN == 192,
                 "BLOCK_N: 64, 128, 176 or 192 (TMA box rows <= 256, a wgmma N with a wrapper)");
-  static_assert(kMinBlocks * kWarpgroupThreads * (kProducerRegs + kConsumerWGs * kConsumerRegs) <= kRegisterFile,
-                "the setmaxnreg split of every resident block must fit the register file");
+  static_assert(kWarpgroupThreads * (kProducerRegs + kConsumerWGs * kConsumerRegs) <=
+                    entry_regs_per_block(kThreads, kMinBlocks),
+                "the setmaxnreg split must fit the registers the block holds from launch on (fit_consumer_regs)");
 };
 
-// A Config whose two consumer warpgroups split the key tiles of ONE 64-row
-// query tile (the header's kKeySplit). A derived type rather than a Config
-// parameter, so the other configs' kernels keep their names and code.
+// A Config whose two (or four) consumer warpgroups split the key tiles of ONE
+// 64-row query tile (the header's kKeySplit). A derived type rather than a
+// Config parameter, so the other configs' kernels keep their names and code.
 template <class Base>
 struct KeySplit : Base {
   static constexpr bool kKeySplit = true;
   static constexpr int kBlockM = kWgmmaM;  // both warpgroups on the same rows
   static constexpr int kRingStride = Base::kConsumerWGs;
   static constexpr int kRingReleasers = kWarpgroupWarps;  // only the owning warpgroup consumes a slot
-  static_assert(Base::kConsumerWGs == 2, "key split: warpgroup 1 hands its partial to warpgroup 0");
+  static_assert(Base::kConsumerWGs == 2 || Base::kConsumerWGs == 4,
+                "key split: two or four warpgroups (O's n8 column tiles divide evenly into their slices)");
   static_assert(!Base::kPingpong, "key split: the warpgroups own disjoint tiles, no turns to take");
-  // Ring index i is warpgroup i % 2's from 0 on; a persistent block carries
+  // Ring index i is warpgroup i % kConsumerWGs's from 0 on; a persistent block carries
   // the ring position across items, which would shift that ownership.
   static_assert(!Base::kPersistent, "key split: one work item per block (ring index 0 = warpgroup 0)");
   // Slot i % kStages then always serves the same warpgroup, so a warpgroup's
@@ -208,10 +230,23 @@ struct Layout {
   static constexpr int kVOffset = kKOffset + Cfg::kStages * kKVBytes;
   static constexpr int kBarOffset = kVOffset + Cfg::kStages * kKVBytes;
   static constexpr int kBarriers = 2 + 4 * Cfg::kStages;  // full_q, empty_q, then four rings
-  // Key split: warpgroup 1's fp32 O (kOAcc = D/2 per thread) and (max, max, sum, sum), past the barriers.
+  // Key split, past the barriers: the parked fp32 O and (max, max, sum, sum) per thread. Two
+  // warpgroups: warpgroup 1's O (kOAcc = D/2 per thread) and stats. By slices (kSliceMerge): each
+  // of N warpgroups parks N-1 slices of D/N columns, one for each other warpgroup: (N-1) * D/2
+  // floats per thread in all, the same bytes when N = 2; and every warpgroup's stats.
+  static constexpr bool kSliceMerge = Cfg::kKeySplit && (kSliceMergeTwo || Cfg::kConsumerWGs > 2);
   static constexpr int kMergeOffset = kBarOffset + kBarriers * kBarBytes;
-  static constexpr int kMergeStatOffset = kMergeOffset + kWarpgroupThreads * (D / 2) * 4;
-  static constexpr int kMergeBytes = Cfg::kKeySplit ? kMergeStatOffset - kMergeOffset + kWarpgroupThreads * 16 : 0;
+  static constexpr int kMergeSlotBytes = kWarpgroupThreads * (D / 2) * 4 / (Cfg::kConsumerWGs > 1 ? Cfg::kConsumerWGs : 1);
+  static constexpr int kMergeStatOffset =
+      kMergeOffset + (kSliceMerge ? Cfg::kConsumerWGs * (Cfg::kConsumerWGs - 1) * kMergeSlotBytes
+                                  : kWarpgroupThreads * (D / 2) * 4);
+  static constexpr int kMergeStatAreas = kSliceMerge ? Cfg::kConsumerWGs : 1;
+  // Slot of the slice warpgroup `from` parks for warpgroup `to` (from != to).
+  __host__ __device__ static constexpr int merge_slot(int from, int to) {
+    return from * (Cfg::kConsumerWGs - 1) + (to < from ? to : to - 1);
+  }
+  static constexpr int kMergeBytes =
+      Cfg::kKeySplit ? kMergeStatOffset - kMergeOffset + kMergeStatAreas * kWarpgroupThreads * 16 : 0;
   static constexpr int kSmemBytes = kBarOffset + kBarriers * kBarBytes + kMergeBytes + kSw128Align;  // + slack
   // Split-KV partials (fp32 O per consumer thread + row max / sum) reuse the K ring.
   static constexpr int kPartialOBytes = Cfg::kConsumerThreads * (D / 2) * 4;
@@ -357,6 +392,7 @@ __device__ __forceinline__ void produce(const Params& prm, uint32_t s_base, int 
   prefetch_tensor_map(&prm.k_map);
   prefetch_tensor_map(&prm.v_map);
   if constexpr (kPdl) grid_dependency_wait();  // Q, K, V may be the previous kernel's output
+  WS_STAMP_IF(true, kProducerGo);
   int ring = 0;  // K/V tiles issued so far: the ring position carries across work items
   WorkOrder<Cfg, kCausal>::for_each(prm, split, splits, [&](const WorkTile& wt, int local) {
     if (local > 0) mbarrier_wait(empty_q_bar(bars), (local - 1) & 1);  // the epilogue is done with Q
@@ -372,6 +408,7 @@ __device__ __forceinline__ void produce(const Params& prm, uint32_t s_base, int 
                                  n * Cfg::kBlockN, wt.h, wt.b);
     }
   });
+  WS_STAMP_IF(true, kLoadsIssued);
 }
 
 // Named barriers (0 is __syncthreads): the pingpong turn of consumer warpgroup
@@ -445,6 +482,7 @@ struct Consumer {
     }
     turn_begin();
     wait_full(kFullK, ring);
+    WS_STAMP_IF(ctid == 0, kKLanded);
     fence_regs(tile.s_acc);
     wgmma_fence();
     tile.template issue_qk<Cfg::kBlockM>(desc_q(), desc_k(ring));
@@ -521,8 +559,11 @@ struct Consumer {
     const int mine = max(0, min(wt.kt_end, needed) - wt.kt_begin);
     tile.init(prm.p.softmax_scale, wg_q0 + warp_in_wg * Tile::kWarpRows, lane);
     first_tile(ring, wt.kt_begin * kBlockN, mine > 0);
+    WS_STAMP_IF(ctid == 0, kFirstTile);
     for (int j = 1; j < mine; ++j) middle_tile(ring + j, (wt.kt_begin + j) * kBlockN);
     if (mine > 0) last_pv(ring + mine - 1);
+    WS_STAMP_IF(ctid == 0, kMainloop);
+    WS_STAMP_IF(ctid == kWarpgroupThreads, kPeerMainloop);
     // Tiles only the other warpgroup needs: free them in order once landed.
     for (int j = mine; j < tiles; ++j) {
       turn_begin();
@@ -545,11 +586,14 @@ struct Consumer {
     const int mine = max(0, sdpa_ceil_div(tiles - cwg, kStride));
     tile.init(prm.p.softmax_scale, wt.q_begin + warp_in_wg * Tile::kWarpRows, lane);
     first_tile(ring + cwg, (wt.kt_begin + cwg) * kBlockN, mine > 0);
+    WS_STAMP_IF(ctid == 0, kFirstTile);
     for (int j = 1; j < mine; ++j) {
       const int i = cwg + j * kStride;
       middle_tile(ring + i, (wt.kt_begin + i) * kBlockN);
     }
     if (mine > 0) last_pv(ring + cwg + (mine - 1) * kStride);
+    WS_STAMP_IF(ctid == 0, kMainloop);
+    WS_STAMP_IF(ctid == kWarpgroupThreads, kPeerMainloop);
     return tiles;
   }
 
@@ -612,6 +656,10 @@ struct Consumer {
   // past their last wgmma, so warpgroup 0 may stage O through the Q buffer.
   __device__ __forceinline__ void merge_and_store(const WorkTile& wt) {
     static_assert(Cfg::kKeySplit, "the key-split epilogue");
+    if constexpr (L::kSliceMerge) {
+      merge_and_store_slice_of<0>(wt);
+      return;
+    }
     constexpr int kPairThreads = 2 * kWarpgroupThreads;
     float l[Tile::kRowsPerThread];
     tile.reduced_row_sums(l);
@@ -629,12 +677,81 @@ struct Consumer {
       return;
     }
     bar_sync(kKeySplitMerge, kPairThreads);
+    WS_STAMP_IF(ctid == 0, kMergeReady);
     const float4 st = *stat;
     float w_mine[2], w_peer[2];
     merge_stats(0, st.x, st.z, l, w_mine, w_peer);
     merge_stats(1, st.y, st.w, l, w_mine, w_peer);
     fold_partial(o_part, t, w_mine, w_peer);
+    WS_STAMP_IF(ctid == 0, kFolded);
     store(wt, l);
+  }
+  // By slices: warpgroup kMine keeps O's n8 column tiles [kMine * S, (kMine + 1) * S), S = D / 8 / N,
+  // parks every other slice for its owner, and folds the owners' parked slices of its own into it
+  // one peer at a time (a template, so every o_acc index stays a compile-time constant).
+  template <int kMine>
+  __device__ __forceinline__ void merge_and_store_slice_of(const WorkTile& wt) {
+    if constexpr (kMine < Cfg::kConsumerWGs) {
+      if (cwg == kMine)
+        merge_and_store_slice<kMine>(wt);
+      else
+        merge_and_store_slice_of<kMine + 1>(wt);
+    }
+  }
+  template <int kMine>
+  __device__ __forceinline__ void merge_and_store_slice(const WorkTile& wt) {
+    constexpr int kWGs = Cfg::kConsumerWGs;
+    constexpr int kSlice = Tile::kOTiles / kWGs;  // n8 tiles (one float4 of o_acc each) per slice
+    static_assert(kSlice * kWGs == Tile::kOTiles, "O's n8 column tiles split evenly over the warpgroups");
+    static_assert(L::kMergeSlotBytes == kSlice * kWarpgroupThreads * 16, "one float4 per n8 tile per thread");
+    float l[Tile::kRowsPerThread];
+    tile.reduced_row_sums(l);
+    const int t = ctid % kWarpgroupThreads;
+    float4* o_area = reinterpret_cast<float4*>(smem + L::kMergeOffset);
+    float4* stat_area = reinterpret_cast<float4*>(smem + L::kMergeStatOffset);
+    constexpr int kSlotFloat4s = kSlice * kWarpgroupThreads;
+#pragma unroll
+    for (int owner = 0; owner < kWGs; ++owner) {
+      if (owner == kMine) continue;
+      float4* slot = o_area + L::merge_slot(kMine, owner) * kSlotFloat4s;
+#pragma unroll
+      for (int i = 0; i < kSlice; ++i) {
+        const float* o = tile.o_acc + 4 * (owner * kSlice + i);
+        slot[i * kWarpgroupThreads + t] = make_float4(o[0], o[1], o[2], o[3]);
+      }
+    }
+    stat_area[kMine * kWarpgroupThreads + t] = make_float4(tile.row_max[0], tile.row_max[1], l[0], l[1]);
+    bar_sync(kKeySplitMerge, Cfg::kConsumerThreads);  // every slice and stat parked; all past their last wgmma
+    WS_STAMP_IF(ctid == 0, kMergeReady);
+#pragma unroll
+    for (int peer = 0; peer < kWGs; ++peer) {
+      if (peer == kMine) continue;
+      const float4 st = stat_area[peer * kWarpgroupThreads + t];
+      float w_mine[2], w_peer[2];
+      merge_stats(0, st.x, st.z, l, w_mine, w_peer);
+      merge_stats(1, st.y, st.w, l, w_mine, w_peer);
+      const float4* slot = o_area + L::merge_slot(peer, kMine) * kSlotFloat4s;
+#pragma unroll
+      for (int i = 0; i < kSlice; ++i) {
+        const float4 v = slot[i * kWarpgroupThreads + t];
+        float* o = tile.o_acc + 4 * (kMine * kSlice + i);
+        o[0] = o[0] * w_mine[0] + v.x * w_peer[0];
+        o[1] = o[1] * w_mine[0] + v.y * w_peer[0];
+        o[2] = o[2] * w_mine[1] + v.z * w_peer[1];
+        o[3] = o[3] * w_mine[1] + v.w * w_peer[1];
+      }
+    }
+    WS_STAMP_IF(ctid == 0, kFolded);
+    const SdpaProblem& p = prm.p;
+    if (wt.q_begin < p.seq_len) {
+      T* o_g = sdpa_head_ptr(static_cast<T*>(p.out), p.out_strides, wt.b, wt.h) +
+               static_cast<int64_t>(wt.q_begin) * p.out_strides.seq;
+      tile.template store_o<Cfg::kBlockM, kMine * kSlice, kSlice>(smem + L::kQOffset, warp_in_wg * Tile::kWarpRows,
+                                                                   o_g, p.out_strides.seq, p.seq_len - wt.q_begin,
+                                                                   lane, l);
+    }
+    fence_proxy_async_shared();  // the staging writes precede the next Q's TMA overwrite
+    release(empty_q_bar(bars));
   }
   // O = O_mine * w_mine + O_peer * w_peer, row by row (accumulators 4i, 4i+1: row g; 4i+2, 4i+3: row g+8).
   __device__ __forceinline__ void fold_partial(const float4* o_part, int t, const float (&w_mine)[2],
@@ -668,6 +785,7 @@ struct Consumer {
     int ring = 0;
     WorkOrder<Cfg, kCausal>::for_each(prm, split, splits, [&](const WorkTile& wt, int local) {
       mbarrier_wait(full_q_bar(bars), local & 1);
+      WS_STAMP_IF(ctid == 0, kQLanded);
       ring += mainloop(wt, ring);
       if constexpr (kPdlLateTrigger) grid_launch_dependents();
       if constexpr (Cfg::kKeySplit) {
@@ -679,6 +797,7 @@ struct Consumer {
         tile.reduced_row_sums(l);
         store(wt, l);
       }
+      WS_STAMP_IF(ctid == 0, kStored);
     });
   }
 };
@@ -696,6 +815,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) warpspec_kerne
     split = cluster_ctarank();
   }
   if (threadIdx.x == 0) {
+    WS_TIMELINE_OPEN(prm.p.out);
     const uint32_t bars = s_base + L::kBarOffset;
     mbarrier_init(full_q_bar(bars), 1);  // the producer's expect_tx arrival
     mbarrier_init(empty_q_bar(bars), Cfg::kConsumerWarps);
@@ -708,6 +828,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) warpspec_kerne
     fence_mbarrier_init();
   }
   __syncthreads();  // the last block-wide barrier: roles diverge below
+  WS_STAMP_IF(threadIdx.x == 0, kPrologue);
   // Multicast: the peer's copies complete on our barriers, so both CTAs' inits come first.
   if constexpr (Cfg::kMulticastCtas > 1) cluster_sync();
   if constexpr (kPdlEarlyTrigger) grid_launch_dependents();
@@ -726,6 +847,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) warpspec_kerne
     setmaxnreg_inc<Cfg::kConsumerRegs>();
     // O's stores must not land before the previous grid is done with the buffer
     if constexpr (kPdl) grid_dependency_wait();
+    WS_STAMP_IF(threadIdx.x == kWarpgroupThreads, kConsumerGo);
     Consumer<T, D, Cfg, kCausal, kScalePositive> consumer(prm, s_base, smem, wg - 1);
     consumer.run(split, splits);
   }

@@ -184,8 +184,10 @@ struct WgAttentionTile {
 
   // O / l (l: reduced_row_sums, or merged split sums) into this warp's 16 rows (from tile row `row_base`) of an SW128 tile
   // of kTileRows rows at `staging`, then 16-byte stores of the rows < valid_rows
-  // to `out` (row 0 = tile row 0). Only this warp touches those rows.
-  template <int kTileRows>
+  // to `out` (row 0 = tile row 0). Only this warp touches those rows; of their columns,
+  // the n8 tiles [kFirstTile, kFirstTile + kTiles) (all of them by default: a key split's
+  // warpgroups may store a half each).
+  template <int kTileRows, int kFirstTile = 0, int kTiles = kOTiles>
   __device__ __forceinline__ void store_o(unsigned char* staging, int row_base, T* out, int64_t row_stride,
                                           int valid_rows, int lane, const float (&l)[kRowsPerThread]) {
     // A persistent kernel's epilogue addresses are loop-invariant, and ptxas
@@ -199,7 +201,7 @@ struct WgAttentionTile {
       const float inv_sum = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
       const int row = row_base + g + r * kRowsApart;
 #pragma unroll
-      for (int j = 0; j < kOTiles; ++j) {
+      for (int j = kFirstTile; j < kFirstTile + kTiles; ++j) {
         const uint32_t off = sw128_offset<kTileRows>(row, j) + t * sizeof(uint32_t);
         *reinterpret_cast<uint32_t*>(staging + off) =
             sdpa_mma::pack2<T>(o_acc[4 * j + 2 * r] * inv_sum, o_acc[4 * j + 2 * r + 1] * inv_sum);
@@ -208,12 +210,17 @@ struct WgAttentionTile {
     __syncwarp();
     constexpr int kWarpSize = 32;
     constexpr int kElems = kChunkBytes / 2;
-    static_assert((kWarpRows * kRowChunks) % kWarpSize == 0, "O rows of a warp split evenly over its lanes");
+    static_assert(kFirstTile >= 0 && kTiles > 0 && kFirstTile + kTiles <= kOTiles, "n8 tiles of O's columns");
+    constexpr int kChunks = kTiles * kN8 * 2 / kChunkBytes;  // 16-byte chunks per row stored here
+    constexpr int kFirstChunk = kFirstTile * kN8 * 2 / kChunkBytes;
+    static_assert(kChunks * kChunkBytes == kTiles * kN8 * 2 && kFirstChunk * kChunkBytes == kFirstTile * kN8 * 2,
+                  "whole 16-byte chunks");
+    static_assert((kWarpRows * kChunks) % kWarpSize == 0, "O rows of a warp split evenly over its lanes");
 #pragma unroll
-    for (int i = 0; i < kWarpRows * kRowChunks / kWarpSize; ++i) {
+    for (int i = 0; i < kWarpRows * kChunks / kWarpSize; ++i) {
       const int idx = i * kWarpSize + lane;
-      const int row = row_base + idx / kRowChunks;
-      const int chunk = idx % kRowChunks;
+      const int row = row_base + idx / kChunks;
+      const int chunk = kFirstChunk + idx % kChunks;
       if (row < valid_rows) {
         const uint4 v = *reinterpret_cast<const uint4*>(staging + sw128_offset<kTileRows>(row, chunk));
         *reinterpret_cast<uint4*>(out + static_cast<int64_t>(row) * row_stride + chunk * kElems) = v;

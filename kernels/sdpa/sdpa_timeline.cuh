@@ -1,0 +1,94 @@
+// sdpa_timeline.cuh -- per-block phase stamps for the warp-specialized kernel
+// (sdpa_warpspec.cuh), compiled in only with -DWS_TIMELINE=1: where one
+// launch's time goes, block by block (tools/microbench/sdpa_timeline.cu reads
+// them, tools/timeline_report.py sums them up). Off (the default) every stamp
+// is empty and the SASS is unchanged.
+//
+// A block's record is (launch slot, blockIdx.x). The harness puts launch i's
+// output at an address whose bits [kSlotShift, kSlotShift + 6) read i (each
+// output in its own 2^kSlotShift-byte window), so a stamp finds its record from
+// the output pointer alone: no global read or atomic on the block's path.
+// A stamp writes the SM's clock64 and the global nanosecond timer; WS_STAMP_IF
+// reads the kernel's parameters as `prm` (Params) from the enclosing scope.
+#pragma once
+
+#ifndef WS_TIMELINE
+#define WS_TIMELINE 0
+#endif
+
+namespace sdpa_timeline {
+
+// The phases, in the order one block of the key split meets them.
+enum Phase : int {
+  kEntry = 0,        // thread 0, first instruction
+  kPrologue,         // thread 0, barriers initialised (after __syncthreads)
+  kProducerGo,       // producer, past griddepcontrol.wait
+  kLoadsIssued,      // producer, every TMA of the block issued
+  kConsumerGo,       // consumer warpgroup 0, past griddepcontrol.wait
+  kQLanded,          // consumer warpgroup 0, Q's barrier passed
+  kKLanded,          // consumer warpgroup 0, its first K tile's barrier passed
+  kFirstTile,        // consumer warpgroup 0, first key tile's S and softmax done
+  kMainloop,         // consumer warpgroup 0, last P.V done
+  kPeerMainloop,     // consumer warpgroup 1, last P.V done
+  kMergeReady,       // consumer warpgroup 0, the peer's partial is in shared memory
+  kFolded,           // consumer warpgroup 0, the peer's partial folded into its O
+  kStored,           // consumer warpgroup 0, O stored
+  kPhases
+};
+
+struct Record {
+  unsigned long long out;  // the launch's output pointer: which launch
+  unsigned block, smid;
+  long long clock[kPhases];
+  unsigned long long global_ns[kPhases];
+};
+
+constexpr int kSlotShift = 27;  // 128 MiB per output: (4,16,4096,128) in 16 bits is 64 MiB
+constexpr int kMaxLaunches = 64;
+constexpr int kMaxBlocks = 1024;
+constexpr int kMaxRecords = kMaxLaunches * kMaxBlocks;
+
+#if WS_TIMELINE
+__device__ Record g_records[kMaxRecords];
+
+__device__ __forceinline__ unsigned long long global_ns() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+__device__ __forceinline__ unsigned smid() {
+  unsigned id;
+  asm volatile("mov.u32 %0, %%smid;" : "=r"(id));
+  return id;
+}
+// kMaxRecords (no record) past the blocks a launch may record.
+__device__ __forceinline__ unsigned record_index(const void* out) {
+  const unsigned slot = static_cast<unsigned>(reinterpret_cast<unsigned long long>(out) >> kSlotShift) % kMaxLaunches;
+  return blockIdx.x < kMaxBlocks ? slot * kMaxBlocks + blockIdx.x : kMaxRecords;
+}
+__device__ __forceinline__ void stamp(const void* out, Phase phase) {
+  const unsigned i = record_index(out);
+  if (i >= kMaxRecords) return;
+  g_records[i].clock[phase] = clock64();
+  g_records[i].global_ns[phase] = global_ns();
+}
+// Thread 0 at entry.
+__device__ __forceinline__ void open(const void* out) {
+  const unsigned i = record_index(out);
+  if (i >= kMaxRecords) return;
+  g_records[i].out = reinterpret_cast<unsigned long long>(out);
+  g_records[i].block = blockIdx.x;
+  g_records[i].smid = smid();
+  stamp(out, kEntry);
+}
+#define WS_TIMELINE_OPEN(out) sdpa_timeline::open(out)
+#define WS_STAMP_IF(cond, phase)                                  \
+  do {                                                            \
+    if (cond) sdpa_timeline::stamp(prm.p.out, sdpa_timeline::phase); \
+  } while (0)
+#else
+#define WS_TIMELINE_OPEN(out) ((void)0)
+#define WS_STAMP_IF(cond, phase) ((void)0)
+#endif
+
+}  // namespace sdpa_timeline

@@ -1,0 +1,91 @@
+"""tools/timeline_report.py: the sums of tools/microbench/sdpa_timeline.cu's block stamps, on a
+synthetic record set whose clocks, phases and launch times are known."""
+
+import pandas as pd
+import pytest
+from tool_module import load_tool
+
+PHASES = ["entry", "prologue", "producer_go", "loads_issued", "consumer_go", "q_landed", "k_landed", "first_tile",
+          "mainloop", "peer_mainloop", "merge_ready", "folded", "stored"]
+# ns after a block's entry at which it stamps each phase
+OFFSETS_NS = {"entry": 0, "prologue": 200, "producer_go": 900, "loads_issued": 1000, "consumer_go": 950,
+              "q_landed": 1700, "k_landed": 1800, "first_tile": 2300, "mainloop": 3100, "peer_mainloop": 3300,
+              "merge_ready": 3350, "folded": 3500, "stored": 3900}
+
+
+def synthetic(launches=5, sms=4, period_ns=5000, ghz=None):
+    """Each SM runs one block per launch; SM s ticks at ghz[s] clocks per ns from its own origin."""
+    ghz = ghz or [1.5 + 0.1 * s for s in range(sms)]
+    rows = []
+    for launch in range(launches):
+        for sm in range(sms):
+            entry_ns = 10_000 + launch * period_ns + 30 * sm
+            row = {"launch": launch, "block": sm, "smid": sm}
+            for phase in PHASES:
+                row[f"clk_{phase}"] = int(round((entry_ns + OFFSETS_NS[phase]) * ghz[sm])) + 7 * sm
+                row[f"ns_{phase}"] = entry_ns + OFFSETS_NS[phase]
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
+@pytest.fixture(scope="module")
+def tool():
+    return load_tool("timeline_report")
+
+
+def test_each_sms_clock_rate_is_fitted_from_its_own_records(tool):
+    ghz = tool.sm_ghz(synthetic(ghz=[1.2, 1.98, 1.755, 1.6]))
+    assert list(ghz.round(3)) == [1.2, 1.98, 1.755, 1.6]
+
+
+def test_phase_steps_are_the_clock_deltas_in_us(tool, tmp_path):
+    df = synthetic()
+    rel = tool.phase_ns(df, list(OFFSETS_NS))
+    steps = tool.step_table(rel, df["launch"].between(1, 3)).set_index(["from", "to"])
+    assert steps.loc[("consumer_go", "q_landed"), "median_us"] == pytest.approx(0.75, abs=2e-3)
+    assert steps.loc[("folded", "stored"), "median_us"] == pytest.approx(0.4, abs=2e-3)
+    assert steps.loc[("producer_go", "loads_issued"), "blocks"] == 12  # 3 middle launches x 4 SMs
+
+
+def test_launches_are_placed_by_the_global_timer(tool):
+    df = synthetic(period_ns=5000)
+    lt = tool.launch_table(df, tool.phase_ns(df, list(OFFSETS_NS)))
+    assert lt["period_us"].dropna().tolist() == pytest.approx([5.0] * 4)
+    # last block enters 90 ns after the first and stores 3.9 us later
+    assert lt["span_us"].tolist() == pytest.approx([3.99] * 5, abs=2e-3)
+    assert lt["overlap_next_us"].dropna().tolist() == pytest.approx([-1.01] * 4, abs=2e-3)
+
+
+def test_an_unstamped_phase_is_left_out_not_read_as_zero(tool):
+    df = synthetic()
+    df["clk_merge_ready"] = 0  # a config without the key split never stamps it
+    rel = tool.phase_ns(df, list(OFFSETS_NS))
+    steps = tool.step_table(rel, df["launch"].notna()).set_index(["from", "to"])
+    assert "merge_ready" not in {phase for step in steps.index for phase in step}
+    assert steps.loc[("mainloop", "folded"), "median_us"] == pytest.approx(0.4, abs=2e-3)  # the steps around it join
+
+
+def test_a_file_without_a_phase_column_reads_it_as_unstamped(tool):
+    df = synthetic().drop(columns=["clk_k_landed", "ns_k_landed"])  # an older harness
+    steps = tool.step_table(tool.phase_ns(df, list(OFFSETS_NS)), df["launch"].notna())
+    assert "k_landed" not in set(steps["from"]) | set(steps["to"])
+    assert ("q_landed", "first_tile") in set(zip(steps["from"], steps["to"]))
+
+
+def test_the_report_and_its_plot_are_written(tool, tmp_path, capsys):
+    csv = tmp_path / "timeline.csv"
+    synthetic().to_csv(csv, index=False)
+    assert tool.main([str(csv), "--plot", str(tmp_path / "t.png"), "--markdown", str(tmp_path / "t.md")]) == 0
+    assert (tmp_path / "t.png").stat().st_size > 0
+    text = (tmp_path / "t.md").read_text()
+    assert "median period (start to start): 5.00 us" in text
+    assert "peer warpgroup's mainloop ends +0.20 us after warpgroup 0's" in text
+
+
+def test_records_without_an_entry_stamp_are_refused(tool, tmp_path):
+    df = synthetic()
+    df.loc[3, "clk_entry"] = 0
+    csv = tmp_path / "bad.csv"
+    df.to_csv(csv, index=False)
+    with pytest.raises(SystemExit, match="1 records without an entry stamp"):
+        tool.load(csv)

@@ -1,0 +1,157 @@
+"""Sum up the per-block phase stamps of tools/microbench/sdpa_timeline.cu.
+
+    python3 tools/timeline_report.py timeline.csv [--plot timeline.png] [--markdown out.md]
+
+Within a block, phases are timed by the SM's clock64 (exact; converted to ns
+by that SM's own clock rate, fitted over every record it holds); blocks and
+launches are placed against each other by %globaltimer. The first and last
+launch of the graph are left out of the medians (no predecessor / successor
+to overlap with).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+# Consecutive phases of one block of the key split; each step is the time from one to the next.
+CONSUMER_STEPS = ["entry", "prologue", "consumer_go", "q_landed", "k_landed", "first_tile", "mainloop", "merge_ready",
+                  "folded", "stored"]
+PRODUCER_STEPS = ["prologue", "producer_go", "loads_issued"]
+STEP_MEANING = {
+    ("entry", "prologue"): "barrier init, __syncthreads",
+    ("prologue", "consumer_go"): "setmaxnreg, griddepcontrol.wait (the previous grid)",
+    ("consumer_go", "q_landed"): "Q's TMA after the wait",
+    ("q_landed", "k_landed"): "the first K tile after Q",
+    ("k_landed", "first_tile"): "first key tile: S and its softmax",
+    ("first_tile", "mainloop"): "the other key tiles and the last P.V",
+    ("mainloop", "merge_ready"): "waiting for the peer warpgroup's partial",
+    ("merge_ready", "folded"): "fold the peer's partial into O",
+    ("folded", "stored"): "normalise, stage, store O",
+    ("merge_ready", "stored"): "merge, normalise, store O",
+    ("prologue", "producer_go"): "producer: griddepcontrol.wait",
+    ("producer_go", "loads_issued"): "producer: every TMA issued (ring waits included)",
+}
+
+
+def load(path: Path) -> pd.DataFrame:
+    try:
+        df = pd.read_csv(path)
+    except pd.errors.EmptyDataError:
+        raise SystemExit(f"{path}: empty; the harness wrote no records (did it fail or hang?)") from None
+    if df.empty:
+        raise SystemExit(f"{path}: no block records")
+    stamped = df["clk_entry"] != 0
+    if not stamped.all():
+        raise SystemExit(f"{path}: {int((~stamped).sum())} records without an entry stamp")
+    return df
+
+
+def sm_ghz(df: pd.DataFrame) -> pd.Series:
+    """Clocks per ns of each SM, fitted over its records' entry stamps (clock64 is per SM)."""
+    by_sm = df.groupby("smid").agg(c0=("clk_entry", "min"), c1=("clk_entry", "max"),
+                                   t0=("ns_entry", "min"), t1=("ns_entry", "max"))
+    span = by_sm["t1"] - by_sm["t0"]
+    ghz = (by_sm["c1"] - by_sm["c0"]) / span.where(span > 0)
+    return ghz.fillna(ghz.median())
+
+
+def phase_ns(df: pd.DataFrame, phases: list[str]) -> pd.DataFrame:
+    """Each phase as ns since the block's entry, by its SM's clock; NaN where it was not stamped
+    (or where the harness that wrote the file did not know the phase)."""
+    ghz = df["smid"].map(sm_ghz(df))
+    out = pd.DataFrame(index=df.index)
+    for phase in phases:
+        clk = df.get(f"clk_{phase}", pd.Series(0, index=df.index))
+        out[phase] = ((clk - df["clk_entry"]) / ghz).where(clk != 0)
+    return out
+
+
+def launch_table(df: pd.DataFrame, rel: pd.DataFrame) -> pd.DataFrame:
+    """Per launch: first entry, last store, and the start-to-start period, in us from launch 0's start."""
+    t_entry = df["ns_entry"].astype("float64")
+    t_end = t_entry + rel.max(axis=1)
+    origin = t_entry.min()
+    table = pd.DataFrame({"start_us": (t_entry - origin) / 1e3, "end_us": (t_end - origin) / 1e3,
+                          "launch": df["launch"]}).groupby("launch").agg(start_us=("start_us", "min"),
+                                                                          end_us=("end_us", "max"))
+    table["span_us"] = table["end_us"] - table["start_us"]
+    table["period_us"] = table["start_us"].diff().shift(-1)
+    table["overlap_next_us"] = table["end_us"] - table["start_us"].shift(-1)
+    return table
+
+
+def step_table(rel: pd.DataFrame, middle: pd.Series) -> pd.DataFrame:
+    rows = []
+    for steps in (CONSUMER_STEPS, PRODUCER_STEPS):
+        steps = [phase for phase in steps if phase in rel and rel[phase].notna().any()]  # a config's unstamped phases drop out
+        for a, b in zip(steps, steps[1:]):
+            d = (rel[b] - rel[a])[middle].dropna() / 1e3
+            if d.empty:
+                continue
+            rows.append({"from": a, "to": b, "what": STEP_MEANING.get((a, b), ""), "median_us": d.median(),
+                         "p10_us": d.quantile(0.1), "p90_us": d.quantile(0.9), "blocks": len(d)})
+    return pd.DataFrame(rows)
+
+
+def plot(df: pd.DataFrame, rel: pd.DataFrame, launches: list[int], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    origin = df.loc[df["launch"].isin(launches), "ns_entry"].min()
+    colors = plt.get_cmap("tab10").colors
+    fig, ax = plt.subplots(figsize=(12, 7))
+    for i, (a, b) in enumerate(zip(CONSUMER_STEPS, CONSUMER_STEPS[1:])):
+        sel = df["launch"].isin(launches) & rel[a].notna() & rel[b].notna()
+        starts = (df.loc[sel, "ns_entry"] - origin + rel.loc[sel, a]) / 1e3
+        widths = (rel.loc[sel, b] - rel.loc[sel, a]) / 1e3
+        ax.barh(df.loc[sel, "smid"], widths, left=starts, height=0.8, color=colors[i % len(colors)],
+                label=STEP_MEANING.get((a, b), f"{a} -> {b}"))
+    ax.set_xlabel("us (globaltimer, block entries; clock64 within a block)")
+    ax.set_ylabel("SM")
+    ax.set_title(f"launches {launches[0]}-{launches[-1]}: one bar per block, coloured by phase")
+    ax.legend(loc="upper right", fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("csv", type=Path)
+    parser.add_argument("--plot", type=Path, help="a Gantt chart of three middle launches (PNG)")
+    parser.add_argument("--markdown", type=Path, help="write the tables here as well")
+    args = parser.parse_args(argv)
+    df = load(args.csv)
+    phases = list(dict.fromkeys(CONSUMER_STEPS + PRODUCER_STEPS + ["peer_mainloop"]))
+    rel = phase_ns(df, phases)
+    launches = sorted(df["launch"].unique())
+    middle = df["launch"].isin(launches[1:-1]) if len(launches) > 2 else df["launch"].notna()
+    ghz = sm_ghz(df)
+    lt = launch_table(df, rel)
+    st = step_table(rel, middle)
+    peer = ((rel["peer_mainloop"] - rel["mainloop"])[middle].dropna() / 1e3)
+    lines = [f"# Timeline of {args.csv.name}", "",
+             f"{len(df)} blocks over {len(launches)} launches; SM clock {ghz.median():.3f} GHz (median over SMs)", "",
+             "## Launches (us)", "", lt.to_string(float_format="{:.2f}".format), "",
+             f"median period (start to start): {lt['period_us'].median():.2f} us; "
+             f"median span (first entry to last store): {lt['span_us'].iloc[1:-1].median():.2f} us", "",
+             "## Phases of one block (middle launches, us)", "", st.to_string(index=False, float_format="{:.2f}".format), ""]
+    if not peer.empty:
+        lines.append(f"peer warpgroup's mainloop ends {peer.median():+.2f} us after warpgroup 0's (median)")
+    text = "\n".join(lines)
+    print(text)
+    if args.markdown:
+        args.markdown.write_text(text + "\n")
+    if args.plot:
+        mid = len(launches) // 2
+        plot(df, rel, launches[max(0, mid - 1):mid + 2], args.plot)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
