@@ -258,6 +258,30 @@ Knobs (-D overrides)
                         earlier, the same period; it spilled in the 24-register
                         producer). Raw: archive/mission-epilogue-quick-check-
                         nvidia-h100-2026-11-24-ninth.txt.
+  WS_LATE_MERGER=0      1: the key split's merge by the warpgroup holding the
+                        item's last key tile (warpgroup 1 at the mission), the
+                        other parking its partial as soon as its tiles are done.
+                        Hypothesis: the timeline's warpgroup 1 ends 0.23 us after
+                        warpgroup 0, which then waits 0.40 us. H100, quick_check,
+                        mission: 5.40 vs 5.47 us (52/52, 6/6): inside the run-to-
+                        run spread (5.47-5.55 for the default this session), so
+                        no evidence; left off (variant late_merger).
+  WS_DIRECT_STORE=0     1: O stored from the accumulators, 4 bytes per lane and
+                        row, without the shared-memory staging (blocks that are
+                        not persistent). H100, mission: 5.89 vs 5.47 us (52/52,
+                        6/6): a valid negative, the 4-byte stores cost more than
+                        the staging round trip saves (variant direct_store).
+                        Also measured and removed: the producer issuing Q and
+                        each warpgroup's first K tile alone and the rest once
+                        they had landed (5.85 vs 5.52 us; Q still landed 1.02
+                        us after the wait). tools/microbench/tma_latency.cu
+                        times one 64-row Q box from a warm L2 at ~1000 clocks
+                        (~0.5 us) per block in the mission's grid and ~1900
+                        with the block's eight K/V tiles behind it; in the
+                        kernel Q takes ~1.05 us either way, an open question.
+                        Raw: archive/mission-epilogue-quick-check-nvidia-h100-
+                        2026-11-24-ninth.txt, archive/tma-latency-nvidia-h100-
+                        2026-11-24-ninth.txt.
   KEY_SPLIT_BLOCK_N=128, KEY_SPLIT_STAGES_D64=4, KEY_SPLIT_STAGES_D128=2: the
                         key split's tiles and ring depth (even: slot i % stages
                         always serves warpgroup i % 2); 64 with 8 / 4 halves each

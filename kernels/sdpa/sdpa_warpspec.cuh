@@ -139,6 +139,24 @@ constexpr bool kPdlLateTrigger = WS_PDL == 2;
 #define WS_SLICE_MERGE 0
 #endif
 constexpr bool kSliceMergeTwo = WS_SLICE_MERGE != 0;
+// The key split's merge by the warpgroup that holds the item's last key tile (1), the other
+// parking its partial as soon as its own tiles are done. 0 (the default here): warpgroup 0
+// merges. Why: the timeline (tools/microbench/sdpa_timeline.cu) has warpgroup 1 finishing its
+// tiles 0.23 us after warpgroup 0 at the mission (its tiles arrive later), and warpgroup 0
+// waiting 0.40 us for its partial.
+#ifndef WS_LATE_MERGER
+#define WS_LATE_MERGER 0
+#endif
+constexpr bool kLateMerger = WS_LATE_MERGER != 0;
+// O stored straight from the accumulators, 4 bytes per lane and row (1), in blocks that are not
+// persistent; 0 (the default here): staged through shared memory into 16-byte stores. Why: the
+// staging round trip (shared stores, __syncwarp, shared loads) and the fence before the next
+// item's TMA sit on a short block's critical path (the timeline: 0.50 us to normalise and store
+// at the mission), while a block that is not persistent has no next item.
+#ifndef WS_DIRECT_STORE
+#define WS_DIRECT_STORE 0
+#endif
+constexpr bool kDirectStore = WS_DIRECT_STORE != 0;
 constexpr bool kWaitKInTurn = WS_WAIT_K_IN_TURN != 0;
 constexpr bool kRescaleInTurn = WS_RESCALE_IN_TURN != 0;
 
@@ -610,11 +628,16 @@ struct Consumer {
                static_cast<int64_t>(wt.q_begin) * p.out_strides.seq;
       int row_base = wg_row0() + warp_in_wg * Tile::kWarpRows;
       if constexpr (kLateEpilogueAddresses) asm volatile("" : "+r"(row_base));
-      tile.template store_o<Cfg::kBlockM>(smem + L::kQOffset, row_base, o_g, p.out_strides.seq,
-                                          p.seq_len - wt.q_begin, lane, l);
+      if constexpr (kDirectStore && !Cfg::kPersistent)
+        tile.store_o_direct(row_base, o_g, p.out_strides.seq, p.seq_len - wt.q_begin, l);
+      else
+        tile.template store_o<Cfg::kBlockM>(smem + L::kQOffset, row_base, o_g, p.out_strides.seq,
+                                            p.seq_len - wt.q_begin, lane, l);
     }
-    fence_proxy_async_shared();  // the staging writes precede the next Q's TMA overwrite
+    if constexpr (!(kDirectStore && !Cfg::kPersistent))
+      fence_proxy_async_shared();  // the staging writes precede the next Q's TMA overwrite
     release(empty_q_bar(bars));
+    WS_STAMP_IF(ctid % kWarpgroupThreads == 0 && wg_row0() == 0, kStored);
   }
 
   // Split-KV: every rank parks its partial; rank 0 folds the peers' in and stores.
@@ -666,24 +689,27 @@ struct Consumer {
     const int t = ctid % kWarpgroupThreads;
     float4* o_part = reinterpret_cast<float4*>(smem + L::kMergeOffset);
     float4* stat = reinterpret_cast<float4*>(smem + L::kMergeStatOffset) + t;
-    if (cwg == 1) {
+    // kLateMerger: the owner of the item's last key tile (ring index tiles - 1) merges, the other parks
+    bool parks = cwg == 1;
+    if constexpr (kLateMerger) parks = cwg != (wt.kt_end - wt.kt_begin - 1) % Cfg::kConsumerWGs;
+    if (parks) {
 #pragma unroll
       for (int i = 0; i < Tile::kOAcc / 4; ++i)  // thread-fastest float4s: conflict-free
         o_part[i * kWarpgroupThreads + t] =
             make_float4(tile.o_acc[4 * i], tile.o_acc[4 * i + 1], tile.o_acc[4 * i + 2], tile.o_acc[4 * i + 3]);
       *stat = make_float4(tile.row_max[0], tile.row_max[1], l[0], l[1]);
-      bar_arrive(kKeySplitMerge, kPairThreads);  // orders the stores above before warpgroup 0's reads
+      bar_arrive(kKeySplitMerge, kPairThreads);  // orders the stores above before the merger's reads
       release(empty_q_bar(bars));
       return;
     }
     bar_sync(kKeySplitMerge, kPairThreads);
-    WS_STAMP_IF(ctid == 0, kMergeReady);
+    WS_STAMP_IF(t == 0, kMergeReady);
     const float4 st = *stat;
     float w_mine[2], w_peer[2];
     merge_stats(0, st.x, st.z, l, w_mine, w_peer);
     merge_stats(1, st.y, st.w, l, w_mine, w_peer);
     fold_partial(o_part, t, w_mine, w_peer);
-    WS_STAMP_IF(ctid == 0, kFolded);
+    WS_STAMP_IF(t == 0, kFolded);
     store(wt, l);
   }
   // By slices: warpgroup kMine keeps O's n8 column tiles [kMine * S, (kMine + 1) * S), S = D / 8 / N,
@@ -752,6 +778,7 @@ struct Consumer {
     }
     fence_proxy_async_shared();  // the staging writes precede the next Q's TMA overwrite
     release(empty_q_bar(bars));
+    WS_STAMP_IF(t == 0 && kMine == 0, kStored);
   }
   // O = O_mine * w_mine + O_peer * w_peer, row by row (accumulators 4i, 4i+1: row g; 4i+2, 4i+3: row g+8).
   __device__ __forceinline__ void fold_partial(const float4* o_part, int t, const float (&w_mine)[2],
@@ -797,7 +824,6 @@ struct Consumer {
         tile.reduced_row_sums(l);
         store(wt, l);
       }
-      WS_STAMP_IF(ctid == 0, kStored);
     });
   }
 };

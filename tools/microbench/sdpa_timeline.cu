@@ -141,14 +141,12 @@ int main(int argc, char** argv) {
       "k_landed",   "first_tile", "mainloop", "peer_mainloop", "merge_ready", "folded", "stored"};
   std::printf("launch,block,smid");
   for (const char* name : kNames) std::printf(",clk_%s", name);
-  for (const char* name : kNames) std::printf(",ns_%s", name);
-  std::printf("\n");
+  std::printf(",ns_entry\n");
   const auto base = reinterpret_cast<unsigned long long>(out);
   for (const auto& r : records) {
     std::printf("%llu,%u,%u", (r.out - base) / window, r.block, r.smid);
     for (long long c : r.clock) std::printf(",%lld", c);
-    for (unsigned long long t : r.global_ns) std::printf(",%llu", t);
-    std::printf("\n");
+    std::printf(",%llu\n", r.entry_ns);
   }
   std::fprintf(stderr, "%u block records, stage %s\n", count, STAGE_SOURCE);
   return 0;
