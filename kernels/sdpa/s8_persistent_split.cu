@@ -275,13 +275,29 @@ Knobs (-D overrides)
                         each warpgroup's first K tile alone and the rest once
                         they had landed (5.85 vs 5.52 us; Q still landed 1.02
                         us after the wait). tools/microbench/tma_latency.cu
-                        times one 64-row Q box from a warm L2 at ~1000 clocks
-                        (~0.5 us) per block in the mission's grid and ~1900
-                        with the block's eight K/V tiles behind it; in the
-                        kernel Q takes ~1.05 us either way, an open question.
-                        Raw: archive/mission-epilogue-quick-check-nvidia-h100-
-                        2026-11-24-ninth.txt, archive/tma-latency-nvidia-h100-
-                        2026-11-24-ninth.txt.
+                        times one 64-row Q box from a warm L2 at ~1000-1200
+                        clocks per block in the mission's grid of 32-thread
+                        blocks and ~2000 with the block's eight K/V tiles
+                        behind it, but ~740 and ~1000 in blocks of 288 threads
+                        (slower dispatch spreads the blocks' first requests);
+                        one block alone ~410, ld.global.cg ~280; K/V tiles in
+                        another order per query tile (rotated) ~10% slower: a
+                        head's blocks asking for the same lines at once help.
+                        In the kernel Q takes ~1.05 us whatever follows it, an
+                        open question. Raw: archive/mission-epilogue-quick-
+                        check-nvidia-h100-2026-11-24-ninth.txt, archive/tma-
+                        latency-nvidia-h100-2026-11-24-ninth.txt.
+  SHORT_CLUSTER_TILE=0  1: the short policy as 128-row tiles (two consumer
+                        warpgroups of 64 rows) whose key tiles a cluster of two
+                        CTAs splits, combined over DSMEM (split-KV): each SM
+                        takes in Q's 16 KiB and half the keys' 64 KiB, against
+                        the key split's 136 KiB, for the same work per SM.
+                        Hypothesis: the ~64 bytes per clock an SM takes in from
+                        L2 set when a block's data has landed. H100, mission:
+                        8.31 vs 5.50 us (52/52, 6/6). The timeline: Q landed
+                        1.06 us after the wait as before, and the combine
+                        (cluster barriers, DSMEM reads) took 2.28 us. A valid
+                        negative (variant cluster_tile).
   KEY_SPLIT_BLOCK_N=128, KEY_SPLIT_STAGES_D64=4, KEY_SPLIT_STAGES_D128=2: the
                         key split's tiles and ring depth (even: slot i % stages
                         always serves warpgroup i % 2); 64 with 8 / 4 halves each
@@ -460,6 +476,11 @@ Build / SASS (UTMALDG, HGMMA, SYNCS, USETMAXREG; LDS/LD through mapa for DSMEM):
 #ifndef KEY_SPLIT_STAGES_D128
 #define KEY_SPLIT_STAGES_D128 2
 #endif
+// The short policy as 128-row tiles whose key range a cluster of two CTAs splits (its log,
+// SHORT_CLUSTER_TILE); 0: the key split above
+#ifndef SHORT_CLUSTER_TILE
+#define SHORT_CLUSTER_TILE 0
+#endif
 
 namespace {
 
@@ -536,6 +557,15 @@ using KeySplitConfig = sdpa_warpspec::KeySplit<
            /*blocks per SM=*/1, kProducerRegs,
            sdpa_warpspec::fit_consumer_regs(kKeySplitWGs<D>, kProducerRegs, /*min_blocks=*/1, CONSUMER_REGS)>>;
 constexpr bool kKeySplit = KEY_SPLIT_WGS > 1;
+// SHORT_CLUSTER_TILE: two consumer warpgroups of 64 rows each (a 128-row tile), one block per SM, the
+// item's key tiles split over a cluster of two CTAs combined over DSMEM (split-KV). Why: an SM takes
+// in about 64 bytes per clock from L2 (tools/microbench/tma_latency.cu: a block's Q and eight K/V
+// tiles land ~2100 clocks after issue), and the key split's 64-row tile makes every SM take in its
+// head's whole K and V (136 KiB at the mission); here each CTA takes Q's 16 KiB and half the keys
+// (64 KiB), for the same rows x keys of work per SM.
+using ClusterTileConfig = Config<2, 128, 2, /*pingpong=*/false, /*persistent=*/false, /*blocks per SM=*/1, kProducerRegs,
+                                 CONSUMER_REGS>;
+constexpr int kClusterTileSplits = 2;
 static_assert(KEY_SPLIT_MULTICAST == 0 || (KEY_SPLIT_MULTICAST == 1 && kKeySplit),
               "KEY_SPLIT_MULTICAST: 0, or 1 with the key split (KEY_SPLIT_WGS=2)");
 template <int D>
@@ -570,7 +600,8 @@ struct SmemOf {  // the largest footprint of the instances this build may launch
     constexpr int policies = std::max({Layout<T, D, LongConfig<D>>::kSmemBytes, Layout<T, D, LongConfig2<D>>::kSmemBytes,
                                        D == 128 && kDenseOwnTile ? Layout<T, D, LongConfigDense128>::kSmemBytes : 0,
                                        kShortPingpong ? Layout<T, D, LongPingpongConfig<D>>::kSmemBytes : 0,
-                                       Layout<T, D, ShortConfig>::kSmemBytes});
+                                       Layout<T, D, ShortConfig>::kSmemBytes,
+                                       SHORT_CLUSTER_TILE != 0 ? Layout<T, D, ClusterTileConfig>::kSmemBytes : 0});
     if constexpr (kKeySplit) {  // KeySplitConfig exists only when the knob is on
       return static_cast<size_t>(std::max(policies, Layout<T, D, KeySplitConfig<D>>::kSmemBytes));
     }
@@ -604,6 +635,10 @@ extern "C" cudaError_t sdpa_forward(const SdpaProblem* problem, cudaStream_t str
     if constexpr (KEY_SPLIT_MULTICAST != 0) {
       if (sdpa_warpspec::multicast_fits<MulticastKeySplitConfig<D>>(*problem))
         return sdpa_warpspec::launch<T, D, MulticastKeySplitConfig<D>>(*problem, 1, stream);
+    }
+    if constexpr (SHORT_CLUSTER_TILE != 0) {  // a CTA with no key tile left would be idle: never more splits than tiles
+      const int key_tiles = sdpa_ceil_div(problem->seq_len, ClusterTileConfig::kBlockN);
+      return sdpa_warpspec::launch<T, D, ClusterTileConfig>(*problem, std::min(kClusterTileSplits, key_tiles), stream);
     }
     if constexpr (kKeySplit) return sdpa_warpspec::launch<T, D, KeySplitConfig<D>>(*problem, 1, stream);
     const int splits = SPLITS > 0 ? SPLITS : auto_splits(*problem, sms);

@@ -10,7 +10,7 @@
 //        -o /tmp/tma_latency tools/microbench/tma_latency.cu && /tmp/tma_latency
 //
 // Then the mission's grid: 128 blocks, each timing its first TMA (its Q tile), with L2
-// flushed and warm.
+// flushed and warm, alone and 20 launches back to back.
 //
 // Each single-block launch; thread 0 issues `kRounds` loads one after another
 // (each waits for the previous), every one of a tile of the same 512 x 64 head
@@ -105,30 +105,36 @@ __global__ void tma_latency(const __grid_constant__ CUtensorMap map, const uint4
 // kv_tiles > 0: right after Q, the block also issues that many 128-row tiles of `kv_map` (16 KiB
 // each, the mission's K/V ring: 8 = four K and four V), as s8's producer does; Q's latency and the
 // last tile's are both recorded (out[block], out[blocks + block]).
+// rotate: block q_tile's i-th K/V tile is tile (i + q_tile) of its head rather than tile i, so the
+// eight blocks of a head do not all ask L2 for the same lines at the same moment.
 __global__ void first_tma_per_block(const __grid_constant__ CUtensorMap map, const __grid_constant__ CUtensorMap kv_map,
-                                    int heads, int kv_tiles, long long* out) {
+                                    int heads, int kv_tiles, int rotate, long long* out) {
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   __shared__ __align__(8) unsigned long long bar_storage;
   const uint32_t tile = (static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw)) + 1023u) & ~1023u;
   const uint32_t bar = static_cast<uint32_t>(__cvta_generic_to_shared(&bar_storage));
-  if (threadIdx.x != 0) return;
-  sdpa_tma::mbarrier_init(bar, 1);
-  sdpa_tma::fence_mbarrier_init();
-  sdpa_tma::prefetch_tensor_map(&map);
-  constexpr int kTiles = kSeq / kRows;
-  const int q_tile = blockIdx.x % kTiles, h = blockIdx.x / kTiles % heads, b = blockIdx.x / kTiles / heads;
   __shared__ __align__(8) unsigned long long kv_bar_storage;
   const uint32_t kv_bar = static_cast<uint32_t>(__cvta_generic_to_shared(&kv_bar_storage));
-  sdpa_tma::mbarrier_init(kv_bar, 1);
-  sdpa_tma::fence_mbarrier_init();
-  sdpa_tma::prefetch_tensor_map(&kv_map);
+  if (threadIdx.x == 0) {
+    sdpa_tma::mbarrier_init(bar, 1);
+    sdpa_tma::mbarrier_init(kv_bar, 1);
+    sdpa_tma::fence_mbarrier_init();
+    sdpa_tma::prefetch_tensor_map(&map);
+    sdpa_tma::prefetch_tensor_map(&kv_map);
+  }
+  __syncthreads();
+  // Every other thread waits for Q as s8's consumer warpgroups do (blocks of 288 threads: 8 warps).
+  if (threadIdx.x != 0) return wait_phase(bar, 0);
+  constexpr int kTiles = kSeq / kRows;
+  const int q_tile = blockIdx.x % kTiles, h = blockIdx.x / kTiles % heads, b = blockIdx.x / kTiles / heads;
   constexpr int kKvRows = 128, kKvBytes = kKvRows * kHeadDim * 2;
   const long long t0 = clock64();
   sdpa_tma::mbarrier_arrive_expect_tx(bar, kTileBytes);
   sdpa_tma::tma_load_4d(tile, &map, bar, 0, q_tile * kRows, h, b);
   if (kv_tiles > 0) sdpa_tma::mbarrier_arrive_expect_tx(kv_bar, kv_tiles * kKvBytes);
   for (int i = 0; i < kv_tiles; ++i)
-    sdpa_tma::tma_load_4d(tile + kTileBytes + i * kKvBytes, &kv_map, kv_bar, 0, (i % (kSeq / kKvRows)) * kKvRows, h, b);
+    sdpa_tma::tma_load_4d(tile + kTileBytes + i * kKvBytes, &kv_map, kv_bar, 0,
+                          ((i + (rotate ? q_tile : 0)) % (kSeq / kKvRows)) * kKvRows, h, b);
   wait_phase(bar, 0);
   out[blockIdx.x] = clock64() - t0;
   if (kv_tiles > 0) {
@@ -174,15 +180,16 @@ void mission_grid() {
   CUtensorMap map, kv_map;
   CHECK(encode_tensor_map(&map, q, strides, p, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, kRows));
   CHECK(encode_tensor_map(&kv_map, kv, strides, p, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 128));
+  constexpr int kBackToBack = 20;  // throughput mode's launches: one after another, no sync between
   long long* out = nullptr;
-  CHECK(cudaMallocManaged(&out, sizeof(long long) * kBlocks * 2));
+  CHECK(cudaMallocManaged(&out, sizeof(long long) * kBlocks * 2 * kBackToBack));
   constexpr int kMissionKvTiles = 8;
   const int smem = kTileBytes + kMissionKvTiles * 128 * kHeadDim * 2 + 1024;
   CHECK(cudaFuncSetAttribute(first_tma_per_block, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
   for (int kv_tiles : {0, kMissionKvTiles}) {
     for (int warm = 0; warm < 3; ++warm) {
       if (!warm) CHECK(cudaMemset(flush, warm, kFlushBytes));
-      first_tma_per_block<<<kBlocks, 32, smem>>>(map, kv_map, kHeads, kv_tiles, out);
+      first_tma_per_block<<<kBlocks, 32, smem>>>(map, kv_map, kHeads, kv_tiles, 0, out);
       CHECK(cudaDeviceSynchronize());
       long long worst = 0;
       for (int i = 0; i < kBlocks; ++i) worst = std::max(worst, out[i]);
@@ -191,9 +198,28 @@ void mission_grid() {
       if (kv_tiles > 0) std::printf("; all K/V landed: median %lld", median(out + kBlocks, kBlocks));
       std::printf("\n");
     }
+    struct Setup {
+      int rotate, threads;
+    };
+    for (const Setup setup : {Setup{0, 32}, Setup{1, 32}, Setup{0, 288}}) {
+      const int rotate = setup.rotate;
+      if (kv_tiles == 0 && rotate) continue;
+      for (int i = 0; i < kBackToBack; ++i)
+        first_tma_per_block<<<kBlocks, setup.threads, smem>>>(map, kv_map, kHeads, kv_tiles, rotate,
+                                                               out + i * 2 * kBlocks);
+      CHECK(cudaDeviceSynchronize());
+      long long q_medians[kBackToBack], kv_medians[kBackToBack];
+      for (int i = 0; i < kBackToBack; ++i) {
+        q_medians[i] = median(out + i * 2 * kBlocks, kBlocks);
+        kv_medians[i] = kv_tiles > 0 ? median(out + (i * 2 + 1) * kBlocks, kBlocks) : 0;
+      }
+      std::printf("mission grid, %d launches back to back, %d threads, Q + %d K/V tiles%s: Q's TMA per block, median "
+                  "of the launches' medians %lld clocks (first launch %lld); all K/V landed %lld\n",
+                  kBackToBack, setup.threads, kv_tiles, rotate ? " rotated by query tile" : "",
+                  median(q_medians + 1, kBackToBack - 1),
+                  q_medians[0], median(kv_medians + 1, kBackToBack - 1));
+    }
   }
-  int clock_khz = 0;
-  CHECK(cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, 0));
 }
 
 }  // namespace
