@@ -283,8 +283,14 @@ Knobs (-D overrides)
                         one block alone ~410, ld.global.cg ~280; K/V tiles in
                         another order per query tile (rotated) ~10% slower: a
                         head's blocks asking for the same lines at once help.
-                        In the kernel Q takes ~1.05 us whatever follows it, an
-                        open question. Raw: archive/mission-epilogue-quick-
+                        A replica of the kernel's start (384 threads with
+                        setmaxnreg 24/240, three maps in one __grid_constant__
+                        Params, 158 KiB, PDL's wait, Q then four K and four V
+                        tiles) lands Q in 690-790 clocks. In the kernel Q takes
+                        ~1.05 us (~1870 clocks) whatever follows it: an open
+                        question; what the replica leaves out is the previous
+                        launch's tail (its O stores) and the stamps.
+                        Raw: archive/mission-epilogue-quick-
                         check-nvidia-h100-2026-11-24-ninth.txt, archive/tma-
                         latency-nvidia-h100-2026-11-24-ninth.txt.
   SHORT_CLUSTER_TILE=0  1: the short policy as 128-row tiles (two consumer

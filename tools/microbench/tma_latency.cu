@@ -10,7 +10,8 @@
 //        -o /tmp/tma_latency tools/microbench/tma_latency.cu && /tmp/tma_latency
 //
 // Then the mission's grid: 128 blocks, each timing its first TMA (its Q tile), with L2
-// flushed and warm, alone and 20 launches back to back.
+// flushed and warm, alone and 20 launches back to back; and last the kernel's own start
+// (kernel_like), piece by piece.
 //
 // Each single-block launch; thread 0 issues `kRounds` loads one after another
 // (each waits for the previous), every one of a tile of the same 512 x 64 head
@@ -143,6 +144,59 @@ __global__ void first_tma_per_block(const __grid_constant__ CUtensorMap map, con
   }
 }
 
+// The kernel's own start, piece by piece: Params with three tensor maps as one __grid_constant__
+// struct (sdpa_warpspec::Params), 384 threads with the producer's setmaxnreg.dec and the
+// consumers' .inc (kWarpSpec), 158 KiB of shared memory (one block per SM), griddepcontrol.wait
+// before the loads when launched with programmatic stream serialization (pdl), and Q, then four
+// K and four V tiles of 128 rows from two maps, as s8's key-split producer issues them. The
+// consumer thread 128 times Q from the producer's issue (both on the SM's clock64).
+struct KernelParams {
+  SdpaProblem p;
+  CUtensorMap q_map, k_map, v_map;
+  int m_tiles, work_items;
+};
+constexpr int kKernelSmem = 158 * 1024;
+
+template <bool kWarpSpec>
+__global__ void __launch_bounds__(384, 1) kernel_like(const __grid_constant__ KernelParams prm, int pdl, long long* out) {
+  extern __shared__ __align__(1024) unsigned char smem_raw[];
+  __shared__ __align__(8) unsigned long long bars[2];
+  __shared__ long long issued_at;
+  const uint32_t base = (static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw)) + 1023u) & ~1023u;
+  const uint32_t q_bar = static_cast<uint32_t>(__cvta_generic_to_shared(&bars[0]));
+  const uint32_t kv_bar = static_cast<uint32_t>(__cvta_generic_to_shared(&bars[1]));
+  if (threadIdx.x == 0) {
+    sdpa_tma::mbarrier_init(q_bar, 1);
+    sdpa_tma::mbarrier_init(kv_bar, 1);
+    sdpa_tma::fence_mbarrier_init();
+  }
+  __syncthreads();
+  constexpr int kTiles = kSeq / kRows, kKvRows = 128, kKvBytes = kKvRows * kHeadDim * 2, kKvTiles = kSeq / kKvRows;
+  const int q_tile = blockIdx.x % kTiles, h = blockIdx.x / kTiles % prm.p.heads, b = blockIdx.x / kTiles / prm.p.heads;
+  if (threadIdx.x < 128) {
+    if constexpr (kWarpSpec) sdpa_tma::setmaxnreg_dec<24>();
+    if (threadIdx.x != 0) return;
+    sdpa_tma::prefetch_tensor_map(&prm.q_map);
+    sdpa_tma::prefetch_tensor_map(&prm.k_map);
+    sdpa_tma::prefetch_tensor_map(&prm.v_map);
+    if (pdl) sdpa_tma::grid_dependency_wait();
+    issued_at = clock64();
+    sdpa_tma::mbarrier_arrive_expect_tx(q_bar, kTileBytes);
+    sdpa_tma::tma_load_4d(base, &prm.q_map, q_bar, 0, q_tile * kRows, h, b);
+    sdpa_tma::mbarrier_arrive_expect_tx(kv_bar, 2 * kKvTiles * kKvBytes);
+    for (int i = 0; i < kKvTiles; ++i) {
+      sdpa_tma::tma_load_4d(base + kTileBytes + 2 * i * kKvBytes, &prm.k_map, kv_bar, 0, i * kKvRows, h, b);
+      sdpa_tma::tma_load_4d(base + kTileBytes + (2 * i + 1) * kKvBytes, &prm.v_map, kv_bar, 0, i * kKvRows, h, b);
+    }
+    return;
+  }
+  if constexpr (kWarpSpec) sdpa_tma::setmaxnreg_inc<240>();
+  if (pdl) sdpa_tma::grid_dependency_wait();
+  wait_phase(q_bar, 0);
+  if (threadIdx.x == 128) out[blockIdx.x] = clock64() - *static_cast<volatile long long*>(&issued_at);
+  wait_phase(kv_bar, 0);
+}
+
 }  // namespace
 
 using namespace sdpa_tma;
@@ -224,6 +278,59 @@ void mission_grid() {
 
 }  // namespace
 
+namespace {
+
+// kernel_like's four variants, 20 launches back to back each, with and without PDL.
+void kernel_start() {
+  constexpr int kBatch = 2, kHeads = 8, kBlocks = kBatch * kHeads * (kSeq / kRows), kBackToBack = 20;
+  const size_t elems = size_t(kBatch) * kHeads * kSeq * kHeadDim;
+  KernelParams prm{};
+  prm.p.batch = kBatch;
+  prm.p.heads = kHeads;
+  prm.p.seq_len = kSeq;
+  prm.p.head_dim = kHeadDim;
+  const SdpaTensorStrides strides{int64_t(kHeads) * kSeq * kHeadDim, int64_t(kSeq) * kHeadDim, kHeadDim};
+  __half* buffers[3];
+  for (auto& buffer : buffers) {
+    CHECK(cudaMalloc(&buffer, elems * sizeof(__half)));
+    CHECK(cudaMemset(buffer, 0x3c, elems * sizeof(__half)));
+  }
+  CHECK(encode_tensor_map(&prm.q_map, buffers[0], strides, prm.p, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, kRows));
+  CHECK(encode_tensor_map(&prm.k_map, buffers[1], strides, prm.p, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 128));
+  CHECK(encode_tensor_map(&prm.v_map, buffers[2], strides, prm.p, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 128));
+  long long* out = nullptr;
+  CHECK(cudaMallocManaged(&out, sizeof(long long) * kBlocks * kBackToBack));
+  CHECK(cudaFuncSetAttribute(kernel_like<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, kKernelSmem));
+  CHECK(cudaFuncSetAttribute(kernel_like<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, kKernelSmem));
+  for (int warp_spec = 1; warp_spec >= 0; --warp_spec) {
+    for (int pdl = 1; pdl >= 0; --pdl) {
+      for (int i = 0; i < kBackToBack; ++i) {
+        cudaLaunchConfig_t config{};
+        config.gridDim = dim3(kBlocks);
+        config.blockDim = dim3(384);
+        config.dynamicSmemBytes = kKernelSmem;
+        cudaLaunchAttribute attr{};
+        attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+        attr.val.programmaticStreamSerializationAllowed = 1;
+        config.attrs = &attr;
+        config.numAttrs = pdl ? 1 : 0;
+        long long* slot = out + i * kBlocks;
+        CHECK(warp_spec ? cudaLaunchKernelEx(&config, kernel_like<true>, prm, pdl, slot)
+                        : cudaLaunchKernelEx(&config, kernel_like<false>, prm, pdl, slot));
+      }
+      CHECK(cudaDeviceSynchronize());
+      long long medians[kBackToBack];
+      for (int i = 0; i < kBackToBack; ++i) medians[i] = median(out + i * kBlocks, kBlocks);
+      std::printf("kernel-like start, 384 threads%s, three maps in one Params, 158 KiB, Q + 4 K + 4 V%s: "
+                  "Q per block, median of the launches' medians %lld clocks\n",
+                  warp_spec ? " with setmaxnreg 24/240" : "", pdl ? ", PDL (griddepcontrol.wait)" : "",
+                  median(medians + 1, kBackToBack - 1));
+    }
+  }
+}
+
+}  // namespace
+
 int main() {
   for (int spin = 0; spin < 2; ++spin) {
     CHECK(cudaMemcpyToSymbol(g_spin, &spin, sizeof(spin)));
@@ -231,6 +338,7 @@ int main() {
     one_sm();
     mission_grid();
   }
+  kernel_start();
   return 0;
 }
 
