@@ -286,10 +286,12 @@ Knobs (-D overrides)
                         A replica of the kernel's start (384 threads with
                         setmaxnreg 24/240, three maps in one __grid_constant__
                         Params, 158 KiB, PDL's wait, Q then four K and four V
-                        tiles) lands Q in 690-790 clocks. In the kernel Q takes
+                        tiles) lands Q in 690-790 clocks, 694 also when each
+                        block first spins 6000 clocks and writes its O tile
+                        (the previous launch's tail). In the kernel Q takes
                         ~1.05 us (~1870 clocks) whatever follows it: an open
-                        question; what the replica leaves out is the previous
-                        launch's tail (its O stores) and the stamps.
+                        question; left to suspect, the stamps themselves and
+                        the kernel's own code between the wait and the TMA.
                         Raw: archive/mission-epilogue-quick-
                         check-nvidia-h100-2026-11-24-ninth.txt, archive/tma-
                         latency-nvidia-h100-2026-11-24-ninth.txt.
