@@ -4,10 +4,11 @@
 // them, tools/timeline_report.py sums them up). Off (the default) every stamp
 // is empty and the SASS is unchanged.
 //
-// A block's record is (launch slot, blockIdx.x). The harness puts launch i's
-// output at an address whose bits [kSlotShift, kSlotShift + 6) read i (each
-// output in its own 2^kSlotShift-byte window), so a stamp finds its record from
-// the output pointer alone: no global read or atomic on the block's path.
+// A block's record is (launch slot, blockIdx.x). The harness starts launch i's
+// output at the i-th 2^kSlotShift-byte window after an aligned base, so the
+// output address's bits [kSlotShift, kSlotShift + 6) differ between launches
+// (up to kMaxLaunches), and a stamp finds its record from the output pointer
+// alone: no global read or atomic on the block's path.
 // A stamp writes the SM's clock64 (the entry also the global nanosecond timer); WS_STAMP_IF
 // reads the kernel's parameters as `prm` (Params) from the enclosing scope.
 #pragma once
@@ -30,9 +31,9 @@ enum Phase : int {
   kFirstTile,        // consumer warpgroup 0, first key tile's S and softmax done
   kMainloop,         // consumer warpgroup 0, last P.V done
   kPeerMainloop,     // consumer warpgroup 1, last P.V done
-  kMergeReady,       // consumer warpgroup 0, the peer's partial is in shared memory
-  kFolded,           // consumer warpgroup 0, the peer's partial folded into its O
-  kStored,           // consumer warpgroup 0, O stored
+  kMergeReady,       // the merging warpgroup, the peers' partials are in shared memory
+  kFolded,           // the merging warpgroup, the peers' partials folded into its O
+  kStored,           // the storing warpgroup (the first), O stored
   kPhases
 };
 
