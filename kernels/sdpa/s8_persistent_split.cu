@@ -289,9 +289,12 @@ Knobs (-D overrides)
                         tiles) lands Q in 690-790 clocks, 694 also when each
                         block first spins 6000 clocks and writes its O tile
                         (the previous launch's tail). In the kernel Q takes
-                        ~1.05 us (~1870 clocks) whatever follows it: an open
-                        question; left to suspect, the stamps themselves and
-                        the kernel's own code between the wait and the TMA.
+                        ~1.05 us (~1870 clocks) whatever follows it, also with
+                        only four stamps (WS_TIMELINE_MASK=4133: that build runs
+                        5.51 us per launch, as the unstamped one, and Q takes
+                        1916 clocks from the producer's go): an open question;
+                        the stamps are ruled out, the kernel's own code between
+                        the wait and the TMA is not.
                         Raw: archive/mission-epilogue-quick-
                         check-nvidia-h100-2026-11-24-ninth.txt, archive/tma-
                         latency-nvidia-h100-2026-11-24-ninth.txt.

@@ -16,6 +16,10 @@
 #ifndef WS_TIMELINE
 #define WS_TIMELINE 0
 #endif
+// Which phases stamp (bit p: Phase p; the entry always does): fewer stamps, less perturbation.
+#ifndef WS_TIMELINE_MASK
+#define WS_TIMELINE_MASK 0xffffffffu
+#endif
 
 namespace sdpa_timeline {
 
@@ -87,7 +91,7 @@ __device__ __forceinline__ void open(const void* out) {
 #define WS_TIMELINE_OPEN(out) sdpa_timeline::open(out)
 #define WS_STAMP_IF(cond, phase)                                  \
   do {                                                            \
-    if (cond) sdpa_timeline::stamp(prm.p.out, sdpa_timeline::phase); \
+    if (((WS_TIMELINE_MASK) >> sdpa_timeline::phase & 1u) && (cond)) sdpa_timeline::stamp(prm.p.out, sdpa_timeline::phase); \
   } while (0)
 #else
 #define WS_TIMELINE_OPEN(out) ((void)0)
