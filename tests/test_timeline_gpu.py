@@ -54,7 +54,14 @@ def test_the_key_splits_phases_are_stamped_in_order(timeline_csv):
     assert (clocks.diff(axis=1).iloc[:, 1:] >= 0).all().all(), "phases out of order within a block"
 
 
+def test_the_producer_decodes_issues_q_and_q_lands_in_order(timeline_csv):
+    df = pd.read_csv(timeline_csv)
+    producer = df[[f"clk_{phase}" for phase in ("prologue", "producer_go", "item_decoded", "q_issued", "q_landed")]]
+    assert (producer > 0).all().all()
+    assert (producer.diff(axis=1).iloc[:, 1:] >= 0).all().all(), "Q landed before its TMA was issued, or worse"
+
+
 def test_the_report_reads_it(timeline_csv, tmp_path):
     report = load_tool("timeline_report")
     assert report.main([str(timeline_csv), "--markdown", str(tmp_path / "t.md")]) == 0
-    assert "Q's TMA after the wait" in (tmp_path / "t.md").read_text()
+    assert "until Q landed" in (tmp_path / "t.md").read_text()

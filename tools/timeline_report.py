@@ -20,11 +20,11 @@ import pandas as pd
 # Consecutive phases of one block of the key split; each step is the time from one to the next.
 CONSUMER_STEPS = ["entry", "prologue", "consumer_go", "q_landed", "k_landed", "first_tile", "mainloop", "merge_ready",
                   "folded", "stored"]
-PRODUCER_STEPS = ["prologue", "producer_go", "loads_issued"]
+PRODUCER_STEPS = ["prologue", "producer_go", "item_decoded", "q_issued", "loads_issued"]
 STEP_MEANING = {
     ("entry", "prologue"): "barrier init, __syncthreads",
-    ("prologue", "consumer_go"): "setmaxnreg, griddepcontrol.wait (the previous grid)",
-    ("consumer_go", "q_landed"): "Q's TMA after the wait",
+    ("prologue", "consumer_go"): "setmaxnreg, griddepcontrol.wait (lets the thread on early)",
+    ("consumer_go", "q_landed"): "until Q landed (the rest of the previous grid, then Q's TMA)",
     ("q_landed", "k_landed"): "the first K tile after Q",
     ("k_landed", "first_tile"): "first key tile: S and its softmax",
     ("first_tile", "mainloop"): "the other key tiles and the last P.V",
@@ -32,8 +32,12 @@ STEP_MEANING = {
     ("merge_ready", "folded"): "fold the peer's partial into O",
     ("folded", "stored"): "normalise, stage, store O",
     ("merge_ready", "stored"): "merge, normalise, store O",
-    ("prologue", "producer_go"): "producer: griddepcontrol.wait",
+    ("prologue", "producer_go"): "producer: griddepcontrol.wait (lets the thread on early)",
     ("producer_go", "loads_issued"): "producer: every TMA issued (ring waits included)",
+    ("producer_go", "q_issued"): "producer: Q's TMA issued",
+    ("producer_go", "item_decoded"): "producer: item decoded (its loads wait for the previous grid)",
+    ("item_decoded", "q_issued"): "producer: Q's TMA issued",
+    ("q_issued", "loads_issued"): "producer: every K/V TMA issued (ring waits included)",
 }
 
 

@@ -221,16 +221,16 @@ Knobs (-D overrides)
                         medians over 18 launches x 128 blocks (the stamped build
                         runs 6.1-6.4 us per launch against 5.53), us:
                           barrier init 0.18, griddepcontrol.wait 0.40,
-                          Q's TMA 1.05, the first K tile +0.26,
+                          Q landed 1.05 later (see below: mostly the wait),
+                          the first K tile +0.26,
                           first tile's S and softmax 0.96,
                           the other tile and the last P.V 1.55,
                           wait for warpgroup 1 0.40, fold 0.18,
                           normalise, stage, store 0.50.
                         With 1 or 4 heads (8 or 32 blocks, no contention for
                         L2): Q 1.00, first tile 1.07, the rest 1.95. So neither
-                        L2 bandwidth nor contention sets the mission: Q's first
-                        TMA takes ~1 us whatever the load, and the mainloop is
-                        each SM's own chain (per block 64 x 512 x 64 at D=64:
+                        L2 bandwidth nor contention sets the mission, and the
+                        mainloop is each SM's own chain (per block 64 x 512 x 64 at D=64:
                         2048 clocks of MUFU.EX2 and 2048 of HGMMA, ~1.15 us each
                         at 1.78 GHz; 2.5 us measured). Raw: docs/results/sdpa/
                         archive/timeline-mission-nvidia-h100-2026-11-24-ninth.*.
@@ -288,13 +288,23 @@ Knobs (-D overrides)
                         Params, 158 KiB, PDL's wait, Q then four K and four V
                         tiles) lands Q in 690-790 clocks, 694 also when each
                         block first spins 6000 clocks and writes its O tile
-                        (the previous launch's tail). In the kernel Q takes
-                        ~1.05 us (~1870 clocks) whatever follows it, also with
-                        only four stamps (WS_TIMELINE_MASK=4133: that build runs
-                        5.51 us per launch, as the unstamped one, and Q takes
-                        1916 clocks from the producer's go): an open question;
-                        the stamps are ruled out, the kernel's own code between
-                        the wait and the TMA is not.
+                        (the previous launch's tail). In the kernel Q lands
+                        ~1870 clocks after the producer passes the wait, also
+                        with only a few stamps (WS_TIMELINE_MASK: such a build
+                        runs 5.51-5.59 us per launch, as the unstamped one).
+                        Stamps around the decode and the issue resolved it:
+                        the producer passes griddepcontrol.wait 688 clocks
+                        after entry, decodes its item in 1181 more, issues Q's
+                        TMA in 135 and Q lands 614 after that, the TMA's own
+                        latency as in the replica. The "decode" is the wait:
+                        decoding before the wait (measured, then removed: 5.52
+                        vs 5.55 us, 52/52, 6/6) moved the time into the wait
+                        (entry to past the wait and decoded 1868 clocks either
+                        way). The wait instruction lets the thread on, and its
+                        first memory access waits for the previous grid, which
+                        completes about 1 us after a block enters. So ~1 us of
+                        each block's 5 us is the previous launch's completion
+                        (its slowest block, then the flush), not a load.
                         Raw: archive/mission-epilogue-quick-
                         check-nvidia-h100-2026-11-24-ninth.txt, archive/tma-
                         latency-nvidia-h100-2026-11-24-ninth.txt.

@@ -38,6 +38,8 @@ enum Phase : int {
   kMergeReady,       // the merging warpgroup, the peers' partials are in shared memory
   kFolded,           // the merging warpgroup, the peers' partials folded into its O
   kStored,           // the storing warpgroup (the first), O stored
+  kQIssued,          // producer, Q's TMA issued (last so the earlier phases keep their bits)
+  kItemDecoded,      // producer, the work item decoded, Q's TMA next
   kPhases
 };
 

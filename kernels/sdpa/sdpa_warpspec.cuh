@@ -414,7 +414,9 @@ __device__ __forceinline__ void produce(const Params& prm, uint32_t s_base, int 
   int ring = 0;  // K/V tiles issued so far: the ring position carries across work items
   WorkOrder<Cfg, kCausal>::for_each(prm, split, splits, [&](const WorkTile& wt, int local) {
     if (local > 0) mbarrier_wait(empty_q_bar(bars), (local - 1) & 1);  // the epilogue is done with Q
+    WS_STAMP_IF(true, kItemDecoded);
     tma_load_tile<Cfg::kBlockM, kBlocks>(s_base + L::kQOffset, &prm.q_map, full_q_bar(bars), wt.q_begin, wt.h, wt.b);
+    WS_STAMP_IF(true, kQIssued);
     for (int n = wt.kt_begin; n < wt.kt_end; ++n, ++ring) {
       const uint32_t freed = ring_parity<kStages>(ring) ^ 1;  // a fresh buffer counts as freed
       const uint32_t slot = (ring % kStages) * L::kKVBytes;

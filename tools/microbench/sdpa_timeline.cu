@@ -138,7 +138,7 @@ int main(int argc, char** argv) {
 
   static const char* const kNames[sdpa_timeline::kPhases] = {
       "entry",      "prologue", "producer_go",   "loads_issued", "consumer_go", "q_landed",
-      "k_landed",   "first_tile", "mainloop", "peer_mainloop", "merge_ready", "folded", "stored"};
+      "k_landed",   "first_tile", "mainloop", "peer_mainloop", "merge_ready", "folded", "stored", "q_issued", "item_decoded"};
   std::printf("launch,block,smid");
   for (const char* name : kNames) std::printf(",clk_%s", name);
   std::printf(",ns_entry\n");
