@@ -254,7 +254,8 @@ struct Layout {
   // floats per thread in all, the same bytes when N = 2; and every warpgroup's stats.
   static constexpr bool kSliceMerge = Cfg::kKeySplit && (kSliceMergeTwo || Cfg::kConsumerWGs > 2);
   static constexpr int kMergeOffset = kBarOffset + kBarriers * kBarBytes;
-  static constexpr int kMergeSlotBytes = kWarpgroupThreads * (D / 2) * 4 / (Cfg::kConsumerWGs > 1 ? Cfg::kConsumerWGs : 1);
+  static constexpr int kMergeSlotBytes =
+      kWarpgroupThreads * (D / 2) * 4 / (Cfg::kConsumerWGs > 1 ? Cfg::kConsumerWGs : 1);
   static constexpr int kMergeStatOffset =
       kMergeOffset + (kSliceMerge ? Cfg::kConsumerWGs * (Cfg::kConsumerWGs - 1) * kMergeSlotBytes
                                   : kWarpgroupThreads * (D / 2) * 4);
@@ -695,10 +696,7 @@ struct Consumer {
     bool parks = cwg == 1;
     if constexpr (kLateMerger) parks = cwg != (wt.kt_end - wt.kt_begin - 1) % Cfg::kConsumerWGs;
     if (parks) {
-#pragma unroll
-      for (int i = 0; i < Tile::kOAcc / 4; ++i)  // thread-fastest float4s: conflict-free
-        o_part[i * kWarpgroupThreads + t] =
-            make_float4(tile.o_acc[4 * i], tile.o_acc[4 * i + 1], tile.o_acc[4 * i + 2], tile.o_acc[4 * i + 3]);
+      park_partial(o_part, t);
       *stat = make_float4(tile.row_max[0], tile.row_max[1], l[0], l[1]);
       bar_arrive(kKeySplitMerge, kPairThreads);  // orders the stores above before the merger's reads
       release(empty_q_bar(bars));
@@ -740,13 +738,7 @@ struct Consumer {
     constexpr int kSlotFloat4s = kSlice * kWarpgroupThreads;
 #pragma unroll
     for (int owner = 0; owner < kWGs; ++owner) {
-      if (owner == kMine) continue;
-      float4* slot = o_area + L::merge_slot(kMine, owner) * kSlotFloat4s;
-#pragma unroll
-      for (int i = 0; i < kSlice; ++i) {
-        const float* o = tile.o_acc + 4 * (owner * kSlice + i);
-        slot[i * kWarpgroupThreads + t] = make_float4(o[0], o[1], o[2], o[3]);
-      }
+      if (owner != kMine) park_partial<kSlice>(o_area + L::merge_slot(kMine, owner) * kSlotFloat4s, t, owner * kSlice);
     }
     stat_area[kMine * kWarpgroupThreads + t] = make_float4(tile.row_max[0], tile.row_max[1], l[0], l[1]);
     bar_sync(kKeySplitMerge, Cfg::kConsumerThreads);  // every slice and stat parked; all past their last wgmma
@@ -758,16 +750,7 @@ struct Consumer {
       float w_mine[2], w_peer[2];
       merge_stats(0, st.x, st.z, l, w_mine, w_peer);
       merge_stats(1, st.y, st.w, l, w_mine, w_peer);
-      const float4* slot = o_area + L::merge_slot(peer, kMine) * kSlotFloat4s;
-#pragma unroll
-      for (int i = 0; i < kSlice; ++i) {
-        const float4 v = slot[i * kWarpgroupThreads + t];
-        float* o = tile.o_acc + 4 * (kMine * kSlice + i);
-        o[0] = o[0] * w_mine[0] + v.x * w_peer[0];
-        o[1] = o[1] * w_mine[0] + v.y * w_peer[0];
-        o[2] = o[2] * w_mine[1] + v.z * w_peer[1];
-        o[3] = o[3] * w_mine[1] + v.w * w_peer[1];
-      }
+      fold_partial<kSlice>(o_area + L::merge_slot(peer, kMine) * kSlotFloat4s, t, w_mine, w_peer, kMine * kSlice);
     }
     WS_STAMP_IF(ctid == 0, kFolded);
     const SdpaProblem& p = prm.p;
@@ -783,15 +766,29 @@ struct Consumer {
     WS_STAMP_IF(t == 0 && kMine == 0, kStored);
   }
   // O = O_mine * w_mine + O_peer * w_peer, row by row (accumulators 4i, 4i+1: row g; 4i+2, 4i+3: row g+8).
-  __device__ __forceinline__ void fold_partial(const float4* o_part, int t, const float (&w_mine)[2],
-                                               const float (&w_peer)[2]) {
+  // Over O's n8 column tiles [first, first + kTiles) (one float4 of o_acc each; `first` is a
+  // compile-time constant once inlined and unrolled), from the parked float4s at `part`.
+  template <int kTiles = Tile::kOTiles>
+  __device__ __forceinline__ void fold_partial(const float4* part, int t, const float (&w_mine)[2],
+                                               const float (&w_peer)[2], int first = 0) {
 #pragma unroll
-    for (int i = 0; i < Tile::kOAcc / 4; ++i) {
-      const float4 v = o_part[i * kWarpgroupThreads + t];
-      tile.o_acc[4 * i] = tile.o_acc[4 * i] * w_mine[0] + v.x * w_peer[0];
-      tile.o_acc[4 * i + 1] = tile.o_acc[4 * i + 1] * w_mine[0] + v.y * w_peer[0];
-      tile.o_acc[4 * i + 2] = tile.o_acc[4 * i + 2] * w_mine[1] + v.z * w_peer[1];
-      tile.o_acc[4 * i + 3] = tile.o_acc[4 * i + 3] * w_mine[1] + v.w * w_peer[1];
+    for (int i = 0; i < kTiles; ++i) {
+      const float4 v = part[i * kWarpgroupThreads + t];
+      float* o = tile.o_acc + 4 * (first + i);
+      o[0] = o[0] * w_mine[0] + v.x * w_peer[0];
+      o[1] = o[1] * w_mine[0] + v.y * w_peer[0];
+      o[2] = o[2] * w_mine[1] + v.z * w_peer[1];
+      o[3] = o[3] * w_mine[1] + v.w * w_peer[1];
+    }
+  }
+  // The n8 column tiles [first, first + kTiles) of this warpgroup's O, parked at `dst` as
+  // thread-fastest float4s (conflict-free) for a peer to fold in.
+  template <int kTiles = Tile::kOTiles>
+  __device__ __forceinline__ void park_partial(float4* dst, int t, int first = 0) const {
+#pragma unroll
+    for (int i = 0; i < kTiles; ++i) {
+      const float* o = tile.o_acc + 4 * (first + i);
+      dst[i * kWarpgroupThreads + t] = make_float4(o[0], o[1], o[2], o[3]);
     }
   }
   // Row r's running max / sum merged with a peer's; the weights rescale both

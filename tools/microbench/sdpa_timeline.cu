@@ -17,6 +17,8 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include "cuda_check.cuh"
+
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -32,15 +34,6 @@
 #endif
 
 namespace {
-
-#define CHECK(call)                                                                          \
-  do {                                                                                       \
-    const cudaError_t err_ = (call);                                                         \
-    if (err_ != cudaSuccess) {                                                               \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(err_)); \
-      std::exit(1);                                                                          \
-    }                                                                                        \
-  } while (0)
 
 // Uniform values in [-1, 1) from a per-element hash: inputs of the usual scale, no host copy.
 __global__ void fill_uniform(__half* x, size_t n, unsigned seed) {
@@ -138,7 +131,8 @@ int main(int argc, char** argv) {
 
   static const char* const kNames[sdpa_timeline::kPhases] = {
       "entry",      "prologue", "producer_go",   "loads_issued", "consumer_go", "q_landed",
-      "k_landed",   "first_tile", "mainloop", "peer_mainloop", "merge_ready", "folded", "stored", "q_issued", "item_decoded"};
+      "k_landed",   "first_tile", "mainloop", "peer_mainloop", "merge_ready", "folded", "stored", "q_issued",
+      "item_decoded"};
   std::printf("launch,block,smid");
   for (const char* name : kNames) std::printf(",clk_%s", name);
   std::printf(",ns_entry\n");

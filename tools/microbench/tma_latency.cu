@@ -19,6 +19,8 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include "cuda_check.cuh"
+
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -31,15 +33,6 @@ namespace {
 constexpr int kRows = 64, kHeadDim = 64, kSeq = 512;
 constexpr int kTileBytes = kRows * kHeadDim * 2;
 constexpr int kRounds = 16;
-
-#define CHECK(call)                                                                               \
-  do {                                                                                            \
-    const cudaError_t err_ = (call);                                                              \
-    if (err_ != cudaSuccess) {                                                                    \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(err_)); \
-      std::exit(1);                                                                               \
-    }                                                                                             \
-  } while (0)
 
 // 1: wait with mbarrier.test_wait (never suspends) instead of sdpa_tma::mbarrier_wait's try_wait,
 // whose thread the hardware may suspend until the phase completes or a time limit passes.
@@ -216,8 +209,7 @@ void one_sm();
 namespace {
 
 long long median(long long* v, int n) {
-  for (int i = 1; i < n; ++i)
-    for (int j = i; j > 0 && v[j - 1] > v[j]; --j) std::swap(v[j - 1], v[j]);
+  std::nth_element(v, v + n / 2, v + n);
   return v[n / 2];
 }
 
