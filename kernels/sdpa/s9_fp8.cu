@@ -202,6 +202,9 @@ Scope: head_dim 64 and 128, fp16 or bf16 output, causal or not, any
 #ifndef ROW_SUM_MMA
 #define ROW_SUM_MMA 0
 #endif
+#ifndef VT_IN_KERNEL
+#define VT_IN_KERNEL 0
+#endif
 
 namespace {
 
@@ -215,7 +218,7 @@ template <int D>
 using S9Config = sdpa_fp8::Fp8Config<
     sdpa_warpspec::Config<kConsumerWarpgroups, D == 64 ? BLOCK_N_D64 : BLOCK_N_D128, D == 64 ? STAGES_D64 : STAGES_D128,
                           kPingpong<D>, kPersistent, kBlocksPerSm, PRODUCER_REGS, CONSUMER_REGS>,
-    FOLD_P_SCALE != 0, EXP2_POLY_EVERY, RESCALE_THRESHOLD, ROW_SUM_MMA != 0>;
+    FOLD_P_SCALE != 0, EXP2_POLY_EVERY, RESCALE_THRESHOLD, ROW_SUM_MMA != 0, VT_IN_KERNEL != 0>;
 
 }  // namespace
 
@@ -223,7 +226,7 @@ using S9Config = sdpa_fp8::Fp8Config<
 extern "C" cudaError_t sdpa_forward(const SdpaProblem*, cudaStream_t) { return cudaErrorNotSupported; }
 
 extern "C" cudaError_t sdpa_fp8_forward(const SdpaFp8Problem* problem, cudaStream_t stream) {
-  const cudaError_t ok = sdpa_fp8::check(problem);
+  const cudaError_t ok = sdpa_fp8::check(problem, VT_IN_KERNEL != 0);
   if (ok != cudaSuccess || sdpa_problem_is_empty(problem->attn)) return ok;
   return sdpa_dispatch(problem->attn, [&](auto tag, auto hd) {
     using T = typename decltype(tag)::type;
@@ -233,7 +236,7 @@ extern "C" cudaError_t sdpa_fp8_forward(const SdpaFp8Problem* problem, cudaStrea
 }
 
 extern "C" int64_t sdpa_fp8_scratch_bytes(const SdpaFp8Problem* problem) {
-  return problem == nullptr ? 0 : sdpa_fp8::scratch_bytes(problem->attn);
+  return problem == nullptr ? 0 : sdpa_fp8::scratch_bytes(problem->attn, VT_IN_KERNEL != 0);
 }
 
 extern "C" const char* sdpa_stage_config() {
@@ -241,7 +244,7 @@ extern "C" const char* sdpa_stage_config() {
       BLOCK_N_D64) " BLOCK_N_D128=" SDPA_STR(BLOCK_N_D128) " STAGES_D64=" SDPA_STR(STAGES_D64) " STAGES_D128=" SDPA_STR(
       STAGES_D128) " setmaxnreg producer=" SDPA_STR(PRODUCER_REGS) " consumer=" SDPA_STR(CONSUMER_REGS)
       " PINGPONG=" SDPA_STR(PINGPONG) " PINGPONG_D64=" SDPA_STR(PINGPONG_D64) " FOLD_P_SCALE=" SDPA_STR(FOLD_P_SCALE) " EXP2_POLY_EVERY=" SDPA_STR(
-          EXP2_POLY_EVERY) " RESCALE_THRESHOLD=" SDPA_STR(RESCALE_THRESHOLD) " ROW_SUM_MMA=" SDPA_STR(ROW_SUM_MMA) " V pre-pass=transpose to Vt (keys permuted per 32) in scratch"
+          EXP2_POLY_EVERY) " RESCALE_THRESHOLD=" SDPA_STR(RESCALE_THRESHOLD) " ROW_SUM_MMA=" SDPA_STR(ROW_SUM_MMA) " VT_IN_KERNEL=" SDPA_STR(VT_IN_KERNEL) " (0: a pre-pass transposes V to Vt in scratch; 1: the producer warpgroup's warps 1-3 in shared memory; keys permuted per 32)"
       " WS_PDL=" SDPA_STR(WS_PDL) " (programmatic dependent launch; 2: trigger before the epilogue)";
 }
 

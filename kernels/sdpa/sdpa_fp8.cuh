@@ -47,14 +47,23 @@ struct Params {
 
 // The FP8 stage's knobs on top of the warp-specialized Config (Base):
 // kFoldPScale, kPolyEvery, kRescaleThreshold and kRowSumMma as in WgFp8Tile (sdpa_wgmma_fp8.cuh).
-template <class Base, bool kFoldPScale_, int kPolyEvery_, int kRescaleThreshold_ = 0, bool kRowSumMma_ = false>
+// kVtInKernel: V arrives by TMA as it is (keys x D) and the producer warpgroup's
+// other three warps write Vt into shared memory (transpose_v_tile); no pre-pass.
+template <class Base, bool kFoldPScale_, int kPolyEvery_, int kRescaleThreshold_ = 0, bool kRowSumMma_ = false,
+          bool kVtInKernel_ = false>
 struct Fp8Config : Base {
+  static constexpr bool kVtInKernel = kVtInKernel_;
   static constexpr bool kRowSumMma = kRowSumMma_;
   static constexpr bool kFoldPScale = kFoldPScale_;
   static constexpr int kPolyEvery = kPolyEvery_;
   static constexpr int kRescaleThreshold = kRescaleThreshold_;
   static_assert(kPolyEvery_ >= 0, "0 = every exponential on MUFU, k = every k-th n8 tile on the FMA pipe");
 };
+
+// kVtInKernel: the producer warpgroup's warp 0 issues the TMA boxes, warps 1-3 transpose V.
+constexpr int kTransposeWarps = kWarpgroupWarps - 1;
+// The raw V ring's barriers, after sdpa_warpspec's four rings (ring_bar's indexing).
+constexpr int kFullVRaw = 4, kEmptyVRaw = 5;
 
 // Shared memory: Q, the O staging tile (output dtype), the K and Vt rings, barriers.
 template <int D, class Cfg>
@@ -68,14 +77,18 @@ struct Layout {
   static constexpr int kVtChunk = fp8_vt_chunk_keys(Cfg::kBlockN);  // keys per Vt chunk (one TMA box)
   static constexpr int kVtChunks = Cfg::kBlockN / kVtChunk;
   static constexpr uint32_t kVtChunkStride = kVtBytes / kVtChunks;
+  static constexpr uint32_t kVRawBytes = Cfg::kVtInKernel ? Cfg::kBlockN * D : 0;  // V as TMA lands it
   static constexpr int kQOffset = 0;
   static constexpr int kOOffset = kQOffset + kQBytes;
   static constexpr int kKOffset = kOOffset + kOBytes;
   static constexpr int kVOffset = kKOffset + Cfg::kStages * kKBytes;
-  static constexpr int kBarOffset = kVOffset + Cfg::kStages * kVtBytes;
-  static constexpr int kBarriers = 2 + 4 * Cfg::kStages;  // full_q, (unused) empty_q, four rings
+  static constexpr int kVRawOffset = kVOffset + Cfg::kStages * kVtBytes;
+  static constexpr int kBarOffset = kVRawOffset + Cfg::kStages * kVRawBytes;
+  static constexpr int kRings = Cfg::kVtInKernel ? 6 : 4;  // + the raw V ring's full and empty barriers
+  static constexpr int kBarriers = 2 + kRings * Cfg::kStages;  // full_q, (unused) empty_q, the rings
   static constexpr int kSmemBytes = kBarOffset + kBarriers * kBarBytes + kSw128Align;
   static_assert(kQBytes % kSw128Align == 0 && kKBytes % kSw128Align == 0, "every tile starts 1024-aligned");
+  static_assert(kVtChunkStride % kSw128Align == 0, "every Vt chunk starts 1024-aligned (swizzled_offset)");
   static_assert(static_cast<size_t>(kSmemBytes) <= kSdpaMaxSmemPerBlock, "tiles exceed Hopper shared memory");
 };
 
@@ -151,12 +164,49 @@ __device__ __forceinline__ void produce(const Params& prm, uint32_t s_base) {
     mbarrier_wait(sdpa_warpspec::ring_bar<kStages>(bars, sdpa_warpspec::kEmptyK, ring), freed);
     mbarrier_arrive_expect_tx(full_k, L::kKBytes);
     tma_load_4d(s_base + L::kKOffset + slot * L::kKBytes, &prm.ws.k_map, full_k, 0, n * Cfg::kBlockN, wt.h, wt.b);
+    if constexpr (Cfg::kVtInKernel) {  // V as it is, for the transposing warps
+      const uint32_t full_raw = sdpa_warpspec::ring_bar<kStages>(bars, kFullVRaw, ring);
+      mbarrier_wait(sdpa_warpspec::ring_bar<kStages>(bars, kEmptyVRaw, ring), freed);
+      mbarrier_arrive_expect_tx(full_raw, L::kVRawBytes);
+      tma_load_4d(s_base + L::kVRawOffset + slot * L::kVRawBytes, &prm.ws.v_map, full_raw, 0, n * Cfg::kBlockN,
+                  wt.h, wt.b);
+      continue;
+    }
     mbarrier_wait(sdpa_warpspec::ring_bar<kStages>(bars, sdpa_warpspec::kEmptyV, ring), freed);
     mbarrier_arrive_expect_tx(full_v, L::kVtLoadBytes);
 #pragma unroll
     for (int c = 0; c < L::kVtChunks; ++c)
       tma_load_4d(s_base + L::kVOffset + slot * L::kVtBytes + c * L::kVtChunkStride, &prm.ws.v_map, full_v,
                   n * Cfg::kBlockN + c * L::kVtChunk, 0, wt.h, wt.b);
+  }
+}
+
+// kVtInKernel: warps 1-3 of the producer warpgroup. Per key tile: wait for V's
+// box and for the Vt slot's release, write Vt (shared memory only, so no PDL
+// wait), make it visible to wgmma's async proxy, then one arrival per warp
+// fills Vt's barrier and frees V's.
+template <int D, class Cfg, bool kCausal>
+__device__ __forceinline__ void transpose_v(const Params& prm, uint32_t s_base, int warp, int lane) {
+  using L = Layout<D, Cfg>;
+  constexpr int kStages = Cfg::kStages;
+  const uint32_t bars = s_base + L::kBarOffset;
+  constexpr int kNoSplit = 1;
+  const WorkTile wt = sdpa_warpspec::decode_work<Cfg, kCausal>(prm.ws, static_cast<int>(blockIdx.x), 0, kNoSplit);
+  for (int n = wt.kt_begin; n < wt.kt_end; ++n) {
+    const int ring = n - wt.kt_begin;
+    const uint32_t parity = sdpa_warpspec::ring_parity<kStages>(ring);
+    const uint32_t slot = ring % kStages;
+    mbarrier_wait(sdpa_warpspec::ring_bar<kStages>(bars, kFullVRaw, ring), parity);
+    mbarrier_wait(sdpa_warpspec::ring_bar<kStages>(bars, sdpa_warpspec::kEmptyV, ring), parity ^ 1);
+    transpose_v_tile<D, Cfg::kBlockN, L::kVtChunk, kTransposeWarps>(
+        s_base + L::kVRawOffset + slot * L::kVRawBytes, s_base + L::kVOffset + slot * L::kVtBytes, L::kVtChunkStride,
+        warp, lane);
+    fence_proxy_async_shared();  // st.matrix (generic proxy) before the wgmma reads (async proxy)
+    __syncwarp();
+    if (lane == 0) {
+      mbarrier_arrive(sdpa_warpspec::ring_bar<kStages>(bars, sdpa_warpspec::kFullV, ring));
+      mbarrier_arrive(sdpa_warpspec::ring_bar<kStages>(bars, kEmptyVRaw, ring));
+    }
   }
 }
 
@@ -358,9 +408,15 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) fp8_kernel(const __grid_cons
     mbarrier_init(sdpa_warpspec::full_q_bar(bars), 1);  // the producer's expect_tx arrival
     for (int s = 0; s < Cfg::kStages; ++s) {
       mbarrier_init(sdpa_warpspec::ring_bar<Cfg::kStages>(bars, sdpa_warpspec::kFullK, s), 1);
-      mbarrier_init(sdpa_warpspec::ring_bar<Cfg::kStages>(bars, sdpa_warpspec::kFullV, s), 1);
+      // Vt: the producer's expect_tx arrival, or one arrival per transposing warp
+      mbarrier_init(sdpa_warpspec::ring_bar<Cfg::kStages>(bars, sdpa_warpspec::kFullV, s),
+                    Cfg::kVtInKernel ? kTransposeWarps : 1);
       mbarrier_init(sdpa_warpspec::ring_bar<Cfg::kStages>(bars, sdpa_warpspec::kEmptyK, s), Cfg::kConsumerWarps);
       mbarrier_init(sdpa_warpspec::ring_bar<Cfg::kStages>(bars, sdpa_warpspec::kEmptyV, s), Cfg::kConsumerWarps);
+      if constexpr (Cfg::kVtInKernel) {
+        mbarrier_init(sdpa_warpspec::ring_bar<Cfg::kStages>(bars, kFullVRaw, s), 1);
+        mbarrier_init(sdpa_warpspec::ring_bar<Cfg::kStages>(bars, kEmptyVRaw, s), kTransposeWarps);
+      }
     }
     fence_mbarrier_init();
   }
@@ -371,6 +427,10 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) fp8_kernel(const __grid_cons
   const int wg = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x) / kWarpgroupThreads, 0);
   if (wg == 0) {
     setmaxnreg_dec<Cfg::kProducerRegs>();
+    if constexpr (Cfg::kVtInKernel) {
+      const int warp = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x) / sdpa_warpspec::kWarpSize, 0);
+      if (warp > 0) transpose_v<D, Cfg, kCausal>(prm, s_base, warp - 1, static_cast<int>(threadIdx.x) % sdpa_warpspec::kWarpSize);
+    }
     if (threadIdx.x == 0) produce<D, Cfg, kCausal>(prm, s_base);
     __syncwarp();
   } else {
@@ -385,8 +445,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) fp8_kernel(const __grid_cons
 // ------------------------------------------------------------------ host --
 inline int64_t vt_key_stride(int seq_len) { return sdpa_ceil_div(seq_len, kVtKeyPad) * kVtKeyPad; }
 
-inline int64_t scratch_bytes(const SdpaProblem& p) {
-  return static_cast<int64_t>(p.batch) * p.heads * p.head_dim * vt_key_stride(p.seq_len);
+// The pre-pass's Vt; a stage that transposes V in the kernel (kVtInKernel) needs none.
+inline int64_t scratch_bytes(const SdpaProblem& p, bool vt_in_kernel) {
+  return vt_in_kernel ? 0 : static_cast<int64_t>(p.batch) * p.heads * p.head_dim * vt_key_stride(p.seq_len);
 }
 
 // Tensor map of a 4-D byte tensor (dims innermost first, strides in bytes for
@@ -437,17 +498,22 @@ cudaError_t launch_instance(const Params& prm, cudaStream_t stream) {
                                       stream, prm);
 }
 
-// The pre-pass into the scratch, then the attention kernel reading it.
+// The pre-pass into the scratch, then the attention kernel reading it (or,
+// with kVtInKernel, the attention kernel alone, on V itself).
 template <typename T, int D, class Cfg>
 cudaError_t launch(const SdpaFp8Problem& f, cudaStream_t stream) {
   const SdpaProblem& p = f.attn;
-  const int64_t s_pad = vt_key_stride(p.seq_len);
-  const dim3 grid(static_cast<unsigned>(s_pad / kTransposeKeys), p.heads, p.batch);
-  constexpr size_t kStaticSmemOnly = 0;
-  cudaError_t err = sdpa_warpspec::launch_kernel(transpose_v_kernel<D>, grid, kTransposeThreads, kStaticSmemOnly,
-                                                 sdpa_warpspec::kPlainGrid, stream, static_cast<const uint8_t*>(p.v), p.v_strides,
-                                                 static_cast<uint8_t*>(f.scratch), p.seq_len, static_cast<int>(s_pad));
-  if (err != cudaSuccess) return err;
+  cudaError_t err = cudaSuccess;
+  if constexpr (!Cfg::kVtInKernel) {
+    const int64_t s_pad = vt_key_stride(p.seq_len);
+    const dim3 grid(static_cast<unsigned>(s_pad / kTransposeKeys), p.heads, p.batch);
+    constexpr size_t kStaticSmemOnly = 0;
+    err = sdpa_warpspec::launch_kernel(transpose_v_kernel<D>, grid, kTransposeThreads, kStaticSmemOnly,
+                                       sdpa_warpspec::kPlainGrid, stream, static_cast<const uint8_t*>(p.v),
+                                       p.v_strides, static_cast<uint8_t*>(f.scratch), p.seq_len,
+                                       static_cast<int>(s_pad));
+    if (err != cudaSuccess) return err;
+  }
   Params prm{};
   prm.ws.p = p;
   prm.ws.m_tiles = sdpa_ceil_div(p.seq_len, Cfg::kBlockM);
@@ -457,7 +523,10 @@ cudaError_t launch(const SdpaFp8Problem& f, cudaStream_t stream) {
   prm.v_descale = f.v_descale;
   err = encode_qk_map(&prm.ws.q_map, p.q, p.q_strides, p, Cfg::kBlockM);
   if (err == cudaSuccess) err = encode_qk_map(&prm.ws.k_map, p.k, p.k_strides, p, Cfg::kBlockN);
-  if (err == cudaSuccess) err = encode_vt_map(&prm.ws.v_map, f.scratch, p, Layout<D, Cfg>::kVtChunk);
+  if (err == cudaSuccess) {
+    err = Cfg::kVtInKernel ? encode_qk_map(&prm.ws.v_map, p.v, p.v_strides, p, Cfg::kBlockN)
+                           : encode_vt_map(&prm.ws.v_map, f.scratch, p, Layout<D, Cfg>::kVtChunk);
+  }
   if (err != cudaSuccess) return err;
   const bool positive = p.softmax_scale > 0.0f;  // the descales are positive
   if (p.causal)
@@ -468,14 +537,16 @@ cudaError_t launch(const SdpaFp8Problem& f, cudaStream_t stream) {
 }
 
 // Everything a launch needs that the tensor maps do not check themselves.
-inline cudaError_t check(const SdpaFp8Problem* f) {
+inline cudaError_t check(const SdpaFp8Problem* f, bool vt_in_kernel) {
   if (f == nullptr) return cudaErrorInvalidValue;
   const cudaError_t ok = sdpa_check_problem(f->attn);
   if (ok != cudaSuccess) return ok;
   if (sdpa_problem_is_empty(f->attn)) return cudaSuccess;
   if (f->q_descale == nullptr || f->k_descale == nullptr || f->v_descale == nullptr) return cudaErrorInvalidValue;
-  if (f->scratch == nullptr || f->scratch_bytes < scratch_bytes(f->attn)) return cudaErrorInvalidValue;
-  if (reinterpret_cast<uintptr_t>(f->scratch) % kTmaAlignBytes != 0) return cudaErrorInvalidValue;
+  if (!vt_in_kernel) {
+    if (f->scratch == nullptr || f->scratch_bytes < scratch_bytes(f->attn, vt_in_kernel)) return cudaErrorInvalidValue;
+    if (reinterpret_cast<uintptr_t>(f->scratch) % kTmaAlignBytes != 0) return cudaErrorInvalidValue;
+  }
   constexpr int kE4m3Bytes = 1, kOutBytes = 2;
   const SdpaProblem& p = f->attn;
   // V is read with 16-byte loads by the pre-pass, O written with 16-byte stores;

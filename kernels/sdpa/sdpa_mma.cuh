@@ -162,6 +162,16 @@ __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], uint32_t sme
                : "memory");
 }
 
+// stmatrix (sm_90): four 8x8 b16 tiles from registers, lane l giving the
+// address of tile l / 8's row l % 8 (16 bytes); register j of lane l holds
+// tile j's row l / 4, b16 columns 2 (l % 4) and 2 (l % 4) + 1, as ldmatrix gives them.
+__device__ __forceinline__ void stmatrix_x4(uint32_t smem, const uint32_t (&r)[4]) {
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n"
+               :
+               : "r"(smem), "r"(r[0]), "r"(r[1]), "r"(r[2]), "r"(r[3])
+               : "memory");
+}
+
 // Lane -> (row, chunk) of the 16-byte row it addresses for the three x4 loads
 // the kernels use. Lane l feeds the row address of 8x8 tile (l / 8), row l % 8.
 //

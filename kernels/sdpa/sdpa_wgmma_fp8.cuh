@@ -50,6 +50,66 @@ __host__ __device__ __forceinline__ constexpr int fp8_key_of(int k) {
   return 16 * (k / 16) + 8 * ((k % 4) / 2) + 2 * ((k % 16) / 4) + (k % 2);
 }
 
+// --------------------------------------------- V -> Vt in shared memory --
+// Byte offset of (row, byte) in a 1024-byte-aligned tile of kRowBytes-byte rows
+// as TMA's CU_TENSOR_MAP_SWIZZLE_128B / _64B writes it and the descriptors
+// read it: the 16-byte chunk index XOR the offset's bits 7 and up (128-byte
+// rows: chunk ^= row % 8; 64-byte rows: chunk ^= (row / 2) % 4).
+template <int kRowBytes>
+__device__ __forceinline__ uint32_t swizzled_offset(uint32_t row, uint32_t byte) {
+  static_assert(kRowBytes == 64 || kRowBytes == 128, "rows of one 64- or 128-byte swizzle row");
+  constexpr uint32_t kAtomMask = kRowBytes == 128 ? 7u : 3u;  // 8 or 4 chunk patterns per 1024 bytes
+  const uint32_t off = row * kRowBytes + byte;
+  return off ^ (((off >> 7) & kAtomMask) << 4);
+}
+
+constexpr int kVtUnitKeys = kFp8KeyGroup / 2;  // fp8_key_of permutes each half of a group within itself
+constexpr int kVtUnitBytes = 2 * 16;           // bytes of D per unit: two 16-byte chunks
+constexpr uint32_t kEvenRowBytes = 0x6420u;    // __byte_perm selectors, see transpose_v_unit
+constexpr uint32_t kOddRowBytes = 0x7531u;
+
+// One warp turns a unit of 16 keys x 32 bytes of D of a V tile (keys x D, D-byte
+// rows, as TMA lands it) into 32 rows (d) x 16 columns of the Vt tile (rows of
+// kVtChunk keys per chunk), columns in fp8_key_of's order.
+// ldmatrix.trans of the 8x8 b16 tiles {keys 0-7 | 8-15} x {bytes 0-15 | 16-31}
+// gives lane (g = lane / 4, t = lane % 4), per tile, the bytes V[2t][2g],
+// V[2t][2g+1], V[2t+1][2g], V[2t+1][2g+1] (d relative to the tile's chunk).
+// Of the tiles of keys 0-7 and 8-15, selector 0x6420 gathers row 2g's keys 2t,
+// 2t+1, 8+2t, 9+2t = fp8_key_of(4t .. 4t+3), and 0x7531 row 2g+1's: exactly the
+// word stmatrix takes from this lane for columns 4t .. 4t+3. Rows 2g and 2g+1
+// swap stored tiles for g >= 4, so each stored tile's eight rows fall in eight
+// distinct 16-byte bank groups (one wavefront) with either Vt swizzle.
+template <int D, int kVtChunk>
+__device__ __forceinline__ void transpose_v_unit(uint32_t v_tile, uint32_t vt_tile, uint32_t vt_chunk_stride, int key0,
+                                                 int chunk0, int lane) {
+  constexpr int kTileRows = 8, kTilesPerChunk = 2;
+  const int tile = lane / kTileRows, row = lane % kTileRows;  // the tile row this lane addresses
+  uint32_t r[4];
+  sdpa_mma::ldmatrix_x4_trans(r, v_tile + swizzled_offset<D>(key0 + kTileRows * (tile % 2) + row,
+                                                             (chunk0 + tile / kTilesPerChunk) * kChunkBytes));
+  const bool swapped = (lane / 4) >= kTileRows / 2;  // this lane's g >= 4
+  const uint32_t first = swapped ? kOddRowBytes : kEvenRowBytes, second = swapped ? kEvenRowBytes : kOddRowBytes;
+  const uint32_t w[4] = {__byte_perm(r[0], r[1], first), __byte_perm(r[0], r[1], second),
+                         __byte_perm(r[2], r[3], first), __byte_perm(r[2], r[3], second)};
+  const bool row_swapped = row >= kTileRows / 2;
+  const int d = kChunkBytes * (chunk0 + tile / kTilesPerChunk) + 2 * row + (((tile % 2 == 0) == row_swapped) ? 1 : 0);
+  sdpa_mma::stmatrix_x4(vt_tile + (key0 / kVtChunk) * vt_chunk_stride + swizzled_offset<kVtChunk>(d, key0 % kVtChunk),
+                        w);
+}
+
+// A whole kBlockN x D tile by kWarps warps, warp `warp` taking every kWarps-th unit.
+template <int D, int kBlockN, int kVtChunk, int kWarps>
+__device__ __forceinline__ void transpose_v_tile(uint32_t v_tile, uint32_t vt_tile, uint32_t vt_chunk_stride, int warp,
+                                                 int lane) {
+  constexpr int kDUnits = D / kVtUnitBytes;
+  constexpr int kUnits = kBlockN / kVtUnitKeys * kDUnits;
+  static_assert(kBlockN % kVtUnitKeys == 0 && D % kVtUnitBytes == 0, "whole units");
+  static_assert(kVtChunk % kVtUnitKeys == 0, "a unit's 16 columns stay in one Vt chunk");
+  for (int u = warp; u < kUnits; u += kWarps)
+    transpose_v_unit<D, kVtChunk>(v_tile, vt_tile, vt_chunk_stride, kVtUnitKeys * (u / kDUnits),
+                                  (kVtUnitBytes / kChunkBytes) * (u % kDUnits), lane);
+}
+
 // Descriptor of a K-major 8-bit tile whose rows are kRowBytes (64 or 128) long.
 template <int kRowBytes>
 __device__ __forceinline__ uint64_t make_desc_kmajor8(uint32_t smem_addr) {
