@@ -205,6 +205,9 @@ Scope: head_dim 64 and 128, fp16 or bf16 output, causal or not, any
 #ifndef VT_IN_KERNEL
 #define VT_IN_KERNEL 0
 #endif
+#ifndef VT_BATCH
+#define VT_BATCH 1
+#endif
 
 namespace {
 
@@ -218,7 +221,7 @@ template <int D>
 using S9Config = sdpa_fp8::Fp8Config<
     sdpa_warpspec::Config<kConsumerWarpgroups, D == 64 ? BLOCK_N_D64 : BLOCK_N_D128, D == 64 ? STAGES_D64 : STAGES_D128,
                           kPingpong<D>, kPersistent, kBlocksPerSm, PRODUCER_REGS, CONSUMER_REGS>,
-    FOLD_P_SCALE != 0, EXP2_POLY_EVERY, RESCALE_THRESHOLD, ROW_SUM_MMA != 0, VT_IN_KERNEL != 0>;
+    FOLD_P_SCALE != 0, EXP2_POLY_EVERY, RESCALE_THRESHOLD, ROW_SUM_MMA != 0, VT_IN_KERNEL != 0, VT_BATCH>;
 
 }  // namespace
 
@@ -244,7 +247,7 @@ extern "C" const char* sdpa_stage_config() {
       BLOCK_N_D64) " BLOCK_N_D128=" SDPA_STR(BLOCK_N_D128) " STAGES_D64=" SDPA_STR(STAGES_D64) " STAGES_D128=" SDPA_STR(
       STAGES_D128) " setmaxnreg producer=" SDPA_STR(PRODUCER_REGS) " consumer=" SDPA_STR(CONSUMER_REGS)
       " PINGPONG=" SDPA_STR(PINGPONG) " PINGPONG_D64=" SDPA_STR(PINGPONG_D64) " FOLD_P_SCALE=" SDPA_STR(FOLD_P_SCALE) " EXP2_POLY_EVERY=" SDPA_STR(
-          EXP2_POLY_EVERY) " RESCALE_THRESHOLD=" SDPA_STR(RESCALE_THRESHOLD) " ROW_SUM_MMA=" SDPA_STR(ROW_SUM_MMA) " VT_IN_KERNEL=" SDPA_STR(VT_IN_KERNEL) " (0: a pre-pass transposes V to Vt in scratch; 1: the producer warpgroup's warps 1-3 in shared memory; keys permuted per 32)"
+          EXP2_POLY_EVERY) " RESCALE_THRESHOLD=" SDPA_STR(RESCALE_THRESHOLD) " ROW_SUM_MMA=" SDPA_STR(ROW_SUM_MMA) " VT_IN_KERNEL=" SDPA_STR(VT_IN_KERNEL) " VT_BATCH=" SDPA_STR(VT_BATCH) " (0: a pre-pass transposes V to Vt in scratch; 1: the producer warpgroup's warps 1-3 in shared memory; keys permuted per 32)"
       " WS_PDL=" SDPA_STR(WS_PDL) " (programmatic dependent launch; 2: trigger before the epilogue)";
 }
 

@@ -50,9 +50,10 @@ struct Params {
 // kVtInKernel: V arrives by TMA as it is (keys x D) and the producer warpgroup's
 // other three warps write Vt into shared memory (transpose_v_tile); no pre-pass.
 template <class Base, bool kFoldPScale_, int kPolyEvery_, int kRescaleThreshold_ = 0, bool kRowSumMma_ = false,
-          bool kVtInKernel_ = false>
+          bool kVtInKernel_ = false, int kVtBatch_ = 1>
 struct Fp8Config : Base {
   static constexpr bool kVtInKernel = kVtInKernel_;
+  static constexpr int kVtBatch = kVtBatch_;  // units per transposing warp with loads in flight together
   static constexpr bool kRowSumMma = kRowSumMma_;
   static constexpr bool kFoldPScale = kFoldPScale_;
   static constexpr int kPolyEvery = kPolyEvery_;
@@ -198,7 +199,7 @@ __device__ __forceinline__ void transpose_v(const Params& prm, uint32_t s_base, 
     const uint32_t slot = ring % kStages;
     mbarrier_wait(sdpa_warpspec::ring_bar<kStages>(bars, kFullVRaw, ring), parity);
     mbarrier_wait(sdpa_warpspec::ring_bar<kStages>(bars, sdpa_warpspec::kEmptyV, ring), parity ^ 1);
-    transpose_v_tile<D, Cfg::kBlockN, L::kVtChunk, kTransposeWarps>(
+    transpose_v_tile<D, Cfg::kBlockN, L::kVtChunk, kTransposeWarps, Cfg::kVtBatch>(
         s_base + L::kVRawOffset + slot * L::kVRawBytes, s_base + L::kVOffset + slot * L::kVtBytes, L::kVtChunkStride,
         warp, lane);
     fence_proxy_async_shared();  // st.matrix (generic proxy) before the wgmma reads (async proxy)

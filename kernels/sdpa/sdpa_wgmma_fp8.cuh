@@ -79,35 +79,57 @@ constexpr uint32_t kOddRowBytes = 0x7531u;
 // word stmatrix takes from this lane for columns 4t .. 4t+3. Rows 2g and 2g+1
 // swap stored tiles for g >= 4, so each stored tile's eight rows fall in eight
 // distinct 16-byte bank groups (one wavefront) with either Vt swizzle.
-template <int D, int kVtChunk>
-__device__ __forceinline__ void transpose_v_unit(uint32_t v_tile, uint32_t vt_tile, uint32_t vt_chunk_stride, int key0,
-                                                 int chunk0, int lane) {
+template <int D>
+__device__ __forceinline__ void load_v_unit(uint32_t (&r)[4], uint32_t v_tile, int key0, int chunk0, int lane) {
   constexpr int kTileRows = 8, kTilesPerChunk = 2;
   const int tile = lane / kTileRows, row = lane % kTileRows;  // the tile row this lane addresses
-  uint32_t r[4];
   sdpa_mma::ldmatrix_x4_trans(r, v_tile + swizzled_offset<D>(key0 + kTileRows * (tile % 2) + row,
                                                              (chunk0 + tile / kTilesPerChunk) * kChunkBytes));
+}
+template <int kVtChunk>
+__device__ __forceinline__ void store_vt_unit(const uint32_t (&r)[4], uint32_t vt_tile, uint32_t vt_chunk_stride,
+                                              int key0, int chunk0, int lane) {
+  constexpr int kTileRows = 8, kTilesPerChunk = 2;
   const bool swapped = (lane / 4) >= kTileRows / 2;  // this lane's g >= 4
   const uint32_t first = swapped ? kOddRowBytes : kEvenRowBytes, second = swapped ? kEvenRowBytes : kOddRowBytes;
   const uint32_t w[4] = {__byte_perm(r[0], r[1], first), __byte_perm(r[0], r[1], second),
                          __byte_perm(r[2], r[3], first), __byte_perm(r[2], r[3], second)};
+  const int tile = lane / kTileRows, row = lane % kTileRows;  // the tile row this lane addresses
   const bool row_swapped = row >= kTileRows / 2;
   const int d = kChunkBytes * (chunk0 + tile / kTilesPerChunk) + 2 * row + (((tile % 2 == 0) == row_swapped) ? 1 : 0);
   sdpa_mma::stmatrix_x4(vt_tile + (key0 / kVtChunk) * vt_chunk_stride + swizzled_offset<kVtChunk>(d, key0 % kVtChunk),
                         w);
 }
 
-// A whole kBlockN x D tile by kWarps warps, warp `warp` taking every kWarps-th unit.
-template <int D, int kBlockN, int kVtChunk, int kWarps>
+// A whole kBlockN x D tile by kWarps warps, warp `warp` taking every kWarps-th
+// unit, kBatch units' loads in flight before their stores.
+template <int D, int kBlockN, int kVtChunk, int kWarps, int kBatch>
 __device__ __forceinline__ void transpose_v_tile(uint32_t v_tile, uint32_t vt_tile, uint32_t vt_chunk_stride, int warp,
                                                  int lane) {
   constexpr int kDUnits = D / kVtUnitBytes;
   constexpr int kUnits = kBlockN / kVtUnitKeys * kDUnits;
+  constexpr int kPerWarp = (kUnits + kWarps - 1) / kWarps;
   static_assert(kBlockN % kVtUnitKeys == 0 && D % kVtUnitBytes == 0, "whole units");
   static_assert(kVtChunk % kVtUnitKeys == 0, "a unit's 16 columns stay in one Vt chunk");
-  for (int u = warp; u < kUnits; u += kWarps)
-    transpose_v_unit<D, kVtChunk>(v_tile, vt_tile, vt_chunk_stride, kVtUnitKeys * (u / kDUnits),
-                                  (kVtUnitBytes / kChunkBytes) * (u % kDUnits), lane);
+  static_assert(kBatch >= 1, "at least one unit in flight");
+  constexpr int kChunksPerUnit = kVtUnitBytes / kChunkBytes;
+#pragma unroll 1  // a loop: unrolled, its addresses outgrow the producer warpgroup's registers
+  for (int i = 0; i < kPerWarp; i += kBatch) {
+    uint32_t r[kBatch][4];
+#pragma unroll
+    for (int b = 0; b < kBatch; ++b) {
+      const int u = warp + (i + b) * kWarps;
+      if (i + b < kPerWarp && u < kUnits)
+        load_v_unit<D>(r[b], v_tile, kVtUnitKeys * (u / kDUnits), kChunksPerUnit * (u % kDUnits), lane);
+    }
+#pragma unroll
+    for (int b = 0; b < kBatch; ++b) {
+      const int u = warp + (i + b) * kWarps;
+      if (i + b < kPerWarp && u < kUnits)
+        store_vt_unit<kVtChunk>(r[b], vt_tile, vt_chunk_stride, kVtUnitKeys * (u / kDUnits),
+                                kChunksPerUnit * (u % kDUnits), lane);
+    }
+  }
 }
 
 // Descriptor of a K-major 8-bit tile whose rows are kRowBytes (64 or 128) long.
