@@ -193,6 +193,7 @@ __device__ __forceinline__ void transpose_v(const Params& prm, uint32_t s_base, 
   const uint32_t bars = s_base + L::kBarOffset;
   constexpr int kNoSplit = 1;
   const WorkTile wt = sdpa_warpspec::decode_work<Cfg, kCausal>(prm.ws, static_cast<int>(blockIdx.x), 0, kNoSplit);
+  const VtLane<D, L::kVtChunk> vt_lane(lane);
   for (int n = wt.kt_begin; n < wt.kt_end; ++n) {
     const int ring = n - wt.kt_begin;
     const uint32_t parity = sdpa_warpspec::ring_parity<kStages>(ring);
@@ -200,8 +201,8 @@ __device__ __forceinline__ void transpose_v(const Params& prm, uint32_t s_base, 
     mbarrier_wait(sdpa_warpspec::ring_bar<kStages>(bars, kFullVRaw, ring), parity);
     mbarrier_wait(sdpa_warpspec::ring_bar<kStages>(bars, sdpa_warpspec::kEmptyV, ring), parity ^ 1);
     transpose_v_tile<D, Cfg::kBlockN, L::kVtChunk, kTransposeWarps, Cfg::kVtBatch>(
-        s_base + L::kVRawOffset + slot * L::kVRawBytes, s_base + L::kVOffset + slot * L::kVtBytes, L::kVtChunkStride,
-        warp, lane);
+        vt_lane, s_base + L::kVRawOffset + slot * L::kVRawBytes, s_base + L::kVOffset + slot * L::kVtBytes,
+        L::kVtChunkStride, warp);
     fence_proxy_async_shared();  // st.matrix (generic proxy) before the wgmma reads (async proxy)
     __syncwarp();
     if (lane == 0) {

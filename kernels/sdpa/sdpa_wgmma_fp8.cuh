@@ -63,14 +63,21 @@ __device__ __forceinline__ uint32_t swizzled_offset(uint32_t row, uint32_t byte)
   return off ^ (((off >> 7) & kAtomMask) << 4);
 }
 
+// The chunk pattern swizzled_offset XORs into row r (the tile 1024-aligned, r
+// counted from a multiple of 8 rows): r % 8 for 128-byte rows, (r / 2) % 4 for 64.
+template <int kRowBytes>
+__host__ __device__ constexpr uint32_t swizzle_of_row(uint32_t r) {
+  return kRowBytes == 128 ? r % 8 : (r / 2) % 4;
+}
+
 constexpr int kVtUnitKeys = kFp8KeyGroup / 2;  // fp8_key_of permutes each half of a group within itself
-constexpr int kVtUnitBytes = 2 * 16;           // bytes of D per unit: two 16-byte chunks
-constexpr uint32_t kEvenRowBytes = 0x6420u;    // __byte_perm selectors, see transpose_v_unit
+constexpr int kVtUnitChunks = 2;               // 16-byte chunks of D per unit (32 bytes)
+constexpr uint32_t kEvenRowBytes = 0x6420u;    // __byte_perm selectors, see VtLane
 constexpr uint32_t kOddRowBytes = 0x7531u;
 
-// One warp turns a unit of 16 keys x 32 bytes of D of a V tile (keys x D, D-byte
-// rows, as TMA lands it) into 32 rows (d) x 16 columns of the Vt tile (rows of
-// kVtChunk keys per chunk), columns in fp8_key_of's order.
+// A lane's constant part of transposing a unit of 16 keys x 32 bytes of D of a V
+// tile (keys x D, D-byte rows, as TMA lands it) into 32 rows (d) x 16 columns of
+// the Vt tile (rows of kVtChunk keys per chunk), columns in fp8_key_of's order.
 // ldmatrix.trans of the 8x8 b16 tiles {keys 0-7 | 8-15} x {bytes 0-15 | 16-31}
 // gives lane (g = lane / 4, t = lane % 4), per tile, the bytes V[2t][2g],
 // V[2t][2g+1], V[2t+1][2g], V[2t+1][2g+1] (d relative to the tile's chunk).
@@ -78,56 +85,65 @@ constexpr uint32_t kOddRowBytes = 0x7531u;
 // 2t+1, 8+2t, 9+2t = fp8_key_of(4t .. 4t+3), and 0x7531 row 2g+1's: exactly the
 // word stmatrix takes from this lane for columns 4t .. 4t+3. Rows 2g and 2g+1
 // swap stored tiles for g >= 4, so each stored tile's eight rows fall in eight
-// distinct 16-byte bank groups (one wavefront) with either Vt swizzle.
-template <int D>
-__device__ __forceinline__ void load_v_unit(uint32_t (&r)[4], uint32_t v_tile, int key0, int chunk0, int lane) {
-  constexpr int kTileRows = 8, kTilesPerChunk = 2;
-  const int tile = lane / kTileRows, row = lane % kTileRows;  // the tile row this lane addresses
-  sdpa_mma::ldmatrix_x4_trans(r, v_tile + swizzled_offset<D>(key0 + kTileRows * (tile % 2) + row,
-                                                             (chunk0 + tile / kTilesPerChunk) * kChunkBytes));
-}
-template <int kVtChunk>
-__device__ __forceinline__ void store_vt_unit(const uint32_t (&r)[4], uint32_t vt_tile, uint32_t vt_chunk_stride,
-                                              int key0, int chunk0, int lane) {
-  constexpr int kTileRows = 8, kTilesPerChunk = 2;
-  const bool swapped = (lane / 4) >= kTileRows / 2;  // this lane's g >= 4
-  const uint32_t first = swapped ? kOddRowBytes : kEvenRowBytes, second = swapped ? kEvenRowBytes : kOddRowBytes;
-  const uint32_t w[4] = {__byte_perm(r[0], r[1], first), __byte_perm(r[0], r[1], second),
-                         __byte_perm(r[2], r[3], first), __byte_perm(r[2], r[3], second)};
-  const int tile = lane / kTileRows, row = lane % kTileRows;  // the tile row this lane addresses
-  const bool row_swapped = row >= kTileRows / 2;
-  const int d = kChunkBytes * (chunk0 + tile / kTilesPerChunk) + 2 * row + (((tile % 2 == 0) == row_swapped) ? 1 : 0);
-  sdpa_mma::stmatrix_x4(vt_tile + (key0 / kVtChunk) * vt_chunk_stride + swizzled_offset<kVtChunk>(d, key0 % kVtChunk),
-                        w);
-}
+// distinct 16-byte bank groups (one wavefront) with either Vt swizzle; the
+// loaded tiles' rows are eight keys, conflict-free by V's own swizzle.
+// Unit (key0, chunk0), key0 % 16 = 0, chunk0 even, then reads at
+//   v_tile + key0 * D + src + ((chunk0 * 16) ^ src_xor)
+// and writes at
+//   vt_tile + (key0 / kVtChunk) * chunk_stride + chunk0 * 16 * kVtChunk + dst + ((key0 % kVtChunk) ^ dst_xor),
+// which is swizzled_offset of the rows and bytes above (the XOR distributes
+// because the row bases are multiples of 16 and chunk0 is even).
+template <int D, int kVtChunk>
+struct VtLane {
+  static constexpr int kTileRows = 8;
+  uint32_t src, src_xor, dst, dst_xor, first, second;
+  __device__ __forceinline__ explicit VtLane(int lane) {
+    const uint32_t tile = lane / kTileRows, row = lane % kTileRows;  // the tile row this lane addresses
+    const uint32_t key = kTileRows * (tile % 2) + row, chunk = tile / 2;
+    src = key * D;
+    src_xor = (chunk ^ swizzle_of_row<D>(key)) * kChunkBytes;
+    const bool row_swapped = row >= kTileRows / 2;
+    const uint32_t vt_row = 2 * row + (((tile % 2 == 0) == row_swapped) ? 1 : 0);  // d - 16 (chunk0 + chunk)
+    dst = chunk * kChunkBytes * kVtChunk + vt_row * kVtChunk;
+    dst_xor = swizzle_of_row<kVtChunk>(vt_row) * kChunkBytes;
+    const bool swapped = (lane / 4) >= kTileRows / 2;  // this lane's g >= 4
+    first = swapped ? kOddRowBytes : kEvenRowBytes;
+    second = swapped ? kEvenRowBytes : kOddRowBytes;
+  }
+};
 
-// A whole kBlockN x D tile by kWarps warps, warp `warp` taking every kWarps-th
-// unit, kBatch units' loads in flight before their stores.
-template <int D, int kBlockN, int kVtChunk, int kWarps, int kBatch>
-__device__ __forceinline__ void transpose_v_tile(uint32_t v_tile, uint32_t vt_tile, uint32_t vt_chunk_stride, int warp,
-                                                 int lane) {
-  constexpr int kDUnits = D / kVtUnitBytes;
-  constexpr int kUnits = kBlockN / kVtUnitKeys * kDUnits;
-  constexpr int kPerWarp = (kUnits + kWarps - 1) / kWarps;
-  static_assert(kBlockN % kVtUnitKeys == 0 && D % kVtUnitBytes == 0, "whole units");
+// A whole kBlockN x D tile by kWarps warps: warp `warp` takes every kWarps-th
+// 16 keys, all of D, up to kMaxBatch units' loads in flight before their stores.
+template <int D, int kBlockN, int kVtChunk, int kWarps, int kMaxBatch>
+__device__ __forceinline__ void transpose_v_tile(const VtLane<D, kVtChunk>& lane, uint32_t v_tile, uint32_t vt_tile,
+                                                 uint32_t vt_chunk_stride, int warp) {
+  constexpr int kKeyUnits = kBlockN / kVtUnitKeys;
+  constexpr int kDUnits = D / (kVtUnitChunks * kChunkBytes);
+  static_assert(kBlockN % kVtUnitKeys == 0 && kDUnits * kVtUnitChunks * kChunkBytes == D, "whole units");
   static_assert(kVtChunk % kVtUnitKeys == 0, "a unit's 16 columns stay in one Vt chunk");
-  static_assert(kBatch >= 1, "at least one unit in flight");
-  constexpr int kChunksPerUnit = kVtUnitBytes / kChunkBytes;
+  constexpr int kBatch = kMaxBatch < kDUnits ? kMaxBatch : kDUnits;
+  static_assert(kBatch >= 1 && kDUnits % kBatch == 0, "batches of whole units of one 16-key row");
 #pragma unroll 1  // a loop: unrolled, its addresses outgrow the producer warpgroup's registers
-  for (int i = 0; i < kPerWarp; i += kBatch) {
-    uint32_t r[kBatch][4];
+  for (int ku = warp; ku < kKeyUnits; ku += kWarps) {
+    const uint32_t key0 = ku * kVtUnitKeys;
+    const uint32_t src = v_tile + key0 * D + lane.src;
+    const uint32_t dst =
+        vt_tile + (key0 / kVtChunk) * vt_chunk_stride + lane.dst + ((key0 % kVtChunk) ^ lane.dst_xor);
 #pragma unroll
-    for (int b = 0; b < kBatch; ++b) {
-      const int u = warp + (i + b) * kWarps;
-      if (i + b < kPerWarp && u < kUnits)
-        load_v_unit<D>(r[b], v_tile, kVtUnitKeys * (u / kDUnits), kChunksPerUnit * (u % kDUnits), lane);
-    }
+    for (int du = 0; du < kDUnits; du += kBatch) {
+      uint32_t r[kBatch][4];
 #pragma unroll
-    for (int b = 0; b < kBatch; ++b) {
-      const int u = warp + (i + b) * kWarps;
-      if (i + b < kPerWarp && u < kUnits)
-        store_vt_unit<kVtChunk>(r[b], vt_tile, vt_chunk_stride, kVtUnitKeys * (u / kDUnits),
-                                kChunksPerUnit * (u % kDUnits), lane);
+      for (int b = 0; b < kBatch; ++b) {
+        const uint32_t chunk0 = kVtUnitChunks * (du + b);
+        sdpa_mma::ldmatrix_x4_trans(r[b], src + ((chunk0 * kChunkBytes) ^ lane.src_xor));
+      }
+#pragma unroll
+      for (int b = 0; b < kBatch; ++b) {
+        const uint32_t chunk0 = kVtUnitChunks * (du + b);
+        const uint32_t w[4] = {__byte_perm(r[b][0], r[b][1], lane.first), __byte_perm(r[b][0], r[b][1], lane.second),
+                               __byte_perm(r[b][2], r[b][3], lane.first), __byte_perm(r[b][2], r[b][3], lane.second)};
+        sdpa_mma::stmatrix_x4(dst + chunk0 * kChunkBytes * kVtChunk, w);
+      }
     }
   }
 }
