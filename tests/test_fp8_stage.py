@@ -157,3 +157,78 @@ def test_p_fragment_is_the_accumulator_at_permuted_keys():
                 j, e = acc // 4, acc % 4
                 acc_row, acc_col = g + 8 * (e // 2), 8 * j + 2 * t + (e % 2)
                 assert (acc_row, acc_col) == (a_row, fp8_key_of(a_k))
+
+
+def swizzled_offset(row_bytes, row, byte):
+    """sdpa_wgmma_fp8.cuh's swizzled_offset: TMA's SWIZZLE_128B / _64B byte offset."""
+    off = row * row_bytes + byte
+    return off ^ (((off >> 7) & (7 if row_bytes == 128 else 3)) << 4)
+
+
+def swizzle_of_row(row_bytes, r):
+    return r % 8 if row_bytes == 128 else (r // 2) % 4
+
+
+def byte_perm(x, y, selector):
+    data = [(x >> (8 * i)) & 0xFF for i in range(4)] + [(y >> (8 * i)) & 0xFF for i in range(4)]
+    return sum(data[(selector >> (4 * i)) & 7] << (8 * i) for i in range(4))
+
+
+def vt_lane(lane, d, vt_chunk):
+    """VtLane's constructor (sdpa_wgmma_fp8.cuh)."""
+    tile, row = divmod(lane, 8)
+    key, chunk = 8 * (tile % 2) + row, tile // 2
+    vt_row = 2 * row + (1 if (tile % 2 == 0) == (row >= 4) else 0)
+    swapped = lane // 4 >= 4
+    return {"src": key * d, "src_xor": (chunk ^ swizzle_of_row(d, key)) * 16,
+            "dst": chunk * 16 * vt_chunk + vt_row * vt_chunk, "dst_xor": swizzle_of_row(vt_chunk, vt_row) * 16,
+            "first": 0x7531 if swapped else 0x6420, "second": 0x6420 if swapped else 0x7531}
+
+
+@pytest.mark.parametrize("d, block_n", [(128, 192), (64, 128), (128, 128)])
+def test_in_kernel_transpose_writes_the_pre_pass_layout(d, block_n):
+    """transpose_v_tile, emulated: ldmatrix.x4.trans (lane l addresses tile l // 8's row l % 8; lane
+    (g, t) gets b16 elements [2t][g] and [2t+1][g] of each 8x8 tile), the byte permutes and stmatrix.x4
+    (register j of lane l is tile j's row l // 4, b16 columns 2 (l % 4) and +1) at VtLane's addresses
+    turn a swizzled V tile into exactly the Vt tile the pre-pass and TMA gave (keys in fp8_key_of's
+    order, rows of one 64- or 128-key chunk), and every tile of every ldmatrix / stmatrix covers eight
+    distinct 16-byte bank groups (no bank conflicts)."""
+    vt_chunk = 128 if block_n % 128 == 0 else 64
+    chunk_stride = d * vt_chunk
+    v = torch.randint(0, 256, (block_n, d), generator=torch.Generator().manual_seed(d + block_n)).tolist()
+    raw = bytearray(block_n * d)
+    for key in range(block_n):
+        for byte in range(d):
+            raw[swizzled_offset(d, key, byte)] = v[key][byte]
+    expected = bytearray(block_n * d)
+    for row in range(d):
+        for col in range(block_n):
+            chunk, col_in_chunk = divmod(col, vt_chunk)
+            key = 32 * (col // 32) + fp8_key_of(col % 32)
+            expected[chunk * chunk_stride + swizzled_offset(vt_chunk, row, col_in_chunk)] = v[key][row]
+    lanes = [vt_lane(lane, d, vt_chunk) for lane in range(32)]
+    vt = bytearray(block_n * d)
+    for key0 in range(0, block_n, 16):
+        for chunk0 in range(0, d // 16, 2):
+            src = [key0 * d + ln["src"] + ((chunk0 * 16) ^ ln["src_xor"]) for ln in lanes]
+            dst = [(key0 // vt_chunk) * chunk_stride + chunk0 * 16 * vt_chunk + ln["dst"]
+                   + ((key0 % vt_chunk) ^ ln["dst_xor"]) for ln in lanes]
+            for addresses in (src, dst):
+                for tile in range(4):
+                    assert len({a % 128 // 16 for a in addresses[8 * tile:8 * tile + 8]}) == 8
+            regs = []
+            for lane in range(32):
+                g, t = divmod(lane, 4)
+                b16 = [[raw[src[8 * j + r] + 2 * c] | raw[src[8 * j + r] + 2 * c + 1] << 8 for c in range(8)]
+                       for j in range(4) for r in (2 * t, 2 * t + 1)]
+                r = [b16[2 * j][g] | b16[2 * j + 1][g] << 16 for j in range(4)]
+                ln = lanes[lane]
+                regs.append([byte_perm(r[0], r[1], ln["first"]), byte_perm(r[0], r[1], ln["second"]),
+                             byte_perm(r[2], r[3], ln["first"]), byte_perm(r[2], r[3], ln["second"])])
+            for j in range(4):
+                for row in range(8):
+                    for col in range(8):
+                        word = regs[4 * row + col // 2][j] >> (16 * (col % 2))
+                        vt[dst[8 * j + row] + 2 * col] = word & 0xFF
+                        vt[dst[8 * j + row] + 2 * col + 1] = (word >> 8) & 0xFF
+    assert vt == expected

@@ -8,18 +8,24 @@ What it is
   [B, H, S, D] and float32 descales [B, H]; the output is the unquantized
   inputs' dtype (fp16 or bf16). Entry point: sdpa_fp8_forward (sdpa_api.h);
   the fp16 sdpa_forward rejects every problem.
-  1. pre-pass (inside sdpa_fp8_forward, so its time counts): V -> Vt
-     [B, H, D, S_pad] in caller-owned scratch (the binding allocates
-     sdpa_fp8_scratch_bytes through torch's caching allocator). fp8 wgmma has
-     no transpose bit, so P.V's B operand (V, keys x D) must be stored
-     K-major = Vt. Keys are permuted inside each 32-key group so that P's
-     e4m3 A fragment is the S accumulator converted in registers, no lane
-     shuffles (sdpa_wgmma_fp8.cuh); keys S..S_pad-1 are written as zeros.
-  2. attention: one block = 3 warpgroups for BLOCK_M = 128 query rows, as s6:
-     producer (setmaxnreg.dec) issues one TMA box for Q, then K(n) and Vt(n)
-     per key tile on mbarrier rings; two consumer warpgroups (setmaxnreg.inc)
-     run S(n) = Q.K^T (D/32 SS wgmma m64nBLOCK_Nk32) and P(n-1).V(n-1)
-     (BLOCK_N/32 RS wgmma m64nDk32) back to back, softmax(n) under the P.V.
+  fp8 wgmma has no transpose bit, so P.V's B operand (V, keys x D) must be
+  stored K-major = Vt (keys contiguous). Keys are permuted inside each
+  32-key group so that P's e4m3 A fragment is the S accumulator converted in
+  registers, no lane shuffles (sdpa_wgmma_fp8.cuh).
+  One kernel (VT_IN_KERNEL=1, since log v9): one block = 3 warpgroups for
+  BLOCK_M = 128 query rows, as s6. The producer warpgroup (setmaxnreg.dec):
+  warp 0 issues one TMA box for Q, then K(n) and V(n) as it is per key tile
+  on mbarrier rings; warps 1-3 turn each V tile into the Vt tile in shared
+  memory (ldmatrix.trans, two byte permutes per register pair, stmatrix:
+  transpose_v_tile), fence it to the async proxy and arrive on Vt's ring.
+  Two consumer warpgroups (setmaxnreg.inc) run S(n) = Q.K^T (D/32 SS wgmma
+  m64nBLOCK_Nk32) and P(n-1).V(n-1) (BLOCK_N/32 RS wgmma m64nDk32) back to
+  back, softmax(n) under the P.V.
+  Before log v9 (VT_IN_KERNEL=0, variant prepass): a pre-pass inside
+  sdpa_fp8_forward (its time counts) wrote Vt [B, H, D, S_pad] into
+  caller-owned scratch (sdpa_fp8_scratch_bytes, allocated by the binding
+  through torch's caching allocator), keys S..S_pad-1 zero, and the producer
+  loaded Vt tiles by TMA.
   Softmax: s * softmax_scale * q_descale * k_descale * log2(e), online max;
   p = exp2(. - max) in [0, 1] and its fp32 row sum as in s6; P8 = e4m3(2^8 p)
   (FlashAttention-3's Max_offset = 8: P in [0, 256]); O * v_descale / (2^8 l).
@@ -53,6 +59,11 @@ Knobs (-D overrides)
   RESCALE_THRESHOLD=0 t > 0: s8's conditional O rescale (a warp keeps its max
                       until a row grows past it by 2^t), P's offset 2^(8 - t);
                       measured no faster at D=128 (log v4)
+  VT_IN_KERNEL=0      1: V transposed in shared memory by the producer
+                      warpgroup's warps 1-3 (needs PRODUCER_REGS >= 40; the
+                      registry builds 40 / 232), no pre-pass, no scratch (log v9)
+  VT_BATCH=1          units of 16 keys x 32 bytes whose ldmatrix loads a
+                      transposing warp has in flight before their stores
   ROW_SUM_MMA=0       1: the row sums from the P.V wgmma (m64n(D+8)k32 over a
                       Vt tile with a row of e4m3 ones under it) instead of one
                       FADD per score: the sums of the e4m3 P that P.V uses;
@@ -165,9 +176,32 @@ Log (versions; how to run them)
       docs/results/sdpa/archive/pdl-quick-check-nvidia-h100-2026-11-24-eighth-*.
 
 Shared memory: BLOCK_M * D (Q) + BLOCK_M * D * 2 (O staging)
-  + 2 * STAGES * BLOCK_N * D (K, Vt) + barriers + 1024 alignment slack.
-  D=64 (128 keys x 3): 8 + 16 + 48 KiB = 73 KiB; D=128 (192 keys x 2): 16 + 32
-  + 96 KiB = 145 KiB.
+  + 2 * STAGES * BLOCK_N * D (K, Vt) [+ STAGES * BLOCK_N * D (V as TMA lands
+  it), VT_IN_KERNEL] + barriers + 1024 alignment slack.
+  D=64 (128 keys x 3): 8 + 16 + 48 [+ 24] KiB = 73 [97] KiB; D=128 (192 keys
+  x 2): 16 + 32 + 96 [+ 48] KiB = 145 [193] KiB.
+
+  v9  VT_IN_KERNEL=1, VT_BATCH=2, PRODUCER_REGS=40, CONSUMER_REGS=232
+      (promoted). Why: the pre-pass is a second launch (the mission shape's
+      9.6 us against s6's 9.0) and at (4,16,4096,128) about 6% of the time
+      (ncu's samples: 4651 of 76571, issue-bound integer work), done once per
+      head; in the kernel it is done once per query tile, by warps that idle.
+      The transposer's first form (a per-unit address computation, ~40
+      instructions per 512-byte unit) cost more than the pre-pass: H100,
+      quick_check, TFLOP/s default / in-kernel, 806 / 778 at 4096x128, 876 /
+      794 at 8192x128 (ncu: +35% warp instructions, tensor pipe 39 vs 51%
+      busy), though 7.6 vs 9.6 us at the mission. With per-lane constants
+      (VtLane: ~9 instructions per unit, loads of VT_BATCH units in flight)
+      and 40 registers for the producer warpgroup: H100, quick_check,
+      throughput, commit dc3bb76, default / batch 2 / batch 4 / 40-232 split
+      alone: mission 9.62 / 7.52 / 7.65 / 9.55 us, 4096x128 803 / 832 / 814 /
+      800, 8192x128 887 / 894 / 853 / 862, 2048x128 659 / 782 / 751 / 667,
+      4096x64 533 / 527 / 527 / 532. Checks 52/52 and chains 6/6 for each,
+      worst error/budget 0.563 unchanged (the same Vt bytes reach the same
+      wgmmas). The layout and the conflict-free bank pattern are checked on
+      the CPU (tests/test_fp8_stage.py emulates ldmatrix.trans / stmatrix on
+      VtLane's addresses). Variants prepass, vt_batch1, vt_batch4. Raw output:
+      docs/results/sdpa/archive/s9-vt-in-kernel-*-tenth*.
 
 Scope: head_dim 64 and 128, fp16 or bf16 output, causal or not, any
   seq_len >= 1, any softmax_scale; Q/K/V/O base and strides multiples of 16

@@ -59,6 +59,11 @@ struct Fp8Config : Base {
   static constexpr int kPolyEvery = kPolyEvery_;
   static constexpr int kRescaleThreshold = kRescaleThreshold_;
   static_assert(kPolyEvery_ >= 0, "0 = every exponential on MUFU, k = every k-th n8 tile on the FMA pipe");
+  // The transposing warps hold a VtLane (6 registers), kVtBatch units' fragments (4 each) and
+  // the ring state: at 24 registers ptxas spills 12-28 bytes (s9_fp8.cu, log v9), at 40 none.
+  static constexpr int kTransposerRegs = 40;
+  static_assert(!kVtInKernel_ || Base::kProducerRegs >= kTransposerRegs,
+                "VT_IN_KERNEL: the producer warpgroup transposes V and needs PRODUCER_REGS >= 40");
 };
 
 // kVtInKernel: the producer warpgroup's warp 0 issues the TMA boxes, warps 1-3 transpose V.
