@@ -242,13 +242,16 @@ Scope: head_dim 64 and 128, fp16 or bf16 output, causal or not, any
 #ifndef VT_BATCH
 #define VT_BATCH 1
 #endif
+#ifndef PERSISTENT
+#define PERSISTENT 0
+#endif
 
 namespace {
 
 constexpr int kConsumerWarpgroups = 2;
 template <int D>
 constexpr bool kPingpong = (D == 64 ? PINGPONG_D64 : PINGPONG) != 0;
-constexpr bool kPersistent = false;
+constexpr bool kPersistent = PERSISTENT != 0;
 constexpr int kBlocksPerSm = 1;
 
 template <int D>
@@ -281,7 +284,7 @@ extern "C" const char* sdpa_stage_config() {
       BLOCK_N_D64) " BLOCK_N_D128=" SDPA_STR(BLOCK_N_D128) " STAGES_D64=" SDPA_STR(STAGES_D64) " STAGES_D128=" SDPA_STR(
       STAGES_D128) " setmaxnreg producer=" SDPA_STR(PRODUCER_REGS) " consumer=" SDPA_STR(CONSUMER_REGS)
       " PINGPONG=" SDPA_STR(PINGPONG) " PINGPONG_D64=" SDPA_STR(PINGPONG_D64) " FOLD_P_SCALE=" SDPA_STR(FOLD_P_SCALE) " EXP2_POLY_EVERY=" SDPA_STR(
-          EXP2_POLY_EVERY) " RESCALE_THRESHOLD=" SDPA_STR(RESCALE_THRESHOLD) " ROW_SUM_MMA=" SDPA_STR(ROW_SUM_MMA) " VT_IN_KERNEL=" SDPA_STR(VT_IN_KERNEL) " VT_BATCH=" SDPA_STR(VT_BATCH) " (0: a pre-pass transposes V to Vt in scratch; 1: the producer warpgroup's warps 1-3 in shared memory; keys permuted per 32)"
+          EXP2_POLY_EVERY) " RESCALE_THRESHOLD=" SDPA_STR(RESCALE_THRESHOLD) " ROW_SUM_MMA=" SDPA_STR(ROW_SUM_MMA) " VT_IN_KERNEL=" SDPA_STR(VT_IN_KERNEL) " VT_BATCH=" SDPA_STR(VT_BATCH) " PERSISTENT=" SDPA_STR(PERSISTENT) " (0: a pre-pass transposes V to Vt in scratch; 1: the producer warpgroup's warps 1-3 in shared memory; keys permuted per 32)"
       " WS_PDL=" SDPA_STR(WS_PDL) " (programmatic dependent launch; 2: trigger before the epilogue)";
 }
 

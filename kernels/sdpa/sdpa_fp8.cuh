@@ -68,6 +68,7 @@ struct Fp8Config : Base {
 
 // kVtInKernel: the producer warpgroup's warp 0 issues the TMA boxes, warps 1-3 transpose V.
 constexpr int kTransposeWarps = kWarpgroupWarps - 1;
+constexpr int kNoSplit = 1;  // one block (or persistent block) per work item, no split-KV
 // The raw V ring's barriers, after sdpa_warpspec's four rings (ring_bar's indexing).
 constexpr int kFullVRaw = 4, kEmptyVRaw = 5;
 
@@ -91,7 +92,7 @@ struct Layout {
   static constexpr int kVRawOffset = kVOffset + Cfg::kStages * kVtBytes;
   static constexpr int kBarOffset = kVRawOffset + Cfg::kStages * kVRawBytes;
   static constexpr int kRings = Cfg::kVtInKernel ? 6 : 4;  // + the raw V ring's full and empty barriers
-  static constexpr int kBarriers = 2 + kRings * Cfg::kStages;  // full_q, (unused) empty_q, the rings
+  static constexpr int kBarriers = 2 + kRings * Cfg::kStages;  // full_q, empty_q, the rings
   static constexpr int kSmemBytes = kBarOffset + kBarriers * kBarBytes + kSw128Align;
   static_assert(kQBytes % kSw128Align == 0 && kKBytes % kSw128Align == 0, "every tile starts 1024-aligned");
   static_assert(kVtChunkStride % kSw128Align == 0, "every Vt chunk starts 1024-aligned (swizzled_offset)");
@@ -156,35 +157,38 @@ __device__ __forceinline__ void produce(const Params& prm, uint32_t s_base) {
   prefetch_tensor_map(&prm.ws.q_map);
   prefetch_tensor_map(&prm.ws.k_map);
   prefetch_tensor_map(&prm.ws.v_map);
-  if constexpr (sdpa_warpspec::kPdl) grid_dependency_wait();  // Vt is the pre-pass's output
-  constexpr int kNoSplit = 1;
-  const WorkTile wt = sdpa_warpspec::decode_work<Cfg, kCausal>(prm.ws, static_cast<int>(blockIdx.x), 0, kNoSplit);
-  mbarrier_arrive_expect_tx(sdpa_warpspec::full_q_bar(bars), L::kQBytes);
-  tma_load_4d(s_base + L::kQOffset, &prm.ws.q_map, sdpa_warpspec::full_q_bar(bars), 0, wt.q_begin, wt.h, wt.b);
-  for (int n = wt.kt_begin; n < wt.kt_end; ++n) {
-    const int ring = n - wt.kt_begin;
-    const uint32_t freed = sdpa_warpspec::ring_parity<kStages>(ring) ^ 1;  // a fresh buffer counts as freed
-    const uint32_t slot = ring % kStages;
-    const uint32_t full_k = sdpa_warpspec::ring_bar<kStages>(bars, sdpa_warpspec::kFullK, ring);
-    const uint32_t full_v = sdpa_warpspec::ring_bar<kStages>(bars, sdpa_warpspec::kFullV, ring);
-    mbarrier_wait(sdpa_warpspec::ring_bar<kStages>(bars, sdpa_warpspec::kEmptyK, ring), freed);
-    mbarrier_arrive_expect_tx(full_k, L::kKBytes);
-    tma_load_4d(s_base + L::kKOffset + slot * L::kKBytes, &prm.ws.k_map, full_k, 0, n * Cfg::kBlockN, wt.h, wt.b);
-    if constexpr (Cfg::kVtInKernel) {  // V as it is, for the transposing warps
-      const uint32_t full_raw = sdpa_warpspec::ring_bar<kStages>(bars, kFullVRaw, ring);
-      mbarrier_wait(sdpa_warpspec::ring_bar<kStages>(bars, kEmptyVRaw, ring), freed);
-      mbarrier_arrive_expect_tx(full_raw, L::kVRawBytes);
-      tma_load_4d(s_base + L::kVRawOffset + slot * L::kVRawBytes, &prm.ws.v_map, full_raw, 0, n * Cfg::kBlockN,
-                  wt.h, wt.b);
-      continue;
-    }
-    mbarrier_wait(sdpa_warpspec::ring_bar<kStages>(bars, sdpa_warpspec::kEmptyV, ring), freed);
-    mbarrier_arrive_expect_tx(full_v, L::kVtLoadBytes);
+  if constexpr (sdpa_warpspec::kPdl) grid_dependency_wait();  // Q, K, V (or the pre-pass's Vt) are earlier kernels' outputs
+
+  int ring = 0;  // K/V tiles issued so far: the ring position carries across work items (kPersistent)
+  sdpa_warpspec::WorkOrder<Cfg, kCausal>::for_each(prm.ws, 0, kNoSplit, [&](const WorkTile& wt, int local) {
+    // every S of the previous item has completed (Consumer::release_q)
+    if (local > 0) mbarrier_wait(sdpa_warpspec::empty_q_bar(bars), (local - 1) & 1);
+    mbarrier_arrive_expect_tx(sdpa_warpspec::full_q_bar(bars), L::kQBytes);
+    tma_load_4d(s_base + L::kQOffset, &prm.ws.q_map, sdpa_warpspec::full_q_bar(bars), 0, wt.q_begin, wt.h, wt.b);
+    for (int n = wt.kt_begin; n < wt.kt_end; ++n, ++ring) {
+      const uint32_t freed = sdpa_warpspec::ring_parity<kStages>(ring) ^ 1;  // a fresh buffer counts as freed
+      const uint32_t slot = ring % kStages;
+      const uint32_t full_k = sdpa_warpspec::ring_bar<kStages>(bars, sdpa_warpspec::kFullK, ring);
+      const uint32_t full_v = sdpa_warpspec::ring_bar<kStages>(bars, sdpa_warpspec::kFullV, ring);
+      mbarrier_wait(sdpa_warpspec::ring_bar<kStages>(bars, sdpa_warpspec::kEmptyK, ring), freed);
+      mbarrier_arrive_expect_tx(full_k, L::kKBytes);
+      tma_load_4d(s_base + L::kKOffset + slot * L::kKBytes, &prm.ws.k_map, full_k, 0, n * Cfg::kBlockN, wt.h, wt.b);
+      if constexpr (Cfg::kVtInKernel) {  // V as it is, for the transposing warps
+        const uint32_t full_raw = sdpa_warpspec::ring_bar<kStages>(bars, kFullVRaw, ring);
+        mbarrier_wait(sdpa_warpspec::ring_bar<kStages>(bars, kEmptyVRaw, ring), freed);
+        mbarrier_arrive_expect_tx(full_raw, L::kVRawBytes);
+        tma_load_4d(s_base + L::kVRawOffset + slot * L::kVRawBytes, &prm.ws.v_map, full_raw, 0, n * Cfg::kBlockN,
+                    wt.h, wt.b);
+        continue;
+      }
+      mbarrier_wait(sdpa_warpspec::ring_bar<kStages>(bars, sdpa_warpspec::kEmptyV, ring), freed);
+      mbarrier_arrive_expect_tx(full_v, L::kVtLoadBytes);
 #pragma unroll
-    for (int c = 0; c < L::kVtChunks; ++c)
-      tma_load_4d(s_base + L::kVOffset + slot * L::kVtBytes + c * L::kVtChunkStride, &prm.ws.v_map, full_v,
-                  n * Cfg::kBlockN + c * L::kVtChunk, 0, wt.h, wt.b);
-  }
+      for (int c = 0; c < L::kVtChunks; ++c)
+        tma_load_4d(s_base + L::kVOffset + slot * L::kVtBytes + c * L::kVtChunkStride, &prm.ws.v_map, full_v,
+                    n * Cfg::kBlockN + c * L::kVtChunk, 0, wt.h, wt.b);
+    }
+  });
 }
 
 // kVtInKernel: warps 1-3 of the producer warpgroup. Per key tile: wait for V's
@@ -196,25 +200,25 @@ __device__ __forceinline__ void transpose_v(const Params& prm, uint32_t s_base, 
   using L = Layout<D, Cfg>;
   constexpr int kStages = Cfg::kStages;
   const uint32_t bars = s_base + L::kBarOffset;
-  constexpr int kNoSplit = 1;
-  const WorkTile wt = sdpa_warpspec::decode_work<Cfg, kCausal>(prm.ws, static_cast<int>(blockIdx.x), 0, kNoSplit);
   const VtLane<D, L::kVtChunk> vt_lane(lane);
-  for (int n = wt.kt_begin; n < wt.kt_end; ++n) {
-    const int ring = n - wt.kt_begin;
-    const uint32_t parity = sdpa_warpspec::ring_parity<kStages>(ring);
-    const uint32_t slot = ring % kStages;
-    mbarrier_wait(sdpa_warpspec::ring_bar<kStages>(bars, kFullVRaw, ring), parity);
-    mbarrier_wait(sdpa_warpspec::ring_bar<kStages>(bars, sdpa_warpspec::kEmptyV, ring), parity ^ 1);
-    transpose_v_tile<D, Cfg::kBlockN, L::kVtChunk, kTransposeWarps, Cfg::kVtBatch>(
-        vt_lane, s_base + L::kVRawOffset + slot * L::kVRawBytes, s_base + L::kVOffset + slot * L::kVtBytes,
-        L::kVtChunkStride, warp);
-    fence_proxy_async_shared();  // st.matrix (generic proxy) before the wgmma reads (async proxy)
-    __syncwarp();
-    if (lane == 0) {
-      mbarrier_arrive(sdpa_warpspec::ring_bar<kStages>(bars, sdpa_warpspec::kFullV, ring));
-      mbarrier_arrive(sdpa_warpspec::ring_bar<kStages>(bars, kEmptyVRaw, ring));
+  int ring = 0;
+  sdpa_warpspec::WorkOrder<Cfg, kCausal>::for_each(prm.ws, 0, kNoSplit, [&](const WorkTile& wt, int) {
+    for (int n = wt.kt_begin; n < wt.kt_end; ++n, ++ring) {
+      const uint32_t parity = sdpa_warpspec::ring_parity<kStages>(ring);
+      const uint32_t slot = ring % kStages;
+      mbarrier_wait(sdpa_warpspec::ring_bar<kStages>(bars, kFullVRaw, ring), parity);
+      mbarrier_wait(sdpa_warpspec::ring_bar<kStages>(bars, sdpa_warpspec::kEmptyV, ring), parity ^ 1);
+      transpose_v_tile<D, Cfg::kBlockN, L::kVtChunk, kTransposeWarps, Cfg::kVtBatch>(
+          vt_lane, s_base + L::kVRawOffset + slot * L::kVRawBytes, s_base + L::kVOffset + slot * L::kVtBytes,
+          L::kVtChunkStride, warp);
+      fence_proxy_async_shared();  // st.matrix (generic proxy) before the wgmma reads (async proxy)
+      __syncwarp();
+      if (lane == 0) {
+        mbarrier_arrive(sdpa_warpspec::ring_bar<kStages>(bars, sdpa_warpspec::kFullV, ring));
+        mbarrier_arrive(sdpa_warpspec::ring_bar<kStages>(bars, kEmptyVRaw, ring));
+      }
     }
-  }
+  });
 }
 
 // ---------------------------------------------------------------- consumer --
@@ -347,40 +351,55 @@ struct Consumer {
 
   // This warpgroup's key tiles, then the tiles only the other warpgroup needs
   // (causal): freed in order once landed, so the producer's ring keeps moving.
+  // Every S (Q.K^T) of this item has completed: the producer may load the next item's Q.
+  __device__ __forceinline__ void release_q() const {
+    if constexpr (!Cfg::kPersistent) return;  // one item per block: Q is never reloaded
+    __syncwarp();
+    if (lane == 0) mbarrier_arrive(sdpa_warpspec::empty_q_bar(bars));
+  }
+
+  // Per work item (one, or a persistent block's stripe): this warpgroup's key
+  // tiles, then the tiles only the other warpgroup needs (causal): freed in
+  // order once landed, so the producer's ring keeps moving. The ring index
+  // carries across items; so do the turns (tiles + 1 per item for both).
   __device__ __forceinline__ void run() {
     const SdpaProblem& p = prm.ws.p;
-    constexpr int kNoSplit = 1;
-    const WorkTile wt = sdpa_warpspec::decode_work<Cfg, kCausal>(prm.ws, static_cast<int>(blockIdx.x), 0, kNoSplit);
-    const int bh = wt.b * p.heads + wt.h;
-    const int wg_q0 = wt.q_begin + cwg * kWgmmaM;
-    const int needed = wg_q0 < p.seq_len ? sdpa_ceil_div(sdpa_kv_end(wg_q0, kWgmmaM, p.seq_len, kCausal), kBlockN) : 0;
-    const int tiles = wt.kt_end - wt.kt_begin;
-    const int mine = max(0, min(wt.kt_end, needed) - wt.kt_begin);
-    tile.init(p.softmax_scale * prm.q_descale[bh] * prm.k_descale[bh], wg_q0 + warp_in_wg * Tile::Base::kWarpRows,
-              lane);
-    // Pingpong: warpgroup 0 takes the first turn; both take tiles + 1 turns.
+    // Pingpong: warpgroup 0 takes the first turn.
     if constexpr (Cfg::kPingpong) {
       if (cwg == 1) sdpa_warpspec::bar_arrive(sdpa_warpspec::kTurnBarrier0, kTurnThreads);
     }
-    mbarrier_wait(sdpa_warpspec::full_q_bar(bars), 0);
-    if (mine > 0) first_tile(0, wt.kt_begin * kBlockN);
-    else empty_turn();
-    for (int j = 1; j < mine; ++j) middle_tile(j, (wt.kt_begin + j) * kBlockN);
-    if (mine > 0) last_pv(mine - 1);
-    for (int j = mine; j < tiles; ++j) {
-      empty_turn();
-      wait_full(sdpa_warpspec::kFullK, j);
-      release(sdpa_warpspec::kEmptyK, j);
-      wait_full(sdpa_warpspec::kFullV, j);
-      release(sdpa_warpspec::kEmptyV, j);
-    }
-    if constexpr (sdpa_warpspec::kPdlLateTrigger) grid_launch_dependents();
-    if (wg_q0 < p.seq_len) {
-      T* o_g = sdpa_head_ptr(static_cast<T*>(p.out), p.out_strides, wt.b, wt.h) +
-               static_cast<int64_t>(wt.q_begin) * p.out_strides.seq;
-      tile.template store_o<Cfg::kBlockM>(smem + L::kOOffset, cwg * kWgmmaM + warp_in_wg * Tile::Base::kWarpRows,
-                                          o_g, p.out_strides.seq, p.seq_len - wt.q_begin, lane, prm.v_descale[bh]);
-    }
+    int ring = 0;
+    sdpa_warpspec::WorkOrder<Cfg, kCausal>::for_each(prm.ws, 0, kNoSplit, [&](const WorkTile& wt, int local) {
+      const int bh = wt.b * p.heads + wt.h;
+      const int wg_q0 = wt.q_begin + cwg * kWgmmaM;
+      const int needed =
+          wg_q0 < p.seq_len ? sdpa_ceil_div(sdpa_kv_end(wg_q0, kWgmmaM, p.seq_len, kCausal), kBlockN) : 0;
+      const int tiles = wt.kt_end - wt.kt_begin;
+      const int mine = max(0, min(wt.kt_end, needed) - wt.kt_begin);
+      tile.init(p.softmax_scale * prm.q_descale[bh] * prm.k_descale[bh], wg_q0 + warp_in_wg * Tile::Base::kWarpRows,
+                lane);
+      mbarrier_wait(sdpa_warpspec::full_q_bar(bars), local & 1);
+      if (mine > 0) first_tile(ring, wt.kt_begin * kBlockN);
+      else empty_turn();
+      for (int j = 1; j < mine; ++j) middle_tile(ring + j, (wt.kt_begin + j) * kBlockN);
+      release_q();
+      if (mine > 0) last_pv(ring + mine - 1);
+      for (int j = mine; j < tiles; ++j) {
+        empty_turn();
+        wait_full(sdpa_warpspec::kFullK, ring + j);
+        release(sdpa_warpspec::kEmptyK, ring + j);
+        wait_full(sdpa_warpspec::kFullV, ring + j);
+        release(sdpa_warpspec::kEmptyV, ring + j);
+      }
+      ring += tiles;
+      if constexpr (sdpa_warpspec::kPdlLateTrigger) grid_launch_dependents();
+      if (wg_q0 < p.seq_len) {
+        T* o_g = sdpa_head_ptr(static_cast<T*>(p.out), p.out_strides, wt.b, wt.h) +
+                 static_cast<int64_t>(wt.q_begin) * p.out_strides.seq;
+        tile.template store_o<Cfg::kBlockM>(smem + L::kOOffset, cwg * kWgmmaM + warp_in_wg * Tile::Base::kWarpRows,
+                                            o_g, p.out_strides.seq, p.seq_len - wt.q_begin, lane, prm.v_descale[bh]);
+      }
+    });
   }
 };
 
@@ -413,6 +432,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) fp8_kernel(const __grid_cons
   if (threadIdx.x == 0) {
     const uint32_t bars = s_base + L::kBarOffset;
     mbarrier_init(sdpa_warpspec::full_q_bar(bars), 1);  // the producer's expect_tx arrival
+    mbarrier_init(sdpa_warpspec::empty_q_bar(bars), Cfg::kConsumerWarps);  // each consumer warp's last S done
     for (int s = 0; s < Cfg::kStages; ++s) {
       mbarrier_init(sdpa_warpspec::ring_bar<Cfg::kStages>(bars, sdpa_warpspec::kFullK, s), 1);
       // Vt: the producer's expect_tx arrival, or one arrival per transposing warp
@@ -436,7 +456,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) fp8_kernel(const __grid_cons
     setmaxnreg_dec<Cfg::kProducerRegs>();
     if constexpr (Cfg::kVtInKernel) {
       const int warp = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x) / sdpa_warpspec::kWarpSize, 0);
-      if (warp > 0) transpose_v<D, Cfg, kCausal>(prm, s_base, warp - 1, static_cast<int>(threadIdx.x) % sdpa_warpspec::kWarpSize);
+      const int lane = static_cast<int>(threadIdx.x) % sdpa_warpspec::kWarpSize;
+      if (warp > 0) transpose_v<D, Cfg, kCausal>(prm, s_base, warp - 1, lane);
     }
     if (threadIdx.x == 0) produce<D, Cfg, kCausal>(prm, s_base);
     __syncwarp();
@@ -501,8 +522,11 @@ cudaError_t launch_instance(const Params& prm, cudaStream_t stream) {
   auto kernel = fp8_kernel<T, D, Cfg, kCausal, kScalePositive>;
   const cudaError_t err = sdpa_set_smem(kernel, smem);
   if (err != cudaSuccess) return err;
-  return sdpa_warpspec::launch_kernel(kernel, dim3(prm.ws.work_items), Cfg::kThreads, smem, sdpa_warpspec::kPlainGrid,
-                                      stream, prm);
+  const int blocks = Cfg::kPersistent
+                         ? min(sdpa_warpspec::WorkOrder<Cfg, kCausal>::units(prm.ws), sdpa_warpspec::sm_count())
+                         : prm.ws.work_items;
+  return sdpa_warpspec::launch_kernel(kernel, dim3(static_cast<unsigned>(blocks)), Cfg::kThreads, smem,
+                                      sdpa_warpspec::kPlainGrid, stream, prm);
 }
 
 // The pre-pass into the scratch, then the attention kernel reading it (or,
@@ -551,7 +575,8 @@ inline cudaError_t check(const SdpaFp8Problem* f, bool vt_in_kernel) {
   if (sdpa_problem_is_empty(f->attn)) return cudaSuccess;
   if (f->q_descale == nullptr || f->k_descale == nullptr || f->v_descale == nullptr) return cudaErrorInvalidValue;
   if (!vt_in_kernel) {
-    if (f->scratch == nullptr || f->scratch_bytes < scratch_bytes(f->attn, vt_in_kernel)) return cudaErrorInvalidValue;
+    if (f->scratch == nullptr || f->scratch_bytes < scratch_bytes(f->attn, vt_in_kernel))
+      return cudaErrorInvalidValue;
     if (reinterpret_cast<uintptr_t>(f->scratch) % kTmaAlignBytes != 0) return cudaErrorInvalidValue;
   }
   constexpr int kE4m3Bytes = 1, kOutBytes = 2;
