@@ -64,6 +64,14 @@ Knobs (-D overrides)
                       registry builds 40 / 232), no pre-pass, no scratch (log v9)
   VT_BATCH=1          units of 16 keys x 32 bytes whose ldmatrix loads a
                       transposing warp has in flight before their stores
+  PERSISTENT=0        1: grid = min(work items, SMs); producer, transposing
+                      warps and consumers walk sdpa_warpspec's WorkOrder (query
+                      tiles of a head consecutive, longest first), the rings'
+                      positions and the turns carried across items; the next
+                      item's Q loads once every consumer warp's last S is done
+                      (empty_q), under the last P.V and the store (log v10)
+  CAUSAL_PAIRS=0      with PERSISTENT, causal: a block takes query tiles j and
+                      m-1-j of a head back to back (sdpa_warpspec.cuh)
   ROW_SUM_MMA=0       1: the row sums from the P.V wgmma (m64n(D+8)k32 over a
                       Vt tile with a row of e4m3 ones under it) instead of one
                       FADD per score: the sums of the e4m3 P that P.V uses;
@@ -202,6 +210,24 @@ Shared memory: BLOCK_M * D (Q) + BLOCK_M * D * 2 (O staging)
       the CPU (tests/test_fp8_stage.py emulates ldmatrix.trans / stmatrix on
       VtLane's addresses). Variants prepass, vt_batch1, vt_batch4. Raw output:
       docs/results/sdpa/archive/s9-vt-in-kernel-*-tenth*.
+
+  v10 PERSISTENT=1, CAUSAL_PAIRS=1 (promoted). Why: fitting the per-launch
+      times of v9 at 11, 22 and 43 key tiles per block (2048, 4096 and 8192
+      keys: 21.7, 41 and 78 us per block, 16 rounds of blocks) gives 1.76 us
+      per tile and 2.3 us per block spent outside the key loop (prologue, the
+      first tile's latency, the store, the next block's launch). A persistent
+      block loads the next item's Q and first tiles under the last ones.
+      H100, quick_check, throughput, commit b337b26, TFLOP/s one block per
+      item / persistent / persistent + pairs: 4096x128 806 / 828 / 826,
+      8192x128 854 / 861 / 857, 2048x128 755 / 775 / 776, 4096x64 508 / 516 /
+      516, 4096x128 causal 700 / 711 / 730, 2048x128 causal 420 / 432 / 595
+      (s8 529 there: longest-first stripes without pairs leave one block with
+      1.7x the mean work), mission 7.69 / 7.55 / 7.57 us; 52/52 checks and 6/6
+      chains each, error/budget 0.563. s8 in the same run 592 (4096x128) and
+      623 (8192x128): s9/s8 = 1.40x and 1.38x. The calls of this session read
+      3-4% apart on the same build (806 and 840 at 4096x128), so the issue's
+      1.5x is judged side by side only. Variants one_item_per_block,
+      persistent_no_pairs.
 
 Scope: head_dim 64 and 128, fp16 or bf16 output, causal or not, any
   seq_len >= 1, any softmax_scale; Q/K/V/O base and strides multiples of 16
