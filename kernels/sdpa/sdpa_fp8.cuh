@@ -200,7 +200,6 @@ __device__ __forceinline__ void transpose_v(const Params& prm, uint32_t s_base, 
   using L = Layout<D, Cfg>;
   constexpr int kStages = Cfg::kStages;
   const uint32_t bars = s_base + L::kBarOffset;
-  const VtLane<D, L::kVtChunk> vt_lane(lane);
   int ring = 0;
   sdpa_warpspec::WorkOrder<Cfg, kCausal>::for_each(prm.ws, 0, kNoSplit, [&](const WorkTile& wt, int) {
     for (int n = wt.kt_begin; n < wt.kt_end; ++n, ++ring) {
@@ -209,8 +208,8 @@ __device__ __forceinline__ void transpose_v(const Params& prm, uint32_t s_base, 
       mbarrier_wait(sdpa_warpspec::ring_bar<kStages>(bars, kFullVRaw, ring), parity);
       mbarrier_wait(sdpa_warpspec::ring_bar<kStages>(bars, sdpa_warpspec::kEmptyV, ring), parity ^ 1);
       transpose_v_tile<D, Cfg::kBlockN, L::kVtChunk, kTransposeWarps, Cfg::kVtBatch>(
-          vt_lane, s_base + L::kVRawOffset + slot * L::kVRawBytes, s_base + L::kVOffset + slot * L::kVtBytes,
-          L::kVtChunkStride, warp);
+          s_base + L::kVRawOffset + slot * L::kVRawBytes, s_base + L::kVOffset + slot * L::kVtBytes,
+          L::kVtChunkStride, warp, lane);
       fence_proxy_async_shared();  // st.matrix (generic proxy) before the wgmma reads (async proxy)
       __syncwarp();
       if (lane == 0) {

@@ -114,9 +114,14 @@ struct VtLane {
 
 // A whole kBlockN x D tile by kWarps warps: warp `warp` takes every kWarps-th
 // 16 keys, all of D, up to kMaxBatch units' loads in flight before their stores.
+// The lane's constants are made per tile: held across the caller's loops over
+// tiles and work items, they cost a persistent causal build a spilled register
+// (log v10). An empty asm that "rewrites" the lane id keeps ptxas from hoisting them.
 template <int D, int kBlockN, int kVtChunk, int kWarps, int kMaxBatch>
-__device__ __forceinline__ void transpose_v_tile(const VtLane<D, kVtChunk>& lane, uint32_t v_tile, uint32_t vt_tile,
-                                                 uint32_t vt_chunk_stride, int warp) {
+__device__ __forceinline__ void transpose_v_tile(uint32_t v_tile, uint32_t vt_tile, uint32_t vt_chunk_stride, int warp,
+                                                 int lane_id) {
+  asm volatile("" : "+r"(lane_id));
+  const VtLane<D, kVtChunk> lane(lane_id);
   constexpr int kKeyUnits = kBlockN / kVtUnitKeys;
   constexpr int kDUnits = D / (kVtUnitChunks * kChunkBytes);
   static_assert(kBlockN % kVtUnitKeys == 0 && kDUnits * kVtUnitChunks * kChunkBytes == D, "whole units");
