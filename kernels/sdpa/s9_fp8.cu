@@ -227,7 +227,15 @@ Shared memory: BLOCK_M * D (Q) + BLOCK_M * D * 2 (O staging)
       623 (8192x128): s9/s8 = 1.40x and 1.38x. The calls of this session read
       3-4% apart on the same build (806 and 840 at 4096x128), so the issue's
       1.5x is judged side by side only. Variants one_item_per_block,
-      persistent_no_pairs.
+      persistent_no_pairs. The promoted build's causal head-dim-128 kernels
+      spilled 4 bytes in the transposing warps (the pairs' loop state beside
+      the hoisted VtLane): its long.yaml run was logged resource_fail (record
+      tenth-b); VtLane is now made per tile behind an opaque lane id (0
+      spills), and tests/test_resources.py holds every registered build to its
+      gates. long.yaml at 61870e5 (H100): pass, 814 / 847 TFLOP/s at
+      4096x128 / 8192x128, 617 at 2048x128 causal, 7.67 us at the mission;
+      quick_check s9 / s8 820 / 592 and 852 / 615 (1.39x, 1.39x); H200 830 /
+      599 and 865 / 615 (1.39x, 1.41x).
 
 Scope: head_dim 64 and 128, fp16 or bf16 output, causal or not, any
   seq_len >= 1, any softmax_scale; Q/K/V/O base and strides multiples of 16
