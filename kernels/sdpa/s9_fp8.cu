@@ -236,6 +236,19 @@ Shared memory: BLOCK_M * D (Q) + BLOCK_M * D * 2 (O staging)
       4096x128 / 8192x128, 617 at 2048x128 causal, 7.67 us at the mission;
       quick_check s9 / s8 820 / 592 and 852 / 615 (1.39x, 1.39x); H200 830 /
       599 and 865 / 615 (1.39x, 1.41x).
+  v11 Knobs again on the v10 build, H100, quick_check, commit b422790,
+      TFLOP/s at 4096x128 / 8192x128: default 815 / 848, VT_BATCH=1 817 /
+      857 (the same), PINGPONG=0 793 / 818, BLOCK_N_D128=128 with 3 stages
+      (193 KiB) 733 / 746. Nothing promoted. Where the rest goes: per
+      192 x 128 tile at D=128 the QGMMAs and MUFU.EX2 need 1536 clocks each
+      per SM (v7) and the consumer warps issue about 720 instructions each
+      per tile (ncu: 507 M warp instructions at 8192x128), about 1440 issue
+      slots per sub-partition against the same 1536: tensor pipe, MUFU and
+      issue are all near their limits together, and ncu reads about 50% for
+      the first two. 1.5x s8 (about 890-930 TFLOP/s) needs fewer
+      instructions per score or exponentials off MUFU without adding issue
+      (the cubic of v2 added more than it saved). Raw output: docs/results/
+      sdpa/archive/s9-variants-quick-check-nvidia-h100-2026-11-24-tenth.txt.
 
 Scope: head_dim 64 and 128, fp16 or bf16 output, causal or not, any
   seq_len >= 1, any softmax_scale; Q/K/V/O base and strides multiples of 16
