@@ -95,7 +95,8 @@ struct Layout {
   static constexpr int kBarriers = 2 + kRings * Cfg::kStages;  // full_q, empty_q, the rings
   static constexpr int kSmemBytes = kBarOffset + kBarriers * kBarBytes + kSw128Align;
   static_assert(kQBytes % kSw128Align == 0 && kKBytes % kSw128Align == 0, "every tile starts 1024-aligned");
-  static_assert(kVtChunkStride % kSw128Align == 0, "every Vt chunk starts 1024-aligned (swizzled_offset)");
+  static_assert(!Cfg::kVtInKernel || kVtChunkStride % kSw128Align == 0,
+                "the transposer's Vt chunks start 1024-aligned (swizzled_offset)");
   static_assert(static_cast<size_t>(kSmemBytes) <= kSdpaMaxSmemPerBlock, "tiles exceed Hopper shared memory");
 };
 
@@ -161,7 +162,7 @@ __device__ __forceinline__ void produce(const Params& prm, uint32_t s_base) {
 
   int ring = 0;  // K/V tiles issued so far: the ring position carries across work items (kPersistent)
   sdpa_warpspec::WorkOrder<Cfg, kCausal>::for_each(prm.ws, 0, kNoSplit, [&](const WorkTile& wt, int local) {
-    // every S of the previous item has completed (Consumer::release_q)
+    // every S of the previous item has completed (ConsumerSync::release_q)
     if (local > 0) mbarrier_wait(sdpa_warpspec::empty_q_bar(bars), (local - 1) & 1);
     mbarrier_arrive_expect_tx(sdpa_warpspec::full_q_bar(bars), L::kQBytes);
     tma_load_4d(s_base + L::kQOffset, &prm.ws.q_map, sdpa_warpspec::full_q_bar(bars), 0, wt.q_begin, wt.h, wt.b);
@@ -221,24 +222,22 @@ __device__ __forceinline__ void transpose_v(const Params& prm, uint32_t s_base, 
 }
 
 // ---------------------------------------------------------------- consumer --
-template <typename T, int D, class Cfg, bool kCausal, bool kScalePositive>
-struct Consumer {
+// A consumer warpgroup's place in the block and its side of the barriers:
+// the rings' full / empty barriers, the operand descriptors of a ring slot,
+// the pingpong turns and Q's release.
+template <int D, class Cfg>
+struct ConsumerSync {
   using L = Layout<D, Cfg>;
-  using Tile = WgFp8Tile<T, D, Cfg::kBlockN, kCausal, kScalePositive, Cfg::kFoldPScale, Cfg::kPolyEvery,
-                         Cfg::kRescaleThreshold, Cfg::kRowSumMma>;
   static constexpr int kStages = Cfg::kStages;
-  static constexpr int kBlockN = Cfg::kBlockN;
   static constexpr int kTurnThreads = 2 * kWarpgroupThreads;  // both consumer warpgroups meet at a turn
   static_assert(!Cfg::kPingpong || Cfg::kConsumerWGs == 2, "pingpong alternates exactly two consumer warpgroups");
-  static_assert(Tile::kVtChunkBytes == L::kVtChunkStride, "the tile's descriptors step the layout's Vt chunks");
 
   const Params& prm;
   uint32_t s_base, bars;
   unsigned char* smem;
   int cwg, warp_in_wg, lane;
-  Tile tile;
 
-  __device__ __forceinline__ Consumer(const Params& prm_, uint32_t s_base_, unsigned char* smem_, int cwg_)
+  __device__ __forceinline__ ConsumerSync(const Params& prm_, uint32_t s_base_, unsigned char* smem_, int cwg_)
       : prm(prm_), s_base(s_base_), bars(s_base_ + L::kBarOffset), smem(smem_), cwg(cwg_) {
     const int ctid = static_cast<int>(threadIdx.x) - kWarpgroupThreads;
     warp_in_wg = (ctid % kWarpgroupThreads) / sdpa_warpspec::kWarpSize;
@@ -253,6 +252,12 @@ struct Consumer {
     __syncwarp();
     if (lane == 0) mbarrier_arrive(sdpa_warpspec::ring_bar<kStages>(bars, ring, index));
   }
+  // Every S (Q.K^T) of this item has completed: the producer may load the next item's Q.
+  __device__ __forceinline__ void release_q() const {
+    if constexpr (!Cfg::kPersistent) return;  // one item per block: Q is never reloaded
+    __syncwarp();
+    if (lane == 0) mbarrier_arrive(sdpa_warpspec::empty_q_bar(bars));
+  }
   __device__ __forceinline__ uint64_t desc_q() const {
     return make_desc_kmajor8<D>(s_base + L::kQOffset + cwg * kWgmmaM * D);
   }
@@ -260,7 +265,7 @@ struct Consumer {
     return make_desc_kmajor8<D>(s_base + L::kKOffset + (index % kStages) * L::kKBytes);
   }
   __device__ __forceinline__ uint64_t desc_vt(int index) const {
-    return make_desc_kmajor8<Tile::kVtChunk>(s_base + L::kVOffset + (index % kStages) * L::kVtBytes);
+    return make_desc_kmajor8<L::kVtChunk>(s_base + L::kVOffset + (index % kStages) * L::kVtBytes);
   }
 
   // Pingpong (Cfg::kPingpong, s7's scheme on sdpa_warpspec's named barriers):
@@ -279,6 +284,26 @@ struct Consumer {
     turn_begin();
     turn_end();
   }
+};
+
+// One consumer warpgroup's key loop and epilogue, per work item.
+template <typename T, int D, class Cfg, bool kCausal, bool kScalePositive>
+struct Consumer : ConsumerSync<D, Cfg> {
+  using Sync = ConsumerSync<D, Cfg>;
+  using typename Sync::L;
+  using Sync::prm, Sync::bars, Sync::smem, Sync::cwg, Sync::warp_in_wg, Sync::lane;
+  using Sync::wait_full, Sync::release, Sync::release_q, Sync::desc_q, Sync::desc_k, Sync::desc_vt;
+  using Sync::turn_begin, Sync::turn_end, Sync::empty_turn, Sync::kTurnThreads;
+  using Tile = WgFp8Tile<T, D, Cfg::kBlockN, kCausal, kScalePositive, Cfg::kFoldPScale, Cfg::kPolyEvery,
+                         Cfg::kRescaleThreshold, Cfg::kRowSumMma>;
+  static constexpr int kBlockN = Cfg::kBlockN;
+  static_assert(Tile::kVtChunkBytes == L::kVtChunkStride, "the tile's descriptors step the layout's Vt chunks");
+  static_assert(Tile::kVtChunk == L::kVtChunk, "the tile's and the layout's Vt chunks agree");
+
+  Tile tile;
+
+  __device__ __forceinline__ Consumer(const Params& prm_, uint32_t s_base_, unsigned char* smem_, int cwg_)
+      : Sync(prm_, s_base_, smem_, cwg_) {}
 
   // The first tile: S only. Issue and wait stay in one branch (C7514, sdpa_warpspec.cuh).
   __device__ __forceinline__ void first_tile(int idx, int key0) {
@@ -350,13 +375,6 @@ struct Consumer {
 
   // This warpgroup's key tiles, then the tiles only the other warpgroup needs
   // (causal): freed in order once landed, so the producer's ring keeps moving.
-  // Every S (Q.K^T) of this item has completed: the producer may load the next item's Q.
-  __device__ __forceinline__ void release_q() const {
-    if constexpr (!Cfg::kPersistent) return;  // one item per block: Q is never reloaded
-    __syncwarp();
-    if (lane == 0) mbarrier_arrive(sdpa_warpspec::empty_q_bar(bars));
-  }
-
   // Per work item (one, or a persistent block's stripe): this warpgroup's key
   // tiles, then the tiles only the other warpgroup needs (causal): freed in
   // order once landed, so the producer's ring keeps moving. The ring index
