@@ -158,8 +158,8 @@ __device__ __forceinline__ void produce(const Params& prm, uint32_t s_base) {
   prefetch_tensor_map(&prm.ws.q_map);
   prefetch_tensor_map(&prm.ws.k_map);
   prefetch_tensor_map(&prm.ws.v_map);
-  if constexpr (sdpa_warpspec::kPdl) grid_dependency_wait();  // Q, K, V (or the pre-pass's Vt) are earlier kernels' outputs
-
+  // Q, K and V (or the pre-pass's Vt) are earlier kernels' outputs
+  if constexpr (sdpa_warpspec::kPdl) grid_dependency_wait();
   int ring = 0;  // K/V tiles issued so far: the ring position carries across work items (kPersistent)
   sdpa_warpspec::WorkOrder<Cfg, kCausal>::for_each(prm.ws, 0, kNoSplit, [&](const WorkTile& wt, int local) {
     // every S of the previous item has completed (ConsumerSync::release_q)
