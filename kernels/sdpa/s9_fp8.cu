@@ -327,12 +327,18 @@ extern "C" int64_t sdpa_fp8_scratch_bytes(const SdpaFp8Problem* problem) {
 }
 
 extern "C" const char* sdpa_stage_config() {
-  return "s9_fp8 e4m3 wgmma, BLOCK_M=128 (2 consumer warpgroups + 1 producer) BLOCK_N_D64=" SDPA_STR(
-      BLOCK_N_D64) " BLOCK_N_D128=" SDPA_STR(BLOCK_N_D128) " STAGES_D64=" SDPA_STR(STAGES_D64) " STAGES_D128=" SDPA_STR(
-      STAGES_D128) " setmaxnreg producer=" SDPA_STR(PRODUCER_REGS) " consumer=" SDPA_STR(CONSUMER_REGS)
-      " PINGPONG=" SDPA_STR(PINGPONG) " PINGPONG_D64=" SDPA_STR(PINGPONG_D64) " FOLD_P_SCALE=" SDPA_STR(FOLD_P_SCALE) " EXP2_POLY_EVERY=" SDPA_STR(
-          EXP2_POLY_EVERY) " RESCALE_THRESHOLD=" SDPA_STR(RESCALE_THRESHOLD) " ROW_SUM_MMA=" SDPA_STR(ROW_SUM_MMA) " VT_IN_KERNEL=" SDPA_STR(VT_IN_KERNEL) " VT_BATCH=" SDPA_STR(VT_BATCH) " PERSISTENT=" SDPA_STR(PERSISTENT) " (0: a pre-pass transposes V to Vt in scratch; 1: the producer warpgroup's warps 1-3 in shared memory; keys permuted per 32)"
-      " WS_PDL=" SDPA_STR(WS_PDL) " (programmatic dependent launch; 2: trigger before the epilogue)";
+  return "s9_fp8 e4m3 wgmma, BLOCK_M=128 (2 consumer warpgroups + 1 producer)"
+         " BLOCK_N_D64=" SDPA_STR(BLOCK_N_D64) " BLOCK_N_D128=" SDPA_STR(BLOCK_N_D128)
+         " STAGES_D64=" SDPA_STR(STAGES_D64) " STAGES_D128=" SDPA_STR(STAGES_D128)
+         " setmaxnreg producer=" SDPA_STR(PRODUCER_REGS) " consumer=" SDPA_STR(CONSUMER_REGS)
+         " PINGPONG=" SDPA_STR(PINGPONG) " PINGPONG_D64=" SDPA_STR(PINGPONG_D64)
+         " FOLD_P_SCALE=" SDPA_STR(FOLD_P_SCALE) " EXP2_POLY_EVERY=" SDPA_STR(EXP2_POLY_EVERY)
+         " RESCALE_THRESHOLD=" SDPA_STR(RESCALE_THRESHOLD) " ROW_SUM_MMA=" SDPA_STR(ROW_SUM_MMA)
+         " VT_IN_KERNEL=" SDPA_STR(VT_IN_KERNEL)
+         " (0: a pre-pass transposes V to Vt in scratch; 1: the producer warpgroup's warps 1-3 in shared"
+         " memory; keys permuted per 32) VT_BATCH=" SDPA_STR(VT_BATCH)
+         " PERSISTENT=" SDPA_STR(PERSISTENT) " CAUSAL_PAIRS=" SDPA_STR(CAUSAL_PAIRS)
+         " WS_PDL=" SDPA_STR(WS_PDL) " (programmatic dependent launch; 2: trigger before the epilogue)";
 }
 
 // The attention kernel's launch-time shared memory; the output dtype does not change it.
