@@ -160,7 +160,7 @@ def test_p_fragment_is_the_accumulator_at_permuted_keys():
 
 
 def swizzled_offset(row_bytes, row, byte):
-    """sdpa_wgmma_fp8.cuh's swizzled_offset: TMA's SWIZZLE_128B / _64B byte offset."""
+    """The offset of byte `byte` of row `row` as TMA's SWIZZLE_128B / _64B lays a tile out."""
     off = row * row_bytes + byte
     return off ^ (((off >> 7) & (7 if row_bytes == 128 else 3)) << 4)
 

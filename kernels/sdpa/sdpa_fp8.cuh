@@ -96,7 +96,7 @@ struct Layout {
   static constexpr int kSmemBytes = kBarOffset + kBarriers * kBarBytes + kSw128Align;
   static_assert(kQBytes % kSw128Align == 0 && kKBytes % kSw128Align == 0, "every tile starts 1024-aligned");
   static_assert(!Cfg::kVtInKernel || kVtChunkStride % kSw128Align == 0,
-                "the transposer's Vt chunks start 1024-aligned (swizzled_offset)");
+                "the transposer's Vt chunks start 1024-aligned (swizzle_of_row)");
   static_assert(static_cast<size_t>(kSmemBytes) <= kSdpaMaxSmemPerBlock, "tiles exceed Hopper shared memory");
 };
 

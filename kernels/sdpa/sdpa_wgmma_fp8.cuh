@@ -51,22 +51,14 @@ __host__ __device__ __forceinline__ constexpr int fp8_key_of(int k) {
 }
 
 // --------------------------------------------- V -> Vt in shared memory --
-// Byte offset of (row, byte) in a 1024-byte-aligned tile of kRowBytes-byte rows
-// as TMA's CU_TENSOR_MAP_SWIZZLE_128B / _64B writes it and the descriptors
-// read it: the 16-byte chunk index XOR the offset's bits 7 and up (128-byte
-// rows: chunk ^= row % 8; 64-byte rows: chunk ^= (row / 2) % 4).
-template <int kRowBytes>
-__device__ __forceinline__ uint32_t swizzled_offset(uint32_t row, uint32_t byte) {
-  static_assert(kRowBytes == 64 || kRowBytes == 128, "rows of one 64- or 128-byte swizzle row");
-  constexpr uint32_t kAtomMask = kRowBytes == 128 ? 7u : 3u;  // 8 or 4 chunk patterns per 1024 bytes
-  const uint32_t off = row * kRowBytes + byte;
-  return off ^ (((off >> 7) & kAtomMask) << 4);
-}
-
-// The chunk pattern swizzled_offset XORs into row r (the tile 1024-aligned, r
-// counted from a multiple of 8 rows): r % 8 for 128-byte rows, (r / 2) % 4 for 64.
+// A 1024-byte-aligned tile of kRowBytes-byte rows, as TMA's
+// CU_TENSOR_MAP_SWIZZLE_128B / _64B writes it and the descriptors read it,
+// holds byte b of row r at r * kRowBytes + (b ^ 16 * swizzle_of_row(r)): the
+// 16-byte chunk index XOR the offset's bits 7 and up, i.e. r % 8 for 128-byte
+// rows and (r / 2) % 4 for 64-byte rows.
 template <int kRowBytes>
 __host__ __device__ constexpr uint32_t swizzle_of_row(uint32_t r) {
+  static_assert(kRowBytes == 64 || kRowBytes == 128, "rows of one 64- or 128-byte swizzle row");
   return kRowBytes == 128 ? r % 8 : (r / 2) % 4;
 }
 
@@ -91,7 +83,7 @@ constexpr uint32_t kOddRowBytes = 0x7531u;
 //   v_tile + key0 * D + src + ((chunk0 * 16) ^ src_xor)
 // and writes at
 //   vt_tile + (key0 / kVtChunk) * chunk_stride + chunk0 * 16 * kVtChunk + dst + ((key0 % kVtChunk) ^ dst_xor),
-// which is swizzled_offset of the rows and bytes above (the XOR distributes
+// which is the swizzled offset of the rows and bytes above (the XOR distributes
 // because the row bases are multiples of 16 and chunk0 is even).
 template <int D, int kVtChunk>
 struct VtLane {
