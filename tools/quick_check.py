@@ -27,6 +27,7 @@ import time
 
 import torch
 
+from stagelab import gpu_clocks
 from stagelab.build import build_all, build_stage
 from stagelab.chain import check_chains
 from stagelab.errors import BuildError
@@ -112,6 +113,13 @@ def check_dependent_launches(family, kernels) -> bool:
     return all_ok
 
 
+def clock_note(row: dict) -> str:
+    """' @1480 MHz 698 W' where the row carries the clock it ran at (stagelab.gpu_clocks)."""
+    if gpu_clocks.CLOCK_MHZ not in row:
+        return ""
+    return f" @{row[gpu_clocks.CLOCK_MHZ]} MHz {row[gpu_clocks.POWER_W]} W"
+
+
 def time_all(family, kernels, contender_names, repetitions, only=()) -> None:
     for problem in problems(family, TIME_PROBLEMS):
         if only and problem.tag not in only:
@@ -123,7 +131,7 @@ def time_all(family, kernels, contender_names, repetitions, only=()) -> None:
                 rows.append(time_contender(family, name, problem, mode="throughput", repetitions=repetitions))
             except RuntimeError as exc:
                 print(f"[time] {name} unavailable: {exc}", flush=True)
-        cells = [f"{r['contender']} {r['p50_us']:8.2f} us {r['tflops']:6.0f} TF/s" for r in rows]
+        cells = [f"{r['contender']} {r['p50_us']:8.2f} us {r['tflops']:6.0f} TF/s" + clock_note(r) for r in rows]
         print(f"[time] {problem.tag}: " + " | ".join(cells), flush=True)
 
 

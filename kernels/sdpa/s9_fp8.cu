@@ -72,6 +72,11 @@ Knobs (-D overrides)
                       (empty_q), under the last P.V and the store (log v10)
   CAUSAL_PAIRS=0      with PERSISTENT, causal: a block takes query tiles j and
                       m-1-j of a head back to back (sdpa_warpspec.cuh)
+  EARLY_PACK=0        1: P converted to e4m3 inside the softmax (WgFp8Tile's
+                      p8_next), copied into the P.V operands after the previous
+                      P.V's wait; measured slower (log v12)
+  EXP_GROUPS=1        g > 1: the exponentials in g basic blocks, each with its
+                      FFMAs and its part of the row sums (log v12; slower)
   ROW_SUM_MMA=0       1: the row sums from the P.V wgmma (m64n(D+8)k32 over a
                       Vt tile with a row of e4m3 ones under it) instead of one
                       FADD per score: the sums of the e4m3 P that P.V uses;
@@ -249,6 +254,41 @@ Shared memory: BLOCK_M * D (Q) + BLOCK_M * D * 2 (O staging)
       instructions per score or exponentials off MUFU without adding issue
       (the cubic of v2 added more than it saved). Raw output: docs/results/
       sdpa/archive/s9-variants-quick-check-nvidia-h100-2026-11-24-tenth.txt.
+  v12 Where the consumer warps' time goes, and three schedules that lose.
+      ncu's sampled program counters at 4096x128 (tools/ncu_compare.py
+      --source, H100, commit 7c1e84b): the consumer loop is 60% of the
+      samples, the transposing warps' loop 22%. Per consumer warp and key tile
+      (~2900 clocks at ncu's clock): K/V/turn/S waits ~270, GEMM issue and O's
+      rescale ~360, row max ~490, FFMAs ~330, the MUFU phase ~1110, the F2FP
+      / PRMT pack ~310; stalls 37% "wait" (the fixed stall counts ptxas sets:
+      S08 after a MUFU.EX2, S02 per FMNMX / F2FP), 22% issuing. The warps wait
+      little on data or on each other: the softmax's own latency chain is the
+      loop. Three ways to overlap more of it with the MUFU.EX2s, all checked
+      52/52, all slower (H100, quick_check, TFLOP/s at 4096x128 / 8192x128):
+        EXP2_POLY_EVERY 12 / 8 / 6 / 4 (1/12 ... 1/4 of the exponentials on
+          the FMA pipe): 741 / 753 / 754 / 731 and 776 / 779 / 791 / 770 vs
+          808 and 846.
+        EARLY_PACK=1 (P converted to e4m3 in the softmax, into registers of
+          its own, copied into the P.V operands after the previous P.V's wait;
+          the F2FPs then sit among the MUFU.EX2s, 8% fewer stall-count cycles
+          per tile): 765 / 785 vs 826 / 854; without turns 775 / 804. As a
+          plain assignment ptxas gave both arrays one set of registers and
+          serialized every wgmma (C7513); the copy is an asm mov.
+        EXP_GROUPS 2 / 3 / 4 / 6 (the exponentials in that many basic blocks,
+          each with its FFMAs and its part of the row sums; measured at commit
+          <exp-groups>, removed after: 75 lines in the shared tile for a loss):
+          769 / 748 / 747 / 725 and 796 / 776 / 774 / 756 vs 827 and 847.
+      ptxas's own order (every FFMA, then the MUFU.EX2s with the sums' FADDs
+      between them, then the pack) stays the fastest found: the two consumer
+      warps of a sub-partition seem to do best when one is in its MUFU phase
+      while the other is not, and work moved into the MUFU phase takes issue
+      slots from the other warp. Clocks (stagelab.gpu_clocks, new): the H100
+      reaches its 700 W limit on the long shapes and lowers the SM clock; in
+      one call s9 ran at about 1830-1880 MHz, s8 and cuDNN at 1640-1700 MHz
+      (4096x128) and 1490-1540 (8192x128): the fp16 kernels are the more
+      power-limited, so s9/s8 is not flattered by the clocks. Raw output:
+      docs/results/sdpa/archive/s9-*-eleventh.*; variants early_pack,
+      poly12, poly6, exp_groups2, exp_groups4.
 
 Scope: head_dim 64 and 128, fp16 or bf16 output, causal or not, any
   seq_len >= 1, any softmax_scale; Q/K/V/O base and strides multiples of 16
@@ -292,6 +332,12 @@ Scope: head_dim 64 and 128, fp16 or bf16 output, causal or not, any
 #ifndef PERSISTENT
 #define PERSISTENT 0
 #endif
+#ifndef EARLY_PACK
+#define EARLY_PACK 0
+#endif
+#ifndef EXP_GROUPS
+#define EXP_GROUPS 1
+#endif
 
 namespace {
 
@@ -305,7 +351,8 @@ template <int D>
 using S9Config = sdpa_fp8::Fp8Config<
     sdpa_warpspec::Config<kConsumerWarpgroups, D == 64 ? BLOCK_N_D64 : BLOCK_N_D128, D == 64 ? STAGES_D64 : STAGES_D128,
                           kPingpong<D>, kPersistent, kBlocksPerSm, PRODUCER_REGS, CONSUMER_REGS>,
-    FOLD_P_SCALE != 0, EXP2_POLY_EVERY, RESCALE_THRESHOLD, ROW_SUM_MMA != 0, VT_IN_KERNEL != 0, VT_BATCH>;
+    FOLD_P_SCALE != 0, EXP2_POLY_EVERY, RESCALE_THRESHOLD, ROW_SUM_MMA != 0, VT_IN_KERNEL != 0, VT_BATCH,
+    EARLY_PACK != 0, EXP_GROUPS>;
 
 }  // namespace
 
@@ -338,6 +385,7 @@ extern "C" const char* sdpa_stage_config() {
          " (0: a pre-pass transposes V to Vt in scratch; 1: the producer warpgroup's warps 1-3 in shared"
          " memory; keys permuted per 32) VT_BATCH=" SDPA_STR(VT_BATCH)
          " PERSISTENT=" SDPA_STR(PERSISTENT) " CAUSAL_PAIRS=" SDPA_STR(CAUSAL_PAIRS)
+         " EARLY_PACK=" SDPA_STR(EARLY_PACK) " EXP_GROUPS=" SDPA_STR(EXP_GROUPS)
          " WS_PDL=" SDPA_STR(WS_PDL) " (programmatic dependent launch; 2: trigger before the epilogue)";
 }
 

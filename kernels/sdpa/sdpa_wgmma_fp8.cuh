@@ -262,8 +262,16 @@ __device__ __forceinline__ uint32_t pack_e4m3x2(float lo, float hi) {
 // kRowSumMma: the row sums come from the P.V wgmma (Wgmma8Sum: Vt's tile carries
 // a row of ones) instead of one FADD per score: the sums of the e4m3 P8 that
 // P.V multiplies, rescaled with O; the Vt tiles are kSumRows rows longer.
+// kEarlyPack: softmax() converts P to e4m3 right away, into p8_next, and pack_p()
+// only copies it into p8. The previous tile's P.V reads p8 until its wgmma_wait,
+// which the stages put after the softmax; converting into p8 itself has to wait
+// for it, and the 48 F2FP + 24 PRMT per thread then run after the exponentials
+// instead of in the gaps the MUFU's rate leaves (one MUFU.EX2 per 8 clocks per
+// sub-partition). The price: 24 MOVs and 24 registers live across the wait.
+// kExpGroups: WgAttentionTile::softmax's exponentials in that many basic blocks.
 template <typename T, int D, int kBlockN, bool kCausal, bool kScalePositive, bool kFoldPScale = false,
-          int kPolyEvery = 0, int kRescaleThreshold = 0, bool kRowSumMma = false>
+          int kPolyEvery = 0, int kRescaleThreshold = 0, bool kRowSumMma = false, bool kEarlyPack = false,
+          int kExpGroups = 1>
 struct WgFp8Tile {
   using Base = WgAttentionTile<T, D, kBlockN, kCausal, kScalePositive, kRescaleThreshold>;
   static constexpr int kPMaxExp2 = 8;  // FA3's Max_offset for FP8: 2^8 p <= 256 < 448 (e4m3's max)
@@ -284,6 +292,7 @@ struct WgFp8Tile {
 
   Base m;
   uint32_t p8[kKeySlices][4];
+  uint32_t p8_next[kKeySlices][4];  // kEarlyPack: this tile's P while the previous P.V reads p8
   float sum_acc[4];  // kRowSumMma: the extra n8 tile of P.V (column 0 = row sums, lanes t = 0)
 
   __device__ __forceinline__ void init(float score_scale, int first_row_of_warp, int lane) {
@@ -329,7 +338,8 @@ struct WgFp8Tile {
   }
   // S(tile at key0) -> p (or 2^8 p when folded) in place; running max / sum.
   __device__ __forceinline__ void softmax(int key0, int seq_len) {
-    m.template softmax<kFoldPScale ? kPExp2Offset : 0, kPolyEvery, !kRowSumMma>(key0, seq_len);
+    m.template softmax<kFoldPScale ? kPExp2Offset : 0, kPolyEvery, !kRowSumMma, kExpGroups>(key0, seq_len);
+    if constexpr (kEarlyPack) convert_p(p8_next);
   }
   // x (= p) -> 2^8 p for the e4m3 conversion; already scaled when folded.
   static __device__ __forceinline__ float p_scaled(float x) {
@@ -338,7 +348,7 @@ struct WgFp8Tile {
   }
   // Register r (v1 = r % 2, v2 = r / 2), byte v0 of slice kk is S tile
   // 4kk + 2 v2 + v0 / 2, element e = 2 v1 + v0 % 2 (header comment).
-  __device__ __forceinline__ void pack_p() {
+  __device__ __forceinline__ void convert_p(uint32_t (&dst)[kKeySlices][4]) const {
 #pragma unroll
     for (int kk = 0; kk < kKeySlices; ++kk)
 #pragma unroll
@@ -348,8 +358,23 @@ struct WgFp8Tile {
         const uint32_t lo = pack_e4m3x2(p_scaled(m.s_acc[first]), p_scaled(m.s_acc[first + 1]));
         const uint32_t hi =
             pack_e4m3x2(p_scaled(m.s_acc[first + kNextTile]), p_scaled(m.s_acc[first + kNextTile + 1]));
-        p8[kk][r] = lo | (hi << 16);
+        dst[kk][r] = lo | (hi << 16);
       }
+  }
+  // P -> p8, the A fragments of this tile's P.V (a copy of p8_next with kEarlyPack).
+  __device__ __forceinline__ void pack_p() {
+    if constexpr (kEarlyPack) {
+#pragma unroll
+      for (int kk = 0; kk < kKeySlices; ++kk)
+#pragma unroll
+        for (int r = 0; r < 4; ++r) {
+          // A mov of its own: as an assignment, p8_next's F2FP/PRMT would define p8's
+          // registers under the previous P.V, and ptxas serializes every wgmma (C7513).
+          asm volatile("mov.b32 %0, %1;" : "=r"(p8[kk][r]) : "r"(p8_next[kk][r]));
+        }
+    } else {
+      convert_p(p8);
+    }
   }
   // Fold V's descale into O and P's fixed scale into the row sums, then store.
   template <int kTileRows>

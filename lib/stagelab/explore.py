@@ -7,17 +7,23 @@ from collections.abc import Callable
 import pandas as pd
 
 from .family import Family
+from .gpu_clocks import ClockMonitor, smi_device_id
 from .timing import L2Flusher, summarize, time_mode
 
 
 def _time_launch(family: Family, shape, launch_of: Callable, label: str, *, dtype: str, mode: str,
                  warmup: int, repetitions: int) -> dict:
-    """Fresh inputs, `launch_of(inputs)` timed in one mode: a TimingStats row as a dict."""
+    """Fresh inputs, `launch_of(inputs)` timed in one mode: a TimingStats row as a dict, with the
+    SM clock and board power it ran at where nvidia-smi can say (stagelab.gpu_clocks)."""
     torch_dtype = family.torch_dtype(dtype)
     inputs = family.make_inputs(shape, torch_dtype, seed=0, device="cuda")
     flush = L2Flusher(inputs[0].device) if mode == "cold" else None
-    samples = time_mode(launch_of(inputs), mode, flush, warmup=warmup, repetitions=repetitions)
-    return summarize(samples, contender=label, shape=shape, mode=mode, element_bytes=torch_dtype.itemsize).as_row()
+    launch = launch_of(inputs)
+    with ClockMonitor(smi_device_id(inputs[0].device.index or 0)) as clocks:
+        samples = time_mode(launch, mode, flush, warmup=warmup, repetitions=repetitions)
+    row = summarize(samples, contender=label, shape=shape, mode=mode, element_bytes=torch_dtype.itemsize).as_row()
+    clock_summary = clocks.summary()
+    return row | (clock_summary.as_row() if clock_summary else {})
 
 
 def stage_call(family: Family, kernel, shape, inputs) -> Callable[[], None]:
