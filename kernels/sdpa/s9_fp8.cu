@@ -75,8 +75,6 @@ Knobs (-D overrides)
   EARLY_PACK=0        1: P converted to e4m3 inside the softmax (WgFp8Tile's
                       p8_next), copied into the P.V operands after the previous
                       P.V's wait; measured slower (log v12)
-  EXP_GROUPS=1        g > 1: the exponentials in g basic blocks, each with its
-                      FFMAs and its part of the row sums (log v12; slower)
   ROW_SUM_MMA=0       1: the row sums from the P.V wgmma (m64n(D+8)k32 over a
                       Vt tile with a row of e4m3 ones under it) instead of one
                       FADD per score: the sums of the e4m3 P that P.V uses;
@@ -275,8 +273,11 @@ Shared memory: BLOCK_M * D (Q) + BLOCK_M * D * 2 (O staging)
           plain assignment ptxas gave both arrays one set of registers and
           serialized every wgmma (C7513); the copy is an asm mov.
         EXP_GROUPS 2 / 3 / 4 / 6 (the exponentials in that many basic blocks,
-          each with its FFMAs and its part of the row sums; measured at commit
-          <exp-groups>, removed after: 75 lines in the shared tile for a loss):
+          each with its FFMAs and its part of the row sums, the blocks split by
+          schedule_boundary and each boundary's condition reading the partial
+          sums so that ptxas cannot sink the adds; measured at commit b6e3d84,
+          variants exp_groups2/4 there, removed after: 75 lines in the shared
+          tile for a loss):
           769 / 748 / 747 / 725 and 796 / 776 / 774 / 756 vs 827 and 847.
       ptxas's own order (every FFMA, then the MUFU.EX2s with the sums' FADDs
       between them, then the pack) stays the fastest found: the two consumer
@@ -288,7 +289,7 @@ Shared memory: BLOCK_M * D (Q) + BLOCK_M * D * 2 (O staging)
       (4096x128) and 1490-1540 (8192x128): the fp16 kernels are the more
       power-limited, so s9/s8 is not flattered by the clocks. Raw output:
       docs/results/sdpa/archive/s9-*-eleventh.*; variants early_pack,
-      poly12, poly6, exp_groups2, exp_groups4.
+      poly12, poly6.
 
 Scope: head_dim 64 and 128, fp16 or bf16 output, causal or not, any
   seq_len >= 1, any softmax_scale; Q/K/V/O base and strides multiples of 16
@@ -335,9 +336,6 @@ Scope: head_dim 64 and 128, fp16 or bf16 output, causal or not, any
 #ifndef EARLY_PACK
 #define EARLY_PACK 0
 #endif
-#ifndef EXP_GROUPS
-#define EXP_GROUPS 1
-#endif
 
 namespace {
 
@@ -352,7 +350,7 @@ using S9Config = sdpa_fp8::Fp8Config<
     sdpa_warpspec::Config<kConsumerWarpgroups, D == 64 ? BLOCK_N_D64 : BLOCK_N_D128, D == 64 ? STAGES_D64 : STAGES_D128,
                           kPingpong<D>, kPersistent, kBlocksPerSm, PRODUCER_REGS, CONSUMER_REGS>,
     FOLD_P_SCALE != 0, EXP2_POLY_EVERY, RESCALE_THRESHOLD, ROW_SUM_MMA != 0, VT_IN_KERNEL != 0, VT_BATCH,
-    EARLY_PACK != 0, EXP_GROUPS>;
+    EARLY_PACK != 0>;
 
 }  // namespace
 
@@ -385,7 +383,7 @@ extern "C" const char* sdpa_stage_config() {
          " (0: a pre-pass transposes V to Vt in scratch; 1: the producer warpgroup's warps 1-3 in shared"
          " memory; keys permuted per 32) VT_BATCH=" SDPA_STR(VT_BATCH)
          " PERSISTENT=" SDPA_STR(PERSISTENT) " CAUSAL_PAIRS=" SDPA_STR(CAUSAL_PAIRS)
-         " EARLY_PACK=" SDPA_STR(EARLY_PACK) " EXP_GROUPS=" SDPA_STR(EXP_GROUPS)
+         " EARLY_PACK=" SDPA_STR(EARLY_PACK)
          " WS_PDL=" SDPA_STR(WS_PDL) " (programmatic dependent launch; 2: trigger before the epilogue)";
 }
 

@@ -17,7 +17,6 @@
 #pragma once
 
 #include <cstdint>
-#include <utility>
 
 #include "sdpa_common.cuh"
 #include "sdpa_mma.cuh"
@@ -118,10 +117,7 @@ struct WgAttentionTile {
   // computes every kPolyEvery-th n8 tile's exponentials with ex2_poly3 (FMA
   // pipe) instead of MUFU.EX2. kRowSum = false leaves row_sum alone (a caller
   // that gets the sum from its P.V wgmma). The defaults are the fp16 stages' code.
-  // kExpGroups > 1 (no rescale threshold): the exponentials of both rows in that many groups
-  // of n8 tiles, each group its own basic block (schedule_boundary), so that ptxas issues each
-  // group's FFMAs among its MUFU.EX2s instead of every FFMA ahead of the first MUFU.
-  template <int kExp2Offset = 0, int kPolyEvery = 0, bool kRowSum = true, int kExpGroups = 1>
+  template <int kExp2Offset = 0, int kPolyEvery = 0, bool kRowSum = true>
   __device__ __forceinline__ void softmax(int key0, int seq_len) {
     // With a positive scale, max(s * scale) = max(s) * scale: the max runs on
     // the raw scores and the scale folds into one FFMA per score. Otherwise scale first.
@@ -142,11 +138,7 @@ struct WgAttentionTile {
           if (!sdpa_key_visible(q, key, seq_len, kCausal)) s_acc[4 * j + e] = -INFINITY;
         }
     }
-    if constexpr (kRescaleThreshold == 0 && kExpGroups > 1) {
-      // p <= 2^kExp2Offset (s <= max), up to ex2.approx's 2^-22: twice that per key is out of reach.
-      const float sum_ceiling = static_cast<float>(seq_len) * static_cast<float>(2 << kExp2Offset);
-      exponentiate_grouped<kExp2Offset, kPolyEvery, kRowSum, kExpGroups>(seq_len < 0, sum_ceiling);
-    } else if constexpr (kRescaleThreshold == 0) {
+    if constexpr (kRescaleThreshold == 0) {
 #pragma unroll
       for (int r = 0; r < kRowsPerThread; ++r)
         exponentiate_row<kExp2Offset, kPolyEvery, kRowSum>(r, fmaxf(row_max[r], tile_row_max(r)));
@@ -278,69 +270,6 @@ struct WgAttentionTile {
 #pragma unroll
       for (int i = 0; i + w < 2 * kSTiles; i += 2 * w) tree[i] = fmaxf(tree[i], tree[i + w]);
     return sdpa_mma::quad_max(tree[0]) * score_mul();
-  }
-  // exponentiate_row for both rows at once, the n8 tiles in kGroups basic blocks (`never`: a
-  // warp-uniform false the compiler cannot prove, schedule_boundary's); each group also adds
-  // its part of the row sums, so that the FADDs share the MUFU's gaps with the FFMAs.
-  // sum_ceiling: more than any partial row sum can reach (seq_len keys of p <= 2^kExp2Offset).
-  template <int kExp2Offset, int kPolyEvery, bool kRowSum, int kGroups>
-  __device__ __forceinline__ void exponentiate_grouped(bool never, float sum_ceiling) {
-    static_assert(kGroups >= 1 && kGroups <= kSTiles, "at least one n8 tile per group");
-    const float mul = score_mul();
-    float neg_base[kRowsPerThread];
-    float tile_sum[kRowsPerThread];
-#pragma unroll
-    for (int r = 0; r < kRowsPerThread; ++r) {
-      const float mx = fmaxf(row_max[r], tile_row_max(r));
-      const float base = sdpa_softmax_base(mx);
-      correction[r] = ex2_approx(row_max[r] - base);
-      row_max[r] = mx;
-      neg_base[r] = kExp2Offset != 0 ? static_cast<float>(kExp2Offset) - base : -base;
-      tile_sum[r] = 0.0f;
-    }
-    exponentiate_groups<kPolyEvery, kRowSum, kGroups>(mul, neg_base, tile_sum, never, sum_ceiling,
-                                                      std::make_integer_sequence<int, kGroups>{});
-    if constexpr (kRowSum) {
-#pragma unroll
-      for (int r = 0; r < kRowsPerThread; ++r) row_sum[r] = row_sum[r] * correction[r] + tile_sum[r];
-    }
-  }
-  template <int kPolyEvery, bool kRowSum, int kGroups, int... kGroup>
-  __device__ __forceinline__ void exponentiate_groups(float mul, const float (&neg_base)[kRowsPerThread],
-                                                      float (&tile_sum)[kRowsPerThread], bool never,
-                                                      float sum_ceiling, std::integer_sequence<int, kGroup...>) {
-    (exponentiate_group<kPolyEvery, kRowSum, kGroup * kSTiles / kGroups, (kGroup + 1) * kSTiles / kGroups,
-                        kGroup + 1 == kGroups>(mul, neg_base, tile_sum, never, sum_ceiling),
-     ...);
-  }
-  // n8 tiles [kFirst, kEnd) of both rows, their sums added to tile_sum; then the block ends.
-  template <int kPolyEvery, bool kRowSum, int kFirst, int kEnd, bool kLast>
-  __device__ __forceinline__ void exponentiate_group(float mul, const float (&neg_base)[kRowsPerThread],
-                                                     float (&tile_sum)[kRowsPerThread], bool never,
-                                                     float sum_ceiling) {
-    constexpr int kValues = 2 * (kEnd - kFirst);  // per row
-#pragma unroll
-    for (int r = 0; r < kRowsPerThread; ++r) {
-      float tree[kValues];
-#pragma unroll
-      for (int i = 0; i < kValues; ++i) {
-        float& score = s_acc[4 * (kFirst + i / 2) + 2 * r + i % 2];
-        score = ex2_of_tile<kPolyEvery>(kFirst + i / 2, fmaf(score, mul, neg_base[r]));
-        tree[i] = score;
-      }
-      if constexpr (kRowSum) {
-#pragma unroll
-        for (int w = 1; w < kValues; w *= 2)
-#pragma unroll
-          for (int i = 0; i + w < kValues; i += 2 * w) tree[i] += tree[i + w];
-        tile_sum[r] += tree[0];
-      }
-    }
-    // The boundary's condition reads the partial sums, or ptxas sinks every group's adds below the
-    // last boundary (their first use), out of the MUFU's gaps. It must be a test ptxas cannot
-    // fold: it knows MUFU.EX2 >= 0, so `sum < 0` goes; a sum above `sum_ceiling` (exp_groups')
-    // cannot happen either, but ptxas cannot tell.
-    if constexpr (!kLast) schedule_boundary(never | (fmaxf(tile_sum[0], tile_sum[1]) > sum_ceiling));
   }
   // Row r against running max mx (>= the tile's, or the kept one): correction,
   // p = ex2(s - mx) in place, row sum (kRowSum).
