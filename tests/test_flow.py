@@ -3,6 +3,7 @@ metric keys out, and those keys read back by the results page (one schema on bot
 
 import pytest
 
+from stagelab import gpu_clocks
 from stagelab import metrics as m
 from stagelab import tracking
 from stagelab.families.sdpa import Shape
@@ -80,6 +81,20 @@ def test_timing_keys_come_from_the_schema():
     hot = timing_metrics(TimingReport(rows("s9_test", {MISSION: 5.0}, mode="hot"), "s9_test", "sdpa_", "cold"),
                          MISSION.tag)
     assert m.P50_US.timed(MISSION.tag, "hot", "cold") in hot and m.MISSION_P50_US.key() not in hot
+
+
+def test_clock_keys_only_where_the_clock_was_read():
+    """A row that nvidia-smi sampled carries its clock and power into the stage's metrics; a row
+    timed without it (nan) leaves no key rather than a nan metric."""
+    sampled = summarize([10.0] * 100, contender="s9_test", shape=MISSION, mode="cold").with_clocks(
+        gpu_clocks.summarize([gpu_clocks.parse_line("1500, 690.0, 0x4"), gpu_clocks.parse_line("1700, 650.0, 0x0")]))
+    assert (sampled.sm_clock_mhz, sampled.min_sm_clock_mhz, sampled.power_w, sampled.power_capped_pct) == \
+        (1600, 1500, 670, 50)
+    unsampled = summarize([100.0] * 100, contender="s9_test", shape=LONG, mode="cold").with_clocks(None)
+    flat = timing_metrics(TimingReport([sampled, unsampled], "s9_test", "sdpa_", "cold"), MISSION.tag)
+    assert flat[m.SM_CLOCK_MHZ.key(MISSION.tag)] == 1600 and flat[m.POWER_CAPPED_PCT.key(MISSION.tag)] == 50
+    assert not any(key.endswith(LONG.tag) for key in flat if key.split("/")[0] in {s.name for s in m.CLOCK_STATS})
+    assert m.P50_US.key(LONG.tag) in flat
 
 
 def test_written_keys_are_the_keys_the_report_reads(tmp_store, tmp_path):

@@ -8,6 +8,7 @@ import sys
 import time
 
 from stagelab import gpu_clocks
+from stagelab import metrics as m
 from stagelab.gpu_clocks import ClockMonitor, parse_line, summarize
 
 
@@ -32,8 +33,8 @@ def test_summary_of_samples():
     assert summary.samples == 4
     assert summary.mean_mhz == 1700 and summary.min_mhz == 1400
     assert summary.mean_w == 585 and summary.capped_fraction == 0.75
-    assert summary.as_row() == {gpu_clocks.CLOCK_MHZ: 1700, gpu_clocks.MIN_CLOCK_MHZ: 1400,
-                                gpu_clocks.POWER_W: 585, gpu_clocks.POWER_CAPPED_PCT: 75}
+    assert summary.as_row() == {m.SM_CLOCK_MHZ.name: 1700, m.MIN_SM_CLOCK_MHZ.name: 1400,
+                                m.POWER_W.name: 585, m.POWER_CAPPED_PCT.name: 75}
     assert "power-capped 75%" in summary.describe()
     assert summarize([]) is None
 

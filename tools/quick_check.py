@@ -21,13 +21,14 @@ stages (and contenders) per launch in throughput mode on the long and mission sh
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 import time
 
 import torch
 
-from stagelab import gpu_clocks
+from stagelab import metrics
 from stagelab.build import build_all, build_stage
 from stagelab.chain import check_chains
 from stagelab.errors import BuildError
@@ -115,9 +116,9 @@ def check_dependent_launches(family, kernels) -> bool:
 
 def clock_note(row: dict) -> str:
     """' @1480 MHz 698 W' where the row carries the clock it ran at (stagelab.gpu_clocks)."""
-    if gpu_clocks.CLOCK_MHZ not in row:
+    if not math.isfinite(row[metrics.SM_CLOCK_MHZ.name]):
         return ""
-    return f" @{row[gpu_clocks.CLOCK_MHZ]} MHz {row[gpu_clocks.POWER_W]} W"
+    return f" @{row[metrics.SM_CLOCK_MHZ.name]:.0f} MHz {row[metrics.POWER_W.name]:.0f} W"
 
 
 def time_all(family, kernels, contender_names, repetitions, only=()) -> None:

@@ -21,9 +21,8 @@ def _time_launch(family: Family, shape, launch_of: Callable, label: str, *, dtyp
     launch = launch_of(inputs)
     with ClockMonitor(smi_device_id(inputs[0].device.index or 0)) as clocks:
         samples = time_mode(launch, mode, flush, warmup=warmup, repetitions=repetitions)
-    row = summarize(samples, contender=label, shape=shape, mode=mode, element_bytes=torch_dtype.itemsize).as_row()
-    clock_summary = clocks.summary()
-    return row | (clock_summary.as_row() if clock_summary else {})
+    stats = summarize(samples, contender=label, shape=shape, mode=mode, element_bytes=torch_dtype.itemsize)
+    return stats.with_clocks(clocks.summary()).as_row()
 
 
 def stage_call(family: Family, kernel, shape, inputs) -> Callable[[], None]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pandas as pd
 
 from . import metrics as m
@@ -64,6 +66,9 @@ def timing_metrics(report: TimingReport, mission_tag: str) -> dict[str, float]:
     for _, row in mine.iterrows():
         for stat in m.TIMED_STATS:
             out[stat.timed(row["shape"], row["mode"], primary)] = row[stat.name]
+        for stat in m.CLOCK_STATS:  # only where nvidia-smi said something
+            if stat.name in row and math.isfinite(row[stat.name]):
+                out[stat.timed(row["shape"], row["mode"], primary)] = row[stat.name]
     speedups = report.speedups()
     for _, row in speedups.iterrows():
         for column in _speedup_columns(speedups):

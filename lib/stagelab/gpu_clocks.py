@@ -18,6 +18,8 @@ import subprocess
 import threading
 from dataclasses import dataclass
 
+from . import metrics
+
 # nvidia-smi's clocks_event_reasons.active bit for the software power cap
 # (nvmlClocksEventReasonSwPowerCap = 0x4).
 SW_POWER_CAP = 0x4
@@ -25,11 +27,6 @@ QUERY = "clocks.sm,power.draw,clocks_event_reasons.active"
 DEFAULT_PERIOD_MS = 100
 STOP_TIMEOUT_S = 5.0
 
-# The keys a timing row gets (stagelab.explore), named once.
-CLOCK_MHZ = "sm_clock_mhz"
-MIN_CLOCK_MHZ = "min_sm_clock_mhz"
-POWER_W = "power_w"
-POWER_CAPPED_PCT = "power_capped_pct"
 
 
 @dataclass(frozen=True)
@@ -48,8 +45,10 @@ class ClockSummary:
     capped_fraction: float
 
     def as_row(self) -> dict:
-        return {CLOCK_MHZ: round(self.mean_mhz), MIN_CLOCK_MHZ: round(self.min_mhz),
-                POWER_W: round(self.mean_w), POWER_CAPPED_PCT: round(100 * self.capped_fraction)}
+        """The TimingStats fields (metrics.CLOCK_STATS) this summary fills."""
+        return {metrics.SM_CLOCK_MHZ.name: round(self.mean_mhz), metrics.MIN_SM_CLOCK_MHZ.name: round(self.min_mhz),
+                metrics.POWER_W.name: round(self.mean_w),
+                metrics.POWER_CAPPED_PCT.name: round(100 * self.capped_fraction)}
 
     def describe(self) -> str:
         capped = f", power-capped {100 * self.capped_fraction:.0f}%" if self.capped_fraction else ""

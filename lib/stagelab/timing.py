@@ -12,15 +12,21 @@ Each contender (the stage, its parent, each library contender) is timed in the
 same process on the same inputs, interleaved per mode, so the ratios between
 them come from one run. The timing floor (an empty kernel by the same recipe)
 is measured beside them: at small problems the cold figure is mostly floor.
+Each row also carries the SM clock and board power nvidia-smi sampled while it
+was timed (stagelab.gpu_clocks): an H100 at its power limit lowers the clock, and
+not by the same amount for every contender.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 import torch
+
+from .gpu_clocks import ClockMonitor, ClockSummary, smi_device_id
 
 TIMING_MODES = ("cold", "hot", "throughput")
 # Flushing twice the L2's size evicts everything the previous launch left there.
@@ -50,9 +56,17 @@ class TimingStats:
     mean_us: float
     tflops: float
     gbps: float
+    # metrics.CLOCK_STATS: what the GPU ran at meanwhile (nan where nvidia-smi could not say)
+    sm_clock_mhz: float = math.nan
+    min_sm_clock_mhz: float = math.nan
+    power_w: float = math.nan
+    power_capped_pct: float = math.nan
 
     def as_row(self) -> dict:
         return asdict(self)
+
+    def with_clocks(self, clocks: ClockSummary | None) -> TimingStats:
+        return replace(self, **clocks.as_row()) if clocks else self
 
 
 def summarize(samples_us: list[float], *, contender: str, shape, mode: str, element_bytes: int = 2) -> TimingStats:
@@ -157,10 +171,13 @@ def time_contenders(contenders: dict[str, Callable[[], None]], shape, spec, flus
                     element_bytes: int = 2) -> list[TimingStats]:
     """Each contender in each of spec.modes, interleaved per mode so drift hits all of them alike."""
     stats = []
+    device = smi_device_id(torch.cuda.current_device())
     for mode in spec.modes:
         for name, fn in contenders.items():
-            samples = time_mode(fn, mode, flush, warmup=spec.warmup, repetitions=spec.repetitions)
-            stats.append(summarize(samples, contender=name, shape=shape, mode=mode, element_bytes=element_bytes))
+            with ClockMonitor(device) as clocks:
+                samples = time_mode(fn, mode, flush, warmup=spec.warmup, repetitions=spec.repetitions)
+            row = summarize(samples, contender=name, shape=shape, mode=mode, element_bytes=element_bytes)
+            stats.append(row.with_clocks(clocks.summary()))
     return stats
 
 
