@@ -412,6 +412,12 @@ Knobs (-D overrides)
                         s9 (its log v2, v7). Left at 0 (variants poly4_d64,
                         poly8_d64). Raw output: docs/results/sdpa/archive/
                         poly-d64-quick-check-nvidia-h100-2026-11-24-eighth.txt.
+  MBARRIER_SUSPEND_NS=0: try_wait's suspend-time hint (sdpa_tma.cuh), tried
+                        after s9's producer was seen spinning ~130 times per
+                        wait (s9_fp8.cu log v12). H100, quick_check, 1000 ns:
+                        mission 5.51 vs 5.50 us, 593 vs 590 TFLOP/s at
+                        (4,16,4096,128), 619 vs 627 at (1,32,8192,128): no
+                        change. Variant suspend1000.
 
 Shared memory: long as s7; short (64 + 4*128) * D * 2 + barriers + 1024.
   Key split: (64 + 2*stages*BLOCK_N) * D * 2 + barriers + 128 * (D/2 + 4) * 4

@@ -75,6 +75,8 @@ Knobs (-D overrides)
   EARLY_PACK=0        1: P converted to e4m3 inside the softmax (WgFp8Tile's
                       p8_next), copied into the P.V operands after the previous
                       P.V's wait; measured slower (log v12)
+  MBARRIER_SUSPEND_NS=0  try_wait's suspend-time hint in ns (sdpa_tma.cuh; 0 = none):
+                      measured no faster (log v12)
   ROW_SUM_MMA=0       1: the row sums from the P.V wgmma (m64n(D+8)k32 over a
                       Vt tile with a row of e4m3 ones under it) instead of one
                       FADD per score: the sums of the e4m3 P that P.V uses;
@@ -289,7 +291,14 @@ Shared memory: BLOCK_M * D (Q) + BLOCK_M * D * 2 (O staging)
       (4096x128) and 1490-1540 (8192x128): the fp16 kernels are the more
       power-limited, so s9/s8 is not flattered by the clocks. Raw output:
       docs/results/sdpa/archive/s9-*-eleventh.*; variants early_pack,
-      poly12, poly6.
+      poly12, poly6. The same sampling counted ~130 turns of the producer
+      warp's retry loop per wait for an empty K slot (6.0 M loop heads, 18 M
+      warp instructions on sub-partition 0); MBARRIER_SUSPEND_NS (try_wait's
+      suspendTimeHint, sdpa_tma.cuh: the retry loop sleeps in NANOSLEEP.SYNCS)
+      at 100 / 1000 / 20000 ns changes nothing: 818 / 819 / 818 vs 821 at
+      4096x128, 850 / 851 / 844 vs 851 at 8192x128, 7.65-7.67 vs 7.73 us at the
+      mission; s8 with 1000 ns 593 vs 590 and 619 vs 627 (variants suspend1000;
+      archive/mbarrier-suspend-quick-check-nvidia-h100-2026-11-24-eleventh.txt).
 
 Scope: head_dim 64 and 128, fp16 or bf16 output, causal or not, any
   seq_len >= 1, any softmax_scale; Q/K/V/O base and strides multiples of 16
