@@ -43,6 +43,17 @@ def test_page_uses_newest_finished_gpu_runs(tmp_store, tmp_path):
     assert [r["run_id"] for r in rows] == [newest]
 
 
+def test_the_clock_a_stage_ran_at_is_on_the_page_where_it_was_read(tmp_store, tmp_path):
+    experiment_id = tracking.init_store("stagelab-sdpa")
+    log_run(experiment_id, "s0_baseline", "acceptance", 200.0)
+    clocked = log_run(experiment_id, "s1_cp_async", "acceptance", 60.0)
+    tracking.log_metrics(clocked, {m.SM_CLOCK_MHZ.key(MISSION): 1455.0})
+    per_problem = write_report(["acceptance"], out_dir=tmp_path).read_text().split("Per problem")[1]
+    assert "SM MHz (cold)" in per_problem
+    s1_row = next(line for line in per_problem.splitlines() if line.startswith("| s1_cp_async"))
+    assert "1455" in s1_row
+
+
 def test_a_killed_run_never_hides_a_finished_one(tmp_store, tmp_path):
     """A batch's time limit killed the newest s0 run: the page keeps the finished one before it;
     s1 was only ever killed, so its killed run is what the page shows."""

@@ -78,7 +78,8 @@ TIMED_STATS = (P50_US, P90_US, P99_US, IQR_US, TFLOPS, GBPS)
 # What the GPU ran at while a contender was timed (stagelab.gpu_clocks; absent without nvidia-smi).
 SM_CLOCK_MHZ = Metric("sm_clock_mhz", "MHz", "mean SM clock nvidia-smi sampled while the stage was timed")
 MIN_SM_CLOCK_MHZ = Metric("min_sm_clock_mhz", "MHz", "lowest SM clock sampled while the stage was timed")
-POWER_W = Metric("power_w", "W", "mean board power sampled while the stage was timed")
+POWER_W = Metric("power_w", "W", "mean of nvidia-smi's power.draw while the stage was timed (the driver's own "
+                 "average over about a second: it lags a short timing)")
 POWER_CAPPED_PCT = Metric("power_capped_pct", "%", "share of those samples with the SW power cap lowering the clock")
 CLOCK_STATS = (SM_CLOCK_MHZ, MIN_SM_CLOCK_MHZ, POWER_W, POWER_CAPPED_PCT)
 MISSION_P50_US = Metric("mission_p50_us", "us", "stage median latency at the mission problem, primary mode")

@@ -99,7 +99,9 @@ def per_shape_table(runs: pd.DataFrame, params_name: str, family: Family, primar
             if col.startswith(prefix) and not pd.isna(r[col]):
                 shape = col.removeprefix(prefix)
                 row = {"stage": r["tags.stage"], "shape": shape, f"p50 ({primary_mode}, µs)": float(r[col]),
-                       f"{family.throughput_unit} ({rate_mode})": _metric(r, rate.timed(shape, rate_mode, primary_mode))}
+                       f"{family.throughput_unit} ({rate_mode})": _metric(r, rate.timed(shape, rate_mode, primary_mode)),
+                       # the stage's SM clock meanwhile: power-capped GPUs run contenders at different clocks
+                       f"SM MHz ({rate_mode})": _metric(r, m.SM_CLOCK_MHZ.timed(shape, rate_mode, primary_mode))}
                 for contender in (m.PARENT, *family.contenders):
                     row[f"vs {contender}"] = _metric(r, m.speedup(contender).key(shape))
                 rows.append(row)
