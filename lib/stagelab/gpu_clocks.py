@@ -24,9 +24,9 @@ from . import metrics
 # (nvmlClocksEventReasonSwPowerCap = 0x4).
 SW_POWER_CAP = 0x4
 QUERY = "clocks.sm,power.draw,clocks_event_reasons.active"
+# A contender's timing takes about a second (warm-up, graph capture, 100 replays): ~10 samples.
 DEFAULT_PERIOD_MS = 100
 STOP_TIMEOUT_S = 5.0
-
 
 
 @dataclass(frozen=True)
