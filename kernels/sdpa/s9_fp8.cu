@@ -299,6 +299,16 @@ Shared memory: BLOCK_M * D (Q) + BLOCK_M * D * 2 (O staging)
       4096x128, 850 / 851 / 844 vs 851 at 8192x128, 7.65-7.67 vs 7.73 us at the
       mission; s8 with 1000 ns 593 vs 590 and 619 vs 627 (variants suspend1000;
       archive/mbarrier-suspend-quick-check-nvidia-h100-2026-11-24-eleventh.txt).
+      Last, a probe that was wrong: turns on the MUFU (a second pair of named
+      barriers around each warpgroup's exponentials, so that the two MUFU-bound
+      phases could not overlap; ptxas moves register work across bar.sync, so
+      the turn was made a data dependency through two words per thread in the O
+      staging tile). The words' row-major offsets fell into other warps' rows of
+      that SW128 tile: 16 of 52 checks and 2 of 6 chains failed, and the build
+      was slower besides (788 / 804 vs 818 / 850 TFLOP/s, 740 vs 759 at 4096x128
+      causal). Not committed, not fixed: with turns the phases cannot overlap,
+      and the time still went up. Raw output: archive/s9-mufu-turns-quick-
+      check-nvidia-h100-2026-11-24-eleventh.txt.
 
 Scope: head_dim 64 and 128, fp16 or bf16 output, causal or not, any
   seq_len >= 1, any softmax_scale; Q/K/V/O base and strides multiples of 16
