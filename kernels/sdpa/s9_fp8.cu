@@ -309,6 +309,14 @@ Shared memory: BLOCK_M * D (Q) + BLOCK_M * D * 2 (O staging)
       causal). Not committed, not fixed: with turns the phases cannot overlap,
       and the time still went up. Raw output: archive/s9-mufu-turns-quick-
       check-nvidia-h100-2026-11-24-eleventh.txt.
+      Not tried, for the 1.5x: (a) 224-key tiles (FlashAttention-3's FP8
+      choice at D=128): ~3.5% fewer consumer instructions per key, but S 112 +
+      P 28 + O 64 registers leave ~28 of the 232 a consumer thread gets beside
+      the transposer's 40, where the 192-key build uses ~36 for the rest; Vt's
+      fourth chunk would be 32 keys padded to 64 (2 stages: 225 KiB of shared
+      memory). (b) Less energy per tile: s9 runs power-capped at ~1820 MHz of
+      1980 on the long shapes; at the full clock its 818 / 848 TFLOP/s would be
+      ~890 / ~975, i.e. 1.5x s8.
 
 Scope: head_dim 64 and 128, fp16 or bf16 output, causal or not, any
   seq_len >= 1, any softmax_scale; Q/K/V/O base and strides multiples of 16
