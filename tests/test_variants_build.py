@@ -22,8 +22,7 @@ from stagelab.registry import family_registry
 from stagelab.resources import evaluate_gates, parse_ptxas
 
 REGISTRY = family_registry("sdpa")
-VARIANTS = [(stage_id, name, defines) for stage_id in REGISTRY.stages
-            for name, defines in (REGISTRY.get(stage_id).variants or {}).items()]
+VARIANTS = [(stage_id, name) for stage_id in REGISTRY.stages for name in REGISTRY.get(stage_id).variants]
 
 
 # Variants measured and recorded although they fail a resource gate (a stage run of them would be
@@ -33,9 +32,9 @@ KNOWN_GATE_FAILURES = {
 }
 
 
-def build_outcome(stage_id: str, name: str, defines: dict, out_dir) -> tuple[str | None, list[str]]:
+def build_outcome(stage_id: str, name: str, out_dir) -> tuple[str | None, list[str]]:
     """One variant's build: (nvcc's error, or None) and the resource gates it fails."""
-    stage = REGISTRY.get(stage_id).with_defines({key: str(value) for key, value in defines.items()})
+    stage = REGISTRY.get(stage_id).variant(name)
     out_dir.mkdir()
     proc = subprocess.run(nvcc_command(stage, REGISTRY, out_dir / "k.o"), capture_output=True, text=True)
     log = proc.stdout + proc.stderr
@@ -47,8 +46,8 @@ def build_outcome(stage_id: str, name: str, defines: dict, out_dir) -> tuple[str
 
 
 def test_the_registry_keeps_variants():
-    assert len(VARIANTS) >= 40 and {stage_id for stage_id, _, _ in VARIANTS} >= {"s8_persistent_split", "s9_fp8"}
-    assert set(KNOWN_GATE_FAILURES) <= {(stage_id, name) for stage_id, name, _ in VARIANTS}
+    assert len(VARIANTS) >= 40 and {stage_id for stage_id, _ in VARIANTS} >= {"s8_persistent_split", "s9_fp8"}
+    assert set(KNOWN_GATE_FAILURES) <= set(VARIANTS)
 
 
 @pytest.mark.slow
@@ -56,8 +55,7 @@ def test_every_variant_builds_within_its_gates(tmp_path, nvcc_available):
     """Every variant compiles; the ones that fail a resource gate are exactly the known ones."""
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
         outcomes = list(pool.map(lambda job: build_outcome(*job[1], tmp_path / str(job[0])), enumerate(VARIANTS)))
-    labels = [(stage_id, name) for stage_id, name, _ in VARIANTS]
-    broken = [f"{stage_id}:{name}: {error}" for (stage_id, name), (error, _) in zip(labels, outcomes) if error]
+    broken = [f"{stage_id}:{name}: {error}" for (stage_id, name), (error, _) in zip(VARIANTS, outcomes) if error]
     assert not broken, "variants that no longer compile:\n" + "\n".join(broken)
-    over = {label: failed for label, (_, failed) in zip(labels, outcomes) if failed}
+    over = {label: failed for label, (_, failed) in zip(VARIANTS, outcomes) if failed}
     assert set(over) == set(KNOWN_GATE_FAILURES), f"gate failures {over}, known {sorted(KNOWN_GATE_FAILURES)}"

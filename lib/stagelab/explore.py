@@ -7,8 +7,8 @@ from collections.abc import Callable
 import pandas as pd
 
 from .family import Family
-from .gpu_clocks import ClockMonitor, smi_device_id
-from .timing import L2Flusher, summarize, time_mode
+from .gpu_clocks import smi_device_id
+from .timing import L2Flusher, time_with_clocks
 
 
 def _time_launch(family: Family, shape, launch_of: Callable, label: str, *, dtype: str, mode: str,
@@ -18,11 +18,9 @@ def _time_launch(family: Family, shape, launch_of: Callable, label: str, *, dtyp
     torch_dtype = family.torch_dtype(dtype)
     inputs = family.make_inputs(shape, torch_dtype, seed=0, device="cuda")
     flush = L2Flusher(inputs[0].device) if mode == "cold" else None
-    launch = launch_of(inputs)
-    with ClockMonitor(smi_device_id(inputs[0].device.index or 0)) as clocks:
-        samples = time_mode(launch, mode, flush, warmup=warmup, repetitions=repetitions)
-    stats = summarize(samples, contender=label, shape=shape, mode=mode, element_bytes=torch_dtype.itemsize)
-    return stats.with_clocks(clocks.summary()).as_row()
+    return time_with_clocks(launch_of(inputs), mode, flush, warmup=warmup, repetitions=repetitions, contender=label,
+                            shape=shape, element_bytes=torch_dtype.itemsize,
+                            device=smi_device_id(inputs[0].device.index or 0)).as_row()
 
 
 def stage_call(family: Family, kernel, shape, inputs) -> Callable[[], None]:

@@ -167,18 +167,23 @@ def time_mode(fn: Callable[[], None], mode: str, flush: L2Flusher | None, *, war
     raise ValueError(f"unknown timing mode {mode!r}; known: {list(TIMING_MODES)}")
 
 
+def time_with_clocks(fn: Callable[[], None], mode: str, flush: L2Flusher | None, *, warmup: int, repetitions: int,
+                     contender: str, shape, element_bytes: int, device: str) -> TimingStats:
+    """One contender in one mode, summarized, with the clock and power nvidia-smi (`device`:
+    gpu_clocks.smi_device_id) saw meanwhile."""
+    with ClockMonitor(device) as clocks:
+        samples = time_mode(fn, mode, flush, warmup=warmup, repetitions=repetitions)
+    stats = summarize(samples, contender=contender, shape=shape, mode=mode, element_bytes=element_bytes)
+    return stats.with_clocks(clocks.summary())
+
+
 def time_contenders(contenders: dict[str, Callable[[], None]], shape, spec, flush: L2Flusher,
                     element_bytes: int = 2) -> list[TimingStats]:
     """Each contender in each of spec.modes, interleaved per mode so drift hits all of them alike."""
-    stats = []
     device = smi_device_id(torch.cuda.current_device())
-    for mode in spec.modes:
-        for name, fn in contenders.items():
-            with ClockMonitor(device) as clocks:
-                samples = time_mode(fn, mode, flush, warmup=spec.warmup, repetitions=spec.repetitions)
-            row = summarize(samples, contender=name, shape=shape, mode=mode, element_bytes=element_bytes)
-            stats.append(row.with_clocks(clocks.summary()))
-    return stats
+    return [time_with_clocks(fn, mode, flush, warmup=spec.warmup, repetitions=spec.repetitions, contender=name,
+                             shape=shape, element_bytes=element_bytes, device=device)
+            for mode in spec.modes for name, fn in contenders.items()]
 
 
 def time_floor(spec, flush: L2Flusher) -> dict[str, float]:
