@@ -503,6 +503,10 @@ Build / SASS (UTMALDG, HGMMA, SYNCS, USETMAXREG; LDS/LD through mapa for DSMEM):
 #ifndef KEY_SPLIT_STAGES_D128
 #define KEY_SPLIT_STAGES_D128 2
 #endif
+// The key split's two warpgroups take turns issuing their GEMMs (its log, KEY_SPLIT_PINGPONG)
+#ifndef KEY_SPLIT_PINGPONG
+#define KEY_SPLIT_PINGPONG 0
+#endif
 // The short policy as 128-row tiles whose key range a cluster of two CTAs splits (its log,
 // SHORT_CLUSTER_TILE); 0: the key split above
 #ifndef SHORT_CLUSTER_TILE
@@ -575,12 +579,15 @@ static_assert(KEY_SPLIT_WGS == 1 || KEY_SPLIT_WGS == 2, "KEY_SPLIT_WGS: 1 (off) 
 static_assert(KEY_SPLIT_WGS_D64 == KEY_SPLIT_WGS || (KEY_SPLIT_WGS == 2 && KEY_SPLIT_WGS_D64 == 4),
               "KEY_SPLIT_WGS_D64: KEY_SPLIT_WGS, or 4 where KEY_SPLIT_WGS is 2");
 static_assert(KEY_SPLIT_WGS == 1 || SPLITS == 1, "key split and cluster split (SPLITS) are exclusive");
+static_assert(KEY_SPLIT_PINGPONG == 0 || (KEY_SPLIT_WGS == 2 && KEY_SPLIT_WGS_D64 == 2),
+              "KEY_SPLIT_PINGPONG: turns between exactly two key-split warpgroups");
 template <int D>
 constexpr int kKeySplitWGs = D == 64 ? KEY_SPLIT_WGS_D64 : KEY_SPLIT_WGS;
 template <int D>
 using KeySplitConfig = sdpa_warpspec::KeySplit<
     Config<kKeySplitWGs<D>, D == 64 ? KEY_SPLIT_BLOCK_N_D64 : KEY_SPLIT_BLOCK_N,
-           D == 64 ? KEY_SPLIT_STAGES_D64 : KEY_SPLIT_STAGES_D128, /*pingpong=*/false, /*persistent=*/false,
+           D == 64 ? KEY_SPLIT_STAGES_D64 : KEY_SPLIT_STAGES_D128, /*pingpong=*/KEY_SPLIT_PINGPONG != 0,
+           /*persistent=*/false,
            /*blocks per SM=*/1, kProducerRegs,
            sdpa_warpspec::fit_consumer_regs(kKeySplitWGs<D>, kProducerRegs, /*min_blocks=*/1, CONSUMER_REGS)>>;
 constexpr bool kKeySplit = KEY_SPLIT_WGS > 1;

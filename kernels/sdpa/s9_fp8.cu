@@ -363,6 +363,9 @@ Scope: head_dim 64 and 128, fp16 or bf16 output, causal or not, any
 #ifndef EARLY_PACK
 #define EARLY_PACK 0
 #endif
+#ifndef SPECULATE_MAX
+#define SPECULATE_MAX 0
+#endif
 
 namespace {
 
@@ -377,7 +380,7 @@ using S9Config = sdpa_fp8::Fp8Config<
     sdpa_warpspec::Config<kConsumerWarpgroups, D == 64 ? BLOCK_N_D64 : BLOCK_N_D128, D == 64 ? STAGES_D64 : STAGES_D128,
                           kPingpong<D>, kPersistent, kBlocksPerSm, PRODUCER_REGS, CONSUMER_REGS>,
     FOLD_P_SCALE != 0, EXP2_POLY_EVERY, RESCALE_THRESHOLD, ROW_SUM_MMA != 0, VT_IN_KERNEL != 0, VT_BATCH,
-    EARLY_PACK != 0>;
+    EARLY_PACK != 0, SPECULATE_MAX != 0>;
 
 }  // namespace
 
@@ -410,7 +413,7 @@ extern "C" const char* sdpa_stage_config() {
          " (0: a pre-pass transposes V to Vt in scratch; 1: the producer warpgroup's warps 1-3 in shared"
          " memory; keys permuted per 32) VT_BATCH=" SDPA_STR(VT_BATCH)
          " PERSISTENT=" SDPA_STR(PERSISTENT) " CAUSAL_PAIRS=" SDPA_STR(CAUSAL_PAIRS)
-         " EARLY_PACK=" SDPA_STR(EARLY_PACK)
+         " EARLY_PACK=" SDPA_STR(EARLY_PACK) " SPECULATE_MAX=" SDPA_STR(SPECULATE_MAX)
          " WS_PDL=" SDPA_STR(WS_PDL) " (programmatic dependent launch; 2: trigger before the epilogue)";
 }
 
