@@ -418,6 +418,27 @@ Knobs (-D overrides)
                         mission 5.51 vs 5.50 us, 593 vs 590 TFLOP/s at
                         (4,16,4096,128), 619 vs 627 at (1,32,8192,128): no
                         change. Variant suspend1000.
+  KEY_SPLIT_PINGPONG=0  1: the key split's two warpgroups take s7's turns
+                        (named barriers around each warpgroup's GEMM issue;
+                        warpgroup 0 owns ceil(tiles / 2) tiles, so it takes at
+                        most one turn more). Hypothesis, from the ninth
+                        session's timeline: the first tile's S and softmax
+                        (0.96 us) and the rest (1.55) are what both warpgroups'
+                        S GEMMs, softmaxes and P.Vs take back to back in
+                        lockstep (per block 2 x 2 tiles of 64 x 128 at D=64:
+                        ~2048 clocks of HGMMA and ~2048 of MUFU.EX2), so one
+                        warpgroup's softmax under the other's GEMMs could
+                        save up to ~1 us. H100, quick_check, mission, us per
+                        launch (52/52, 6/6 each): default 5.51, turns 5.48,
+                        turns with WS_LATE_MERGER 5.41, late merger alone
+                        5.43 (cuDNN 9.59). The timeline (stamped builds, same
+                        call): first tile 0.93 -> 1.03 us, the rest 1.52 ->
+                        1.53, the wait for warpgroup 1 0.39 -> 0.39: the turns
+                        move nothing; the warpgroups were not waiting on each
+                        other's GEMMs. A valid negative (variants
+                        key_split_turns, key_split_turns_late). Raw output:
+                        docs/results/sdpa/archive/key-split-turns-quick-
+                        check-nvidia-h100-2026-11-24-twelfth.txt.
 
 Shared memory: long as s7; short (64 + 4*128) * D * 2 + barriers + 1024.
   Key split: (64 + 2*stages*BLOCK_N) * D * 2 + barriers + 128 * (D/2 + 4) * 4

@@ -317,6 +317,30 @@ Shared memory: BLOCK_M * D (Q) + BLOCK_M * D * 2 (O staging)
       memory). (b) Less energy per tile: s9 runs power-capped at ~1820 MHz of
       1980 on the long shapes; at the full clock its 818 / 848 TFLOP/s would be
       ~890 / ~975, i.e. 1.5x s8.
+  v13 SPECULATE_MAX=1 with RESCALE_THRESHOLD=t (twelfth session; measured at
+      commit 2637ba1, variant speculate_max there, removed after). Hypothesis,
+      from v12's row max (~490 of ~2900 clocks per warp and tile): with a
+      threshold the warp keeps its max, so the exponentials need not wait for
+      the tile's max. Once every row of the warp has a max, p = ex2(s' - kept +
+      offset) at once; the tile max is read from p afterwards (ex2 is
+      monotonic), one vote asks whether some p passed 2^(offset + t), and only
+      then is that row's p, sum and O scaled by 2^offset / max p, its kept max
+      moved up as much. The SASS did what was meant: FMNMX and FADD between the
+      MUFU.EX2s, the max tree off the path from the S wgmma to the MUFUs (the
+      speculative block: 388 instructions, 831 cycles of stall counts, 96
+      MUFU.EX2 of which 67 at S01 and 25 at S08; 0 spills). H100, quick_check
+      (checks 52/52, worst error/budget 0.70 at t = 1, 2 and 0.83 at t = 3;
+      chains 6/6), TFLOP/s at 4096x128 / 8192x128 / 4096x128 causal /
+      4096x64, default / t=2 alone / t=2 speculative / t=1 / t=3:
+      821 / 823 / 814 / 788 / 821, 855 / 857 / 852 / 834 / 855,
+      759 / 766 / 746 / 721 / 760, 532 / 543 / 495 / 467 / 517.
+      A valid negative: taking ~200 cycles of the max tree off each warp's
+      chain bought nothing, so that chain is not what sets the tile time; it
+      agrees with v12's lesson that a sub-partition's two consumer warps share
+      what one of them frees. Removed (60 lines in the shared tile, and a gap
+      it left open: a p that overflowed, a jump past 2^120 in one tile, was
+      not recovered). Raw output: docs/results/sdpa/archive/s9-speculate-max-
+      quick-check-nvidia-h100-2026-11-24-twelfth.txt.
 
 Scope: head_dim 64 and 128, fp16 or bf16 output, causal or not, any
   seq_len >= 1, any softmax_scale; Q/K/V/O base and strides multiples of 16
@@ -363,9 +387,6 @@ Scope: head_dim 64 and 128, fp16 or bf16 output, causal or not, any
 #ifndef EARLY_PACK
 #define EARLY_PACK 0
 #endif
-#ifndef SPECULATE_MAX
-#define SPECULATE_MAX 0
-#endif
 
 namespace {
 
@@ -380,7 +401,7 @@ using S9Config = sdpa_fp8::Fp8Config<
     sdpa_warpspec::Config<kConsumerWarpgroups, D == 64 ? BLOCK_N_D64 : BLOCK_N_D128, D == 64 ? STAGES_D64 : STAGES_D128,
                           kPingpong<D>, kPersistent, kBlocksPerSm, PRODUCER_REGS, CONSUMER_REGS>,
     FOLD_P_SCALE != 0, EXP2_POLY_EVERY, RESCALE_THRESHOLD, ROW_SUM_MMA != 0, VT_IN_KERNEL != 0, VT_BATCH,
-    EARLY_PACK != 0, SPECULATE_MAX != 0>;
+    EARLY_PACK != 0>;
 
 }  // namespace
 
@@ -413,7 +434,7 @@ extern "C" const char* sdpa_stage_config() {
          " (0: a pre-pass transposes V to Vt in scratch; 1: the producer warpgroup's warps 1-3 in shared"
          " memory; keys permuted per 32) VT_BATCH=" SDPA_STR(VT_BATCH)
          " PERSISTENT=" SDPA_STR(PERSISTENT) " CAUSAL_PAIRS=" SDPA_STR(CAUSAL_PAIRS)
-         " EARLY_PACK=" SDPA_STR(EARLY_PACK) " SPECULATE_MAX=" SDPA_STR(SPECULATE_MAX)
+         " EARLY_PACK=" SDPA_STR(EARLY_PACK)
          " WS_PDL=" SDPA_STR(WS_PDL) " (programmatic dependent launch; 2: trigger before the epilogue)";
 }
 

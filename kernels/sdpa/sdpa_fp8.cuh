@@ -46,15 +46,13 @@ struct Params {
 };
 
 // The FP8 stage's knobs on top of the warp-specialized Config (Base):
-// kFoldPScale, kPolyEvery, kRescaleThreshold, kRowSumMma, kEarlyPack and kSpeculateMax as in WgFp8Tile
-// (sdpa_wgmma_fp8.cuh).
+// kFoldPScale, kPolyEvery, kRescaleThreshold, kRowSumMma and kEarlyPack as in WgFp8Tile (sdpa_wgmma_fp8.cuh).
 // kVtInKernel: V arrives by TMA as it is (keys x D) and the producer warpgroup's
 // other three warps write Vt into shared memory (transpose_v_tile); no pre-pass.
 template <class Base, bool kFoldPScale_, int kPolyEvery_, int kRescaleThreshold_ = 0, bool kRowSumMma_ = false,
-          bool kVtInKernel_ = false, int kVtBatch_ = 1, bool kEarlyPack_ = false, bool kSpeculateMax_ = false>
+          bool kVtInKernel_ = false, int kVtBatch_ = 1, bool kEarlyPack_ = false>
 struct Fp8Config : Base {
   static constexpr bool kEarlyPack = kEarlyPack_;
-  static constexpr bool kSpeculateMax = kSpeculateMax_;
   static constexpr bool kVtInKernel = kVtInKernel_;
   static constexpr int kVtBatch = kVtBatch_;  // units per transposing warp with loads in flight together
   static constexpr bool kRowSumMma = kRowSumMma_;
@@ -298,7 +296,7 @@ struct Consumer : ConsumerSync<D, Cfg> {
   using Sync::wait_full, Sync::release, Sync::release_q, Sync::desc_q, Sync::desc_k, Sync::desc_vt;
   using Sync::turn_begin, Sync::turn_end, Sync::empty_turn, Sync::kTurnThreads;
   using Tile = WgFp8Tile<T, D, Cfg::kBlockN, kCausal, kScalePositive, Cfg::kFoldPScale, Cfg::kPolyEvery,
-                         Cfg::kRescaleThreshold, Cfg::kRowSumMma, Cfg::kEarlyPack, Cfg::kSpeculateMax>;
+                         Cfg::kRescaleThreshold, Cfg::kRowSumMma, Cfg::kEarlyPack>;
   static constexpr int kBlockN = Cfg::kBlockN;
   static_assert(Tile::kVtChunkBytes == L::kVtChunkStride, "the tile's descriptors step the layout's Vt chunks");
   static_assert(Tile::kVtChunk == L::kVtChunk, "the tile's and the layout's Vt chunks agree");

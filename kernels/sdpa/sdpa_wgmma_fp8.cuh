@@ -268,11 +268,8 @@ __device__ __forceinline__ uint32_t pack_e4m3x2(float lo, float hi) {
 // for it, and the 48 F2FP + 24 PRMT per thread then run after the exponentials
 // instead of in the gaps the MUFU's rate leaves (one MUFU.EX2 per 8 clocks per
 // sub-partition). The price: 24 MOVs and 24 registers live across the wait.
-// kSpeculateMax (needs kRescaleThreshold > 0): WgAttentionTile::speculate, the
-// exponentials against the kept max before the tile's max is known.
 template <typename T, int D, int kBlockN, bool kCausal, bool kScalePositive, bool kFoldPScale = false,
-          int kPolyEvery = 0, int kRescaleThreshold = 0, bool kRowSumMma = false, bool kEarlyPack = false,
-          bool kSpeculateMax = false>
+          int kPolyEvery = 0, int kRescaleThreshold = 0, bool kRowSumMma = false, bool kEarlyPack = false>
 struct WgFp8Tile {
   using Base = WgAttentionTile<T, D, kBlockN, kCausal, kScalePositive, kRescaleThreshold>;
   static constexpr int kPMaxExp2 = 8;  // FA3's Max_offset for FP8: 2^8 p <= 256 < 448 (e4m3's max)
@@ -339,7 +336,7 @@ struct WgFp8Tile {
   }
   // S(tile at key0) -> p (or 2^8 p when folded) in place; running max / sum.
   __device__ __forceinline__ void softmax(int key0, int seq_len) {
-    m.template softmax<kFoldPScale ? kPExp2Offset : 0, kPolyEvery, !kRowSumMma, kSpeculateMax>(key0, seq_len);
+    m.template softmax<kFoldPScale ? kPExp2Offset : 0, kPolyEvery, !kRowSumMma>(key0, seq_len);
     if constexpr (kEarlyPack) convert_p(p8_next);
   }
   // x (= p) -> 2^8 p for the e4m3 conversion; already scaled when folded.

@@ -117,8 +117,7 @@ struct WgAttentionTile {
   // computes every kPolyEvery-th n8 tile's exponentials with ex2_poly3 (FMA
   // pipe) instead of MUFU.EX2. kRowSum = false leaves row_sum alone (a caller
   // that gets the sum from its P.V wgmma). The defaults are the fp16 stages' code.
-  // kSpeculate (with kRescaleThreshold > 0): speculate_row below, once every row of the warp has a max.
-  template <int kExp2Offset = 0, int kPolyEvery = 0, bool kRowSum = true, bool kSpeculate = false>
+  template <int kExp2Offset = 0, int kPolyEvery = 0, bool kRowSum = true>
   __device__ __forceinline__ void softmax(int key0, int seq_len) {
     // With a positive scale, max(s * scale) = max(s) * scale: the max runs on
     // the raw scores and the scale folds into one FFMA per score. Otherwise scale first.
@@ -138,13 +137,6 @@ struct WgAttentionTile {
           const int key = key0 + j * kN8 + 2 * t + (e % 2);
           if (!sdpa_key_visible(q, key, seq_len, kCausal)) s_acc[4 * j + e] = -INFINITY;
         }
-    }
-    static_assert(!kSpeculate || kRescaleThreshold > 0, "speculation keeps the max: it needs a threshold");
-    if constexpr (kSpeculate) {
-      if (__all_sync(kFullWarp, row_max[0] != -INFINITY && row_max[1] != -INFINITY)) {
-        speculate<kExp2Offset, kPolyEvery, kRowSum>();
-        return;
-      }
     }
     if constexpr (kRescaleThreshold == 0) {
 #pragma unroll
@@ -278,65 +270,6 @@ struct WgAttentionTile {
 #pragma unroll
       for (int i = 0; i + w < 2 * kSTiles; i += 2 * w) tree[i] = fmaxf(tree[i], tree[i + w]);
     return sdpa_mma::quad_max(tree[0]) * score_mul();
-  }
-  // The exponentials against the kept max at once: ex2 is monotonic, so the tile's max is read
-  // from p afterwards, and the max tree no longer stands between the S wgmma and the MUFU stream
-  // (its FMNMXs can fill the MUFU's issue gaps). Past the ceiling 2^(offset + threshold) some
-  // row's max grew by more than the threshold: the warp then scales that row's p and sum by
-  // 2^offset / max p (2^(kept - new), the correction O gets too) and moves its kept max up
-  // by the same amount. Needs every row's kept max finite (softmax checks it). A p that
-  // overflowed (a jump past 2^(128 - offset) in one tile) is not recovered here.
-  template <int kExp2Offset, int kPolyEvery, bool kRowSum>
-  __device__ __forceinline__ void speculate() {
-    const float mul = score_mul();
-    float p_max[kRowsPerThread], p_sum[kRowsPerThread];
-#pragma unroll
-    for (int r = 0; r < kRowsPerThread; ++r) {
-      const float neg_base = static_cast<float>(kExp2Offset) - row_max[r];
-      float max_tree[2 * kSTiles], sum_tree[2 * kSTiles];
-#pragma unroll
-      for (int j = 0; j < kSTiles; ++j)
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          float& x = s_acc[4 * j + 2 * r + e];
-          x = ex2_of_tile<kPolyEvery>(j, fmaf(x, mul, neg_base));
-          max_tree[2 * j + e] = x;
-          sum_tree[2 * j + e] = x;
-        }
-#pragma unroll
-      for (int w = 1; w < 2 * kSTiles; w *= 2)
-#pragma unroll
-        for (int i = 0; i + w < 2 * kSTiles; i += 2 * w) {
-          max_tree[i] = fmaxf(max_tree[i], max_tree[i + w]);
-          sum_tree[i] += sum_tree[i + w];
-        }
-      p_max[r] = max_tree[0];
-      p_sum[r] = sum_tree[0];
-      correction[r] = 1.0f;
-    }
-    constexpr float kOffsetScale = static_cast<float>(1u << kExp2Offset);
-    constexpr float kCeiling = static_cast<float>(1u << (kExp2Offset + kRescaleThreshold));
-    rescale_pending = __any_sync(kFullWarp, p_max[0] > kCeiling || p_max[1] > kCeiling);
-    if (rescale_pending) {
-#pragma unroll
-      for (int r = 0; r < kRowsPerThread; ++r) {
-        const float row_p_max = sdpa_mma::quad_max(p_max[r]);
-        if (row_p_max <= kOffsetScale) continue;  // this row's max did not move
-        const float factor = kOffsetScale / row_p_max;
-        correction[r] = factor;
-        row_max[r] += __log2f(row_p_max) - static_cast<float>(kExp2Offset);
-        p_sum[r] *= factor;
-#pragma unroll
-        for (int j = 0; j < kSTiles; ++j) {
-          s_acc[4 * j + 2 * r] *= factor;
-          s_acc[4 * j + 2 * r + 1] *= factor;
-        }
-      }
-    }
-    if constexpr (kRowSum) {
-#pragma unroll
-      for (int r = 0; r < kRowsPerThread; ++r) row_sum[r] = row_sum[r] * correction[r] + p_sum[r];
-    }
   }
   // Row r against running max mx (>= the tile's, or the kept one): correction,
   // p = ex2(s - mx) in place, row sum (kRowSum).
