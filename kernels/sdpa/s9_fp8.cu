@@ -341,6 +341,21 @@ Shared memory: BLOCK_M * D (Q) + BLOCK_M * D * 2 (O staging)
       it left open: a p that overflowed, a jump past 2^120 in one tile, was
       not recovered). Raw output: docs/results/sdpa/archive/s9-speculate-max-
       quick-check-nvidia-h100-2026-11-24-twelfth.txt.
+      Why the pipes look like they take turns (ncu at 4096x128: tensor 49%,
+      XU 50%): tools/microbench/mufu_wgmma_overlap.cu times one warpgroup's
+      wgmma stream beside another's ALU stream on each SM (H100). Beside the
+      wgmmas, ex2 takes 1.24x its time alone (SS; 1.26x beside RS wgmmas, P.V's
+      form), and the wgmmas keep theirs; beside FFMAs both slow down, FFMA
+      1.58x / 1.73x and the wgmmas 1.27x / 1.36x (SS / RS). fp16 and e4m3
+      alike. A softmax under the other warpgroup's GEMMs is dearer than alone,
+      and its FFMA / FADD / FMNMX work stretches the GEMMs too: part of why
+      pingpong reaches ~50% on both pipes, and why every variant that added
+      ALU work (v2 / v12's polynomial shares) lost. Raw output: docs/results/
+      sdpa/archive/mufu-wgmma-overlap-nvidia-h100-2026-11-24-twelfth.txt.
+      Three consumer warpgroups (more warps per sub-partition to hide the
+      softmax's latencies, FlashAttention-3's head-dim-64 shape) do not fit at
+      D=128: built with 128-key tiles and 152 registers (128 x (40 + 3 x 152)
+      <= 65536), ptxas spills 924-1824 bytes per thread (D=64: 20-40).
 
 Scope: head_dim 64 and 128, fp16 or bf16 output, causal or not, any
   seq_len >= 1, any softmax_scale; Q/K/V/O base and strides multiples of 16
