@@ -439,6 +439,26 @@ Knobs (-D overrides)
                         key_split_turns, key_split_turns_late). Raw output:
                         docs/results/sdpa/archive/key-split-turns-quick-
                         check-nvidia-h100-2026-11-24-twelfth.txt.
+  WS_PV_SS (measured at commit e3ae422, variant pv_ss there, then removed):
+                        P.V with P from shared memory. Each warpgroup stored
+                        its P by stmatrix (8 STSM per thread per 128-key
+                        tile) into an SW128 tile of its own, fenced it to the
+                        async proxy, met its warps on a named barrier, and the
+                        P.V wgmma read both operands from shared memory (SS),
+                        instead of P from registers (RS, FlashAttention-3's
+                        choice). Hypothesis: tools/microbench/
+                        mufu_wgmma_overlap.cu (s9_fp8.cu's log v13) measured an
+                        FFMA stream beside RS wgmmas at 1.73x its time alone,
+                        beside SS ones at 1.58x, and the wgmmas at 1.36x /
+                        1.27x; a softmax runs under the other warpgroup's P.V.
+                        H100, quick_check (52/52, 6/6; 0 spills), default / SS:
+                        mission 5.50 / 5.84 us, TFLOP/s (4,16,4096,64) 462 /
+                        406, (4,16,4096,128) 593 / 556, causal 541 / 524,
+                        (1,32,8192,128) 618 / 585, (2,8,2048,128) 600 / 569.
+                        A valid negative: the stores, the fence and the barrier
+                        per tile cost more than the lighter wgmma saves. Raw
+                        output: docs/results/sdpa/archive/pv-ss-quick-check-
+                        nvidia-h100-2026-11-24-twelfth.txt.
 
 Shared memory: long as s7; short (64 + 4*128) * D * 2 + barriers + 1024.
   Key split: (64 + 2*stages*BLOCK_N) * D * 2 + barriers + 128 * (D/2 + 4) * 4

@@ -157,15 +157,6 @@ constexpr bool kLateMerger = WS_LATE_MERGER != 0;
 #define WS_DIRECT_STORE 0
 #endif
 constexpr bool kDirectStore = WS_DIRECT_STORE != 0;
-// P.V with P from shared memory (1: each warpgroup stores its P tile by stmatrix into an SW128 tile
-// of its own and the P.V wgmma reads both operands from shared memory, SS) instead of from
-// registers (0: RS, FlashAttention-3's choice). Why: tools/microbench/mufu_wgmma_overlap.cu measured
-// an FFMA stream beside RS wgmmas at 1.73x its time alone and beside SS ones at 1.58x (the wgmmas
-// 1.36x / 1.27x; ex2 1.26x / 1.24x): the other warpgroup's softmax runs under these GEMMs.
-#ifndef WS_PV_SS
-#define WS_PV_SS 0
-#endif
-constexpr bool kPvSs = WS_PV_SS != 0;
 constexpr bool kWaitKInTurn = WS_WAIT_K_IN_TURN != 0;
 constexpr bool kRescaleInTurn = WS_RESCALE_IN_TURN != 0;
 
@@ -258,10 +249,7 @@ struct Layout {
   static constexpr int kQOffset = 0;
   static constexpr int kKOffset = kQOffset + kQBytes;
   static constexpr int kVOffset = kKOffset + Cfg::kStages * kKVBytes;
-  // kPvSs: each consumer warpgroup's P tile (64 rows x kBlockN keys, K-major SW128); none otherwise.
-  static constexpr uint32_t kPBytes = kWgmmaM * Cfg::kBlockN * 2;
-  static constexpr int kPOffset = kVOffset + Cfg::kStages * kKVBytes;
-  static constexpr int kBarOffset = kPOffset + (kPvSs ? Cfg::kConsumerWGs * kPBytes : 0);
+  static constexpr int kBarOffset = kVOffset + Cfg::kStages * kKVBytes;
   static constexpr int kBarriers = 2 + 4 * Cfg::kStages;  // full_q, empty_q, then four rings
   // Key split, past the barriers: the parked fp32 O and (max, max, sum, sum) per thread. Two
   // warpgroups: warpgroup 1's O (kOAcc = D/2 per thread) and stats. By slices (kSliceMerge): each
@@ -289,8 +277,7 @@ struct Layout {
   // Split-KV needs the partials to fit the drained rings; a config where they do not
   // (e.g. two warpgroups at D=128 with 64-key tiles) runs unsplit only.
   static constexpr bool kCanSplit = kPartialBytes <= 2 * Cfg::kStages * static_cast<int>(kKVBytes);
-  static_assert(kQBytes % kSw128Align == 0 && kKVBytes % kSw128Align == 0 && kPBytes % kSw128Align == 0,
-                "every tile starts 1024-aligned");
+  static_assert(kQBytes % kSw128Align == 0 && kKVBytes % kSw128Align == 0, "every tile starts 1024-aligned");
   static_assert(static_cast<size_t>(kSmemBytes) <= kSdpaMaxSmemPerBlock, "tiles exceed Hopper shared memory");
   static_assert(kSmemBytes <= (1 << 18), "shared addresses fit the 14-bit descriptor field (>> 4)");
   static_assert(kMergeOffset % 16 == 0, "the merge area is read and written as float4");
@@ -453,7 +440,6 @@ __device__ __forceinline__ void produce(const Params& prm, uint32_t s_base, int 
 constexpr int kTurnBarrier0 = 1;
 constexpr int kConsumersDone = 3;
 constexpr int kKeySplitMerge = kConsumersDone + 1;  // key split: warpgroup 1's partial is in shared memory
-constexpr int kPStored0 = kKeySplitMerge + 1;  // kPvSs: warpgroup c's P tile is stored (barrier kPStored0 + c)
 __device__ __forceinline__ void bar_sync(int id, int threads) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
@@ -508,24 +494,6 @@ struct Consumer {
     return make_desc_mnmajor(s_base + L::kVOffset + (index % kStages) * L::kKVBytes, kBlockN * kSw128RowBytes);
   }
 
-  // P for this warpgroup's next P.V: in registers (pack_p), or stored to its shared P tile (kPvSs),
-  // then made visible to the wgmma's async proxy and waited for by the warpgroup's four warps.
-  __device__ __forceinline__ void stage_p() {
-    if constexpr (kPvSs) {
-      tile.store_p(s_base + L::kPOffset + cwg * L::kPBytes, warp_in_wg * Tile::kWarpRows, lane);
-      fence_proxy_async_shared();
-      bar_sync(kPStored0 + cwg, kWarpgroupThreads);
-    } else {
-      tile.pack_p();
-    }
-  }
-  __device__ __forceinline__ void issue_pv(int index) {
-    if constexpr (kPvSs)
-      tile.issue_pv_ss(make_desc_kmajor(s_base + L::kPOffset + cwg * L::kPBytes), desc_v(index));
-    else
-      tile.issue_pv(desc_v(index));
-  }
-
   // Tile j of the item sits at ring index ring + j. The first tile: S only.
   // A warpgroup with no tile still takes the turn. The wgmma issue and its
   // wait stay in one branch: split across a merge point, ptxas cannot prove
@@ -548,7 +516,7 @@ struct Consumer {
     fence_regs(tile.s_acc);
     release(ring_bar<kStages>(bars, kEmptyK, ring));
     tile.template softmax</*kExp2Offset=*/0, kPolyEveryOf<D>>(key0, prm.p.seq_len);
-    stage_p();
+    tile.pack_p();
   }
   // S(idx) and P.V of this warpgroup's previous tile (ring index idx - kRingStride)
   // issued back to back; softmax(idx) under the P.V.
@@ -574,7 +542,7 @@ struct Consumer {
     const int prev = idx - Cfg::kRingStride;
     wait_full(kFullV, prev);
     wgmma_fence();
-    issue_pv(prev);
+    tile.issue_pv(desc_v(prev));
     wgmma_commit();
     turn_end();
     wgmma_wait<1>();  // S(idx) done; P(idx-1).V(idx-1) may still run
@@ -586,7 +554,7 @@ struct Consumer {
     fence_regs(tile.o_acc);
     fence_regs(tile.p_frag);
     release(ring_bar<kStages>(bars, kEmptyV, prev));
-    stage_p();
+    tile.pack_p();
   }
   __device__ __forceinline__ void last_pv(int idx) {
     fence_regs(tile.o_acc);
@@ -596,7 +564,7 @@ struct Consumer {
     turn_begin();
     wait_full(kFullV, idx);
     wgmma_fence();
-    issue_pv(idx);
+    tile.issue_pv(desc_v(idx));
     wgmma_commit();
     turn_end();
     wgmma_wait<0>();

@@ -176,31 +176,6 @@ struct WgAttentionTile {
       for (int i = 0; i < 4; ++i) p_frag[kk][i] = sdpa_mma::pack2<T>(s_acc[8 * kk + 2 * i], s_acc[8 * kk + 2 * i + 1]);
   }
 
-  // P into a K-major SW128 tile of 64 rows x kBlockN keys at shared address p_tile (this warp's 16
-  // rows from `warp_row0`), for issue_pv_ss. One stmatrix.x4 per two n8 tiles: matrices (rows 0-7,
-  // tile j), (rows 8-15, j), (rows 0-7, j+1), (rows 8-15, j+1), i.e. the registers of accumulators
-  // 4j, 4j+2, 4(j+1), 4(j+1)+2 as packed pairs; lane l gives the address of row l % 8 of matrix l / 8.
-  __device__ __forceinline__ void store_p(uint32_t p_tile, int warp_row0, int lane) const {
-    const int matrix = lane / 8;
-    const int row = warp_row0 + (matrix % 2) * kRowsApart + lane % 8;
-#pragma unroll
-    for (int j = 0; j < kSTiles; j += 2) {
-      const uint32_t r[4] = {sdpa_mma::pack2<T>(s_acc[4 * j], s_acc[4 * j + 1]),
-                             sdpa_mma::pack2<T>(s_acc[4 * j + 2], s_acc[4 * j + 3]),
-                             sdpa_mma::pack2<T>(s_acc[4 * j + 4], s_acc[4 * j + 5]),
-                             sdpa_mma::pack2<T>(s_acc[4 * j + 6], s_acc[4 * j + 7])};
-      sdpa_mma::stmatrix_x4(p_tile + sw128_offset<kWgmmaM>(row, j + matrix / 2), r);
-    }
-  }
-  // O += P.V with P from its shared tile (store_p): desc_p K-major over the keys, V as in issue_pv.
-  __device__ __forceinline__ void issue_pv_ss(uint64_t desc_p, uint64_t desc_v) {
-#pragma unroll
-    for (int kk = 0; kk < kKeySlices; ++kk) {
-      WgO::template ss<1>(o_acc, desc_advance(desc_p, kslice_offset(kk, kWgmmaM)),
-                          desc_advance(desc_v, kk * kWgmmaK * kSw128RowBytes), 1);
-    }
-  }
-
   // The full row sums (the lanes of a quad hold partial sums of one row).
   __device__ __forceinline__ void reduced_row_sums(float (&l)[kRowsPerThread]) const {
 #pragma unroll
