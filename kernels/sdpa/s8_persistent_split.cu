@@ -88,6 +88,22 @@ Knobs (-D overrides)
                         Variant dense_n176.
                         Raw output: docs/results/sdpa/archive/dense-block-n-
                         quick-check-nvidia-h100-2026-11-23-fifth.txt.
+                        Twelfth session, after FlashAttention-4 was seen at
+                        s8's clock (1646 vs 1639 MHz at (4,16,4096,128), 1508
+                        vs 1501 at (1,32,8192,128); archive/fa4-clocks-quick-
+                        check-*-twelfth.txt), i.e. 4-6% ahead per clock:
+                        FlashAttention-3's whole dense head_dim-128 choice,
+                        176-key tiles with pingpong (PINGPONG=1,
+                        CONSUMER_WGS_D64=2, DENSE_BLOCK_N_D128=176; 0 spills).
+                        H100, quick_check, TFLOP/s, default / 176+pingpong /
+                        pingpong / 176: (4,16,4096,128) 596 / 587 / 598 / 581,
+                        (1,32,8192,128) 639 / 635 / 626 / 636, (2,8,2048,128)
+                        605 / 596 / 610 / 571, causal (4,16,4096,128) 560 /
+                        571 / 570 / 553; 52/52 and 6/6 each. Nothing outside
+                        the spread: the gap to FlashAttention-4 is not its tile
+                        or its turns. Raw output: docs/results/sdpa/archive/
+                        fa3-dense-config-quick-check-nvidia-h100-2026-11-24-
+                        twelfth.txt.
   SPLITS=1              CTAs per work item on the short policy: 0 picks the
                         fewest of 1, 2, 4 that give at least one CTA per SM
                         (capped by the key tiles); 1, 2 or 4 force it.
