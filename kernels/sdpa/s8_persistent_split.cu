@@ -475,6 +475,19 @@ Knobs (-D overrides)
                         per tile cost more than the lighter wgmma saves. Raw
                         output: docs/results/sdpa/archive/pv-ss-quick-check-
                         nvidia-h100-2026-11-24-twelfth.txt.
+  KEY_SPLIT_BLOCK_N_D64=256 (probe, twelfth session; an m64n256k16 wrapper
+                        added for it and removed): one 256-key tile per
+                        warpgroup at the mission, half the steps. H100: 6.25 vs
+                        5.52 us (52/52, 6/6), but the build spilled 144 bytes
+                        and ptxas serialized its wgmmas (C7512), so only the
+                        timeline counts: the first tile's S and softmax 1.65 us
+                        (0.93 for 128 keys: no saving per key), the first K
+                        tile 0.43 us after Q (0.28), and warpgroup 1 ends 0.58
+                        us after warpgroup 0 (0.22), because its 64 KiB tile
+                        lands after warpgroup 0's at the SM's ~64 bytes per
+                        clock. Fewer, longer steps do not pay at the mission.
+                        Raw output: docs/results/sdpa/archive/key-split-n256-
+                        quick-check-nvidia-h100-2026-11-24-twelfth.txt.
 
 Shared memory: long as s7; short (64 + 4*128) * D * 2 + barriers + 1024.
   Key split: (64 + 2*stages*BLOCK_N) * D * 2 + barriers + 128 * (D/2 + 4) * 4
