@@ -104,6 +104,19 @@ Knobs (-D overrides)
                         or its turns. Raw output: docs/results/sdpa/archive/
                         fa3-dense-config-quick-check-nvidia-h100-2026-11-24-
                         twelfth.txt.
+                        tools/ncu_compare.py --source at (4,16,4096,128), same
+                        call (H100): s8 958 us, FA4 899 (573.7 / 611.8 TFLOP/s
+                        at ncu's clocks). Warp instructions 242.8 / 245.1 M:
+                        the same count. What differs is latency: 2.37 / 1.55
+                        cycles of "wait" stalls (ptxas's fixed stall counts)
+                        per issued instruction, most at MUFU.EX2 in both;
+                        tensor pipe 79.0 / 81.8%, issue 35.9 / 37.8%. FA4 runs
+                        a non-persistent grid (2048 blocks) and does an FMUL
+                        and an FFMA per score where s8 does one FFMA. So the
+                        per-clock gap lies in how the softmax's instructions
+                        are scheduled, not in how many there are. Raw output:
+                        docs/results/sdpa/archive/ncu-source-fa4-nvidia-h100-
+                        2026-11-24-twelfth.md.
   SPLITS=1              CTAs per work item on the short policy: 0 picks the
                         fewest of 1, 2, 4 that give at least one CTA per SM
                         (capped by the key tiles); 1, 2 or 4 force it.
