@@ -111,8 +111,9 @@ Knobs (-D overrides)
                         cycles of "wait" stalls (ptxas's fixed stall counts)
                         per issued instruction, most at MUFU.EX2 in both;
                         tensor pipe 79.0 / 81.8%, issue 35.9 / 37.8%. FA4 runs
-                        a non-persistent grid (2048 blocks) and does an FMUL
-                        and an FFMA per score where s8 does one FFMA. So the
+                        a non-persistent grid (2048 blocks), and its SASS
+                        holds about as many FMULs as FFMAs (134 / 130, where
+                        s8's has few FMULs in the loop). So the
                         per-clock gap lies in how the softmax's instructions
                         are scheduled, not in how many there are. Raw output:
                         docs/results/sdpa/archive/ncu-source-fa4-nvidia-h100-
