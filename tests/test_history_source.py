@@ -32,7 +32,12 @@ NULLABLE = {"commit": str, "gpu": str}  # present, a string or null
 OPTIONAL = {"session": str, "checks": str}
 VERDICTS = {"faster", "valid_negative", "incorrect", "build_failed", "resource_fail", "inconclusive"}
 METRICS = {"tflops", "us_per_launch", "us", "ratio", "pct", "clocks", "registers", "spill_bytes", "other"}
-NUMBER_KEYS = {"problem", "metric", "trial", "default", "clock_mhz", "unit", "quantity", "contenders"}
+NUMBER_KEYS = {"problem", "metric", "trial", "default", "clock_mhz", "unit", "quantity", "contenders",
+               # what quick_check printed beside the times: the default's clock, board power, and the
+               # contenders' clocks and power (README.md here)
+               "default_clock_mhz", "power_w", "default_power_w", "contender_clock_mhz", "contender_power_w"}
+NULLABLE_NUMBERS = ("default", "clock_mhz", "default_clock_mhz", "power_w", "default_power_w")
+PER_CONTENDER = ("contenders", "contender_clock_mhz", "contender_power_w")
 # Issue 30's done-when: `stagelab journal s8_persistent_split` lists at least 40 trials.
 MIN_S8_TRIALS = 40
 
@@ -121,11 +126,12 @@ def test_every_number_is_numeric(entries):
             if number["metric"] == "other":
                 assert isinstance(number.get("unit"), str), f"{where}: metric other needs a unit"
             assert _is_number(number.get("trial")), f"{where}: trial {number.get('trial')!r}"
-            for key in ("default", "clock_mhz"):
+            for key in NULLABLE_NUMBERS:
                 value = number.get(key)
                 assert value is None or _is_number(value), f"{where}: {key} {value!r}"
-            for name, value in (number.get("contenders") or {}).items():
-                assert _is_number(value), f"{where}: contender {name}={value!r}"
+            for key in PER_CONTENDER:
+                for name, value in (number.get(key) or {}).items():
+                    assert _is_number(value), f"{where}: {key} {name}={value!r}"
 
 
 def test_measured_entries_carry_numbers(entries):
