@@ -7,12 +7,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from stagelab.errors import ConfigError, InputError
+from stagelab.core.errors import ConfigError, InputError
 from stagelab.families.sdpa import FAMILY, FP8_INPUTS, Shape, StageKernel
 from stagelab.families.sdpa.fp8 import Fp8CheckResult, Fp8Tensor, emulate_fp8_attention, quantize_qkv
 from stagelab.families.sdpa.fp8.kernel import Fp8StageKernel, validate_fp8_inputs, validate_fp8_output
-from stagelab.registry import ResourceGates, load_registry
-from stagelab.resources import KernelResources, evaluate_gates
+from stagelab.core.registry import ResourceGates, load_registry
+from stagelab.core.resources import KernelResources, evaluate_gates
 
 ROOT = Path(__file__).resolve().parents[1]
 SHAPE = (1, 2, 33, 64)

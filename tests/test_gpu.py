@@ -4,13 +4,13 @@
 import pytest
 import torch
 
-from stagelab.build import build_stage
-from stagelab.chain import check_chain
-from stagelab.errors import InputError
-from stagelab.family import load_family
-from stagelab.params import load_params
-from stagelab.paths import repo_root
-from stagelab.registry import all_registries
+from stagelab.core.build import build_stage
+from stagelab.measure.chain import check_chain
+from stagelab.core.errors import InputError
+from stagelab.core.family import load_family
+from stagelab.core.params import load_params
+from stagelab.core.paths import repo_root
+from stagelab.core.registry import all_registries
 
 pytestmark = pytest.mark.gpu
 STAGES = [(registry, stage_id) for registry in all_registries().values() for stage_id in registry.stages]

@@ -6,10 +6,10 @@ from pathlib import Path
 import mlflow
 import pytest
 
-from stagelab import metrics
-from stagelab.errors import ConfigError
-from stagelab.params import load_params, with_steps
-from stagelab.steps import StageContext
+from stagelab.core import metrics
+from stagelab.core.errors import ConfigError
+from stagelab.core.params import load_params, with_steps
+from stagelab.measure.steps import StageContext
 
 
 def test_steps_replace_the_files_and_are_validated():

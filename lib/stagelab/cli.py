@@ -7,17 +7,17 @@ import argparse
 import os
 import sys
 
-from .errors import RunnerStopped, StagelabError
-from .server import DEFAULT_HOST, DEFAULT_PORT
+from .core.errors import RunnerStopped, StagelabError
+from .run.server import DEFAULT_HOST, DEFAULT_PORT
 
 # The shell's convention for a process ended by signal N: exit status 128 + N (130 for SIGINT).
 SIGNAL_EXIT_BASE = 128
 
 
 def _cmd_run(args) -> int:
-    from .batch import run_batch
-    from .gpus import resolve_gpus
-    from .shard import Shard
+    from .run.batch import run_batch
+    from .run.gpus import resolve_gpus
+    from .run.shard import Shard
 
     gpus = resolve_gpus(args.gpus)  # both checked before any work: a bad value is one line and exit 2
     shard = Shard.parse(args.shard) if args.shard is not None else None
@@ -30,7 +30,7 @@ def _cmd_run(args) -> int:
 
 
 def _cmd_stages(args) -> int:
-    from .registry import all_registries
+    from .core.registry import all_registries
 
     for family, registry in all_registries().items():
         if args.family and family != args.family:
@@ -43,7 +43,7 @@ def _cmd_stages(args) -> int:
 
 def _stage_ids(requested: list[str] | None) -> list[str]:
     """The named stages (any family), or every stage of every family."""
-    from .registry import all_registries, find_stage
+    from .core.registry import all_registries, find_stage
 
     if requested:
         for stage_id in requested:
@@ -55,9 +55,9 @@ def _stage_ids(requested: list[str] | None) -> list[str]:
 def _cmd_resources(args) -> int:
     import pandas as pd
 
-    from .build import build_stage
-    from .registry import find_stage
-    from .steps import resource_report
+    from .core.build import build_stage
+    from .core.registry import find_stage
+    from .measure.steps import resource_report
 
     failed_any = False
     for stage_id in _stage_ids(args.stages):
@@ -83,8 +83,8 @@ def _tool_run(args):
     (the acceptance file, the default, lists sanitize but not profile, and `stagelab profile` skipped)."""
     import json
 
-    from .family import load_family
-    from .registry import find_stage
+    from .core.family import load_family
+    from .core.registry import find_stage
     from .stage import StageRun
 
     params = args.params or load_family(find_stage(args.stage)[0].family).acceptance_params
@@ -99,8 +99,8 @@ def _cmd_profile(args) -> int:
     """Nsight Compute on one stage's kernels at the mission problem and one long problem."""
     from pathlib import Path
 
-    from .paths import build_dir
-    from .profile import FAILED, TIMEOUT
+    from .core.paths import build_dir
+    from .measure.profile import FAILED, TIMEOUT
 
     run = _tool_run(args)
     out = Path(args.out) if args.out else build_dir() / "profile" / args.stage
@@ -142,9 +142,9 @@ def _add_tool_parsers(sub) -> None:
 
 def _cmd_build(args) -> int:
     """Build stages in parallel processes so later notebook runs find them cached."""
-    from .build import build_all
-    from .errors import BuildError
-    from .registry import find_stage
+    from .core.build import build_all
+    from .core.errors import BuildError
+    from .core.registry import find_stage
 
     stage_ids = _stage_ids(args.stages)
     builds = [(stage, registry) for registry, stage in map(find_stage, stage_ids)]
@@ -160,7 +160,7 @@ def _cmd_build(args) -> int:
 
 
 def _cmd_report(args) -> int:
-    from .report import write_report
+    from .record.report import write_report
 
     path = write_report(args.params, family=args.family, out_dir=args.out, experiment=args.experiment, gpu=args.gpu)
     print(f"wrote {path}")
@@ -182,8 +182,8 @@ def _cmd_notebooks(args) -> int:
 
 
 def _families():
-    from .family import load_family
-    from .registry import all_registries
+    from .core.family import load_family
+    from .core.registry import all_registries
 
     return [load_family(name) for name in all_registries()]
 
@@ -192,7 +192,7 @@ def _cmd_ui(args) -> int:
     """The MLflow UI on the store stagelab writes to: MLFLOW_TRACKING_URI when set, else the default SQLite store."""
     import subprocess
 
-    from . import runs_view, tracking
+    from .record import runs_view, tracking
 
     uri = tracking.tracking_uri()
     remote = uri.startswith(("http://", "https://"))
@@ -223,7 +223,7 @@ def _cmd_ui(args) -> int:
 def _cmd_runs(args) -> int:
     """Stage runs still RUNNING, each with its owner and whether that owner is gone; --repair closes
     the ones whose owner is gone as killed."""
-    from .repair import close_stale, open_runs
+    from .run.repair import close_stale, open_runs
 
     found = open_runs()
     for run in found:
@@ -241,10 +241,10 @@ def _cmd_runs(args) -> int:
 def _cmd_backup(args) -> int:
     from pathlib import Path
 
-    from . import tracking
-    from .errors import StoreError
-    from .portable import sqlite_path
-    from .sqlite_store import backup
+    from .record import tracking
+    from .core.errors import StoreError
+    from .record.portable import sqlite_path
+    from .record.sqlite_store import backup
 
     db = sqlite_path(tracking.tracking_uri())
     if db is None:
@@ -261,7 +261,7 @@ def _cmd_server(args) -> int:
     """The team server: PostgreSQL store, proxied artifacts; clients set MLFLOW_TRACKING_URI to its address."""
     import subprocess
 
-    from .server import server_command
+    from .run.server import server_command
 
     command = server_command(args.backend_store_uri, args.artifacts_destination, args.host, args.port)
     print(f"team server on http://{args.host}:{args.port}; on each client: "
@@ -275,8 +275,8 @@ def _cmd_server(args) -> int:
 def _cmd_import(args) -> int:
     from pathlib import Path
 
-    from . import tracking
-    from .portable import RECORD_SUFFIX, import_record, import_store
+    from .record import tracking
+    from .record.portable import RECORD_SUFFIX, import_record, import_store
 
     source = Path(args.store)
     db = source / "mlflow.db" if source.is_dir() else source
@@ -312,7 +312,7 @@ def _cmd_tune(args) -> int:
     """Build and gate every configuration of a stage's search space; check and time them on a GPU."""
     import pandas as pd
 
-    from .tune import tune
+    from .tune.search import tune
 
     if args.from_run:
         return _promote_recorded(args)
@@ -333,9 +333,9 @@ def _cmd_tune(args) -> int:
 def _promote_recorded(args) -> int:
     """--from-run: promote the best of a tune run already in the store (tuned on a GPU machine and
     brought here with `stagelab import`), without tuning again."""
-    from .errors import ConfigError
-    from .promote import promote, record_promotion, recorded_best
-    from .registry import find_stage
+    from .core.errors import ConfigError
+    from .tune.promote import promote, record_promotion, recorded_best
+    from .core.registry import find_stage
 
     if not (args.promote or args.promote_as):
         raise ConfigError("--from-run promotes a recorded tune run: add --promote (the stage's defaults) "
@@ -351,7 +351,7 @@ def _promote_recorded(args) -> int:
 
 def _promote(result, stage_id: str, variant: str | None) -> None:
     """The best configuration into stages.yaml, as the defaults or as a named variant; the diff is recorded."""
-    from .promote import promote, record_promotion
+    from .tune.promote import promote, record_promotion
 
     best = result.elites[0]
     diff, what = promote(best.ctx.registry.directory / "stages.yaml", stage_id, best.defines, variant)
@@ -360,7 +360,7 @@ def _promote(result, stage_id: str, variant: str | None) -> None:
 
 
 def _print_promotion(diff: str, stage_id: str, defines: dict[str, str]) -> None:
-    from .space import config_label
+    from .core.space import config_label
 
     print(diff or f"{stage_id}: stages.yaml already holds {config_label(defines)}")
 

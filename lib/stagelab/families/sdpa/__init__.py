@@ -11,7 +11,7 @@ from typing import Any
 
 import torch
 
-from ...family import Family, KernelFn
+from ...core.family import Family, KernelFn
 from .contenders import FA4, SDPA_BACKENDS
 from .contenders import contender as library_contender
 from .kernel import KERNEL_DTYPE_CODES, SUPPORTED_TORCH_DTYPES, StageKernel

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 
 import torch
 
-from ....checks import CheckResult, check_each, error_budget, judge_launches, poisoned_launch
-from ....family import KernelFn
+from ....measure.checks import CheckResult, check_each, error_budget, judge_launches, poisoned_launch
+from ....core.family import KernelFn
 from .. import FA3_ATOL_MAGNITUDE, FAMILY
 from ..reference import attention, default_scale
 from ..shapes import Shape
