@@ -6,6 +6,7 @@ import torch
 
 from stagelab.core.build import build_stage
 from stagelab.measure.chain import check_chain
+from stagelab.measure.checks import check_stage
 from stagelab.core.errors import InputError
 from stagelab.core.family import load_family
 from stagelab.core.params import load_params
@@ -28,7 +29,7 @@ def built(request):
 def test_stage_correct_on_acceptance(built):
     family, kernel = built
     acceptance = load_params(repo_root() / family.acceptance_params)
-    results = family.check_stage(kernel, acceptance.shapes, acceptance.dtypes, acceptance.seeds, "cuda")
+    results = check_stage(family, kernel, acceptance.shapes, acceptance.dtypes, acceptance.seeds, "cuda")
     failed = [f"{r.shape} {r.dtype} seed {r.seed}: {r.reason}" for r in results if not r.passed]
     assert not failed, "\n".join(failed)
 

@@ -1,6 +1,7 @@
 import pytest
 
-from stagelab.judge.outcome import Evidence, decide, geometric_mean
+from stagelab.judge.outcome import Evidence, decide
+from stagelab.measure.timing import geometric_mean
 from stagelab.core.registry import ResourceGates
 from stagelab.core.resources import KernelResources, evaluate_gates, gates_passed
 

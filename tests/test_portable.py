@@ -10,7 +10,8 @@ import gzip
 import pytest
 
 from stagelab.core.errors import ConfigError
-from stagelab.record.portable import import_record, import_store, relocate
+from stagelab.record.portable import import_record, import_store
+from stagelab.record.sqlite_store import relocate
 
 
 def make_store(folder, monkeypatch, stage="s0_baseline"):

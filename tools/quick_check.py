@@ -31,6 +31,7 @@ import torch
 from stagelab.core import metrics
 from stagelab.core.build import build_all, build_stage
 from stagelab.measure.chain import check_chains
+from stagelab.measure.checks import check_stage
 from stagelab.core.errors import BuildError
 from stagelab.explore import time_contender, time_kernel
 from stagelab.core.family import load_family
@@ -85,7 +86,7 @@ def report_debug(results) -> None:
 def check(family, kernels, debug: bool = False) -> bool:
     all_ok = True
     for stage_id, kernel in kernels.items():
-        results = family.check_stage(kernel, problems(family, CHECK_PROBLEMS), family.dtypes, SEEDS, "cuda")
+        results = check_stage(family, kernel, problems(family, CHECK_PROBLEMS), family.dtypes, SEEDS, "cuda")
         if debug:
             report_debug(results)
         failed = [r for r in results if not r.passed]

@@ -243,7 +243,7 @@ def _cmd_backup(args) -> int:
 
     from .record import tracking
     from .core.errors import StoreError
-    from .record.portable import sqlite_path
+    from .record.sqlite_store import sqlite_path
     from .record.sqlite_store import backup
 
     db = sqlite_path(tracking.tracking_uri())

@@ -26,7 +26,8 @@ from .core.params import RunParams
 from .record.recorder import MlflowRecorder, NullRecorder
 from .core.registry import Registry, Stage
 from .measure.results import StageResults
-from .measure.steps import StageContext, build_step, check_step, resource_step, timing_step
+from .core.context import StageContext
+from .measure.steps import build_step, check_step, resource_step, timing_step
 
 
 def _said(frame: pd.DataFrame, status: str, step: str) -> pd.DataFrame:

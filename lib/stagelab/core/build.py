@@ -35,40 +35,11 @@ from .errors import BuildError
 from .paths import build_dir
 from .registry import Registry, Stage
 from .resources import KernelResources, parse_ptxas
+from .sass import object_sass, parse_sass
+from .toolchain import cuda_home, gencode_flags, nvcc_binary, nvcc_version
 
 BASE_NVCC_FLAGS = ("-O3", "-std=c++17", "-Xcompiler", "-fPIC", "--resource-usage")
 NVCC_TIMEOUT_S = 900
-
-
-def cuda_home() -> Path:
-    """$CUDA_HOME or $CUDA_PATH, else the toolkit that the nvcc on PATH belongs to."""
-    for var in ("CUDA_HOME", "CUDA_PATH"):
-        if os.environ.get(var):
-            return Path(os.environ[var])
-    nvcc = shutil.which("nvcc")
-    candidates = [Path(nvcc).resolve().parent.parent] if nvcc else []
-    candidates.append(Path("/usr/local/cuda"))
-    for candidate in candidates:
-        if (candidate / "include" / "cuda_runtime.h").is_file():
-            return candidate
-    raise BuildError("cannot find the CUDA toolkit", "set CUDA_HOME to the folder holding bin/nvcc and include/")
-
-
-def nvcc_binary() -> Path:
-    nvcc = cuda_home() / "bin" / "nvcc"
-    if not nvcc.is_file():
-        raise BuildError("nvcc not found", f"looked for {nvcc}; set CUDA_HOME")
-    return nvcc
-
-
-def nvcc_version() -> str:
-    out = subprocess.run([str(nvcc_binary()), "--version"], capture_output=True, text=True, check=False)
-    return out.stdout.strip().splitlines()[-1] if out.stdout.strip() else "unknown"
-
-
-def gencode_flags(archs: tuple[str, ...]) -> list[str]:
-    """sm_90a -> -gencode=arch=compute_90a,code=sm_90a (the form that keeps wgmma legal)."""
-    return [f"-gencode=arch=compute_{a[3:]},code={a}" for a in archs]
 
 
 def nvcc_command(stage: Stage, registry: Registry, output: Path) -> list[str]:
@@ -122,8 +93,6 @@ class BuildResult:
 
     def sass_opcodes(self) -> dict[tuple[str, str], "Counter"]:
         """{(mangled kernel name, arch): opcode counts} from the object's SASS (cached beside it)."""
-        from .sass import object_sass, parse_sass
-
         listing = self.directory / "sass.txt"
         if not listing.is_file():
             listing.write_text(object_sass(self.directory / f"{self.stage_id}.o"))

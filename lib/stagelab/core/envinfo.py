@@ -79,7 +79,7 @@ def read_clocks(prefix: str = "") -> dict[str, str]:
 def software_versions() -> dict[str, str]:
     import torch
 
-    from .build import nvcc_version
+    from .toolchain import nvcc_version
 
     versions = {
         "python": platform.python_version(),

@@ -28,6 +28,13 @@ from .paths import kernels_root
 KernelFn = Callable[..., None]
 
 
+def dtype_named(family: str, dtypes: dict[str, torch.dtype], name: str) -> torch.dtype:
+    """A family's torch dtype by its parameter-file name; a clear error for one it lacks."""
+    if name not in dtypes:
+        raise ConfigError(f"dtype {name!r} is not supported by the {family} family; supported: {list(dtypes)}")
+    return dtypes[name]
+
+
 class BuiltKernel:
     """A built stage module as callers see it; each family adds `into` (a KernelFn) and `__call__`."""
 
@@ -74,7 +81,7 @@ class Family:
     long_params: str | None = None
     # Input kinds a stage may declare in its registry entry (`inputs: <kind>`) besides the family's
     # standard inputs (""): e.g. sdpa's "fp8", quantized inputs judged by their own budget. The lab
-    # passes the kind through (stage_kernel, call, module_launch, check_stage); the family decides.
+    # passes the kind through (stage_kernel, call, module_launch, kind_checks); the family decides.
     input_kinds: tuple[str, ...] = ()
 
     @property
@@ -96,10 +103,7 @@ class Family:
         return self.library_prefix + name
 
     def torch_dtype(self, name: str) -> torch.dtype:
-        if name not in self.dtypes:
-            raise ConfigError(f"dtype {name!r} is not supported by the {self.name} family; "
-                              f"supported: {list(self.dtypes)}")
-        return self.dtypes[name]
+        return dtype_named(self.name, self.dtypes, name)
 
     # -- problems ------------------------------------------------------------------
     def parse_problem(self, where: str, entry: Any) -> list[Problem]:
@@ -156,14 +160,11 @@ class Family:
         any conversion of the standard inputs for the stage's kind happens here, outside the launch."""
         raise NotImplementedError
 
-    def check_stage(self, kernel: Any, problems: list[Problem], dtypes, seeds, device,
-                    progress: Callable[[str], None] | None = None) -> list:
-        """The correctness checks of a stage_kernel (its `input_kind` picks the budget); by default
-        the lab's float64-reference budget (checks.check_all)."""
-        from ..measure.checks import check_all
-
-        self.require_input_kind(kernel.input_kind)
-        return check_all(self, kernel.into, problems, dtypes, seeds, device, progress=progress)
+    def kind_checks(self, input_kind: str) -> Callable[..., list] | None:
+        """The correctness checks of a stage of this input kind when the lab's float64-reference
+        budget (measure.checks.check_all) is not its judge: called as
+        checks(kernel_fn, problems, dtypes, seeds, device, progress=...). None: the lab's budget."""
+        return None
 
     def contender(self, name: str, problem: Problem, inputs: tuple[torch.Tensor, ...]) -> Callable[[], None]:
         """A library implementation to time beside the stage; RuntimeError when unavailable here."""
@@ -179,14 +180,17 @@ class Family:
         return None
 
 
+FAMILIES_PACKAGE = "stagelab.families"
+
+
 def load_family(name: str) -> Family:
     """The Family object of `stagelab.families.<name>`; a clear error when there is none."""
     if not name.isidentifier():
         raise ConfigError(f"family {name!r} is not a valid family name")
     try:
-        module = importlib.import_module(f"stagelab.families.{name}")
+        module = importlib.import_module(f"{FAMILIES_PACKAGE}.{name}")
     except ModuleNotFoundError as exc:
-        if exc.name and exc.name.startswith("stagelab.families"):
+        if exc.name and exc.name.startswith(FAMILIES_PACKAGE):
             known = ", ".join(known_families()) or "none"
             raise ConfigError(f"unknown kernel family {name!r}; known: {known}") from exc
         raise
@@ -197,8 +201,8 @@ def known_families() -> list[str]:
     """Families with both a kernels/<name>/stages.yaml and a Python family module."""
     import pkgutil
 
-    from .. import families
-
+    # By name, as load_family finds a family: the families stand above core (they import it).
+    families = importlib.import_module(FAMILIES_PACKAGE)
     modules = {m.name for m in pkgutil.iter_modules(families.__path__)}
     root = kernels_root()
     return sorted(n for n in modules if (root / n / "stages.yaml").is_file())

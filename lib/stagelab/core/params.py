@@ -24,7 +24,10 @@ import yaml
 
 from .errors import ConfigError
 from .family import Family, Problem, load_family
-from ..measure.timing import TIMING_MODES
+
+# How a stage may be timed (measure.timing): launches apart with the L2 flushed, back to back,
+# or as many as the GPU takes in one graph.
+TIMING_MODES = ("cold", "hot", "throughput")
 
 # Fewer samples than this leave the p99 resting on a single launch.
 MIN_REPETITIONS = 100

@@ -12,6 +12,7 @@ from collections import Counter
 from pathlib import Path
 
 from .errors import BuildError
+from .toolchain import cuda_home
 
 # Opcodes recorded as metrics for every kernel instance, whether or not a gate names them:
 # tensor-core paths (HGMMA wgmma, HMMA mma.sync), copies (UTMALDG TMA, LDGSTS cp.async),
@@ -48,8 +49,6 @@ def _pip_cuda_bin() -> list[Path]:
 
 def cuobjdump() -> Path:
     """cuobjdump next to nvcc, on PATH, or from the pip package; it needs nvdisasm beside it."""
-    from .build import cuda_home
-
     candidates = [cuda_home() / "bin" / "cuobjdump"]
     if on_path := shutil.which("cuobjdump"):
         candidates.append(Path(on_path))

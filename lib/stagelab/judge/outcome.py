@@ -41,12 +41,6 @@ class Outcome:
     reason: str
 
 
-def geometric_mean(values: list[float]) -> float:
-    if not values or any(v <= 0 or not math.isfinite(v) for v in values):
-        return float("nan")
-    return math.exp(sum(math.log(v) for v in values) / len(values))
-
-
 def decide(e: Evidence) -> Outcome:
     if not e.built:
         return Outcome("build_failed", "the stage did not build")

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
+from typing import Any
 
 import torch
 
@@ -175,3 +176,14 @@ def check_all(family: Family, kernel: KernelFn, shapes: Iterable[Problem], dtype
     def check(shape: Problem, dtype_name: str, seed: int) -> CheckResult:
         return check_shape(family, kernel, shape, dtype_name, seed, device)
     return check_each(check, shapes, dtypes, seeds, progress)
+
+
+def check_stage(family: Family, kernel: Any, problems: list[Problem], dtypes, seeds, device,
+                progress: Callable[[str], None] | None = None) -> list[CheckResult]:
+    """The correctness checks of a family's stage_kernel: its input kind's own checks where the
+    family has some (Family.kind_checks), else the lab's float64-reference budget."""
+    family.require_input_kind(kernel.input_kind)
+    own_checks = family.kind_checks(kernel.input_kind)
+    if own_checks is not None:
+        return own_checks(kernel.into, problems, dtypes, seeds, device, progress=progress)
+    return check_all(family, kernel.into, problems, dtypes, seeds, device, progress=progress)

@@ -30,8 +30,8 @@ def nvtx_range(stage_id: str, problem_tag: str) -> str:
 
 
 def find_tool(name: str) -> str | None:
-    """The tool's path, or None when neither PATH nor the CUDA toolkit (build.cuda_home) has it."""
-    from ..core.build import cuda_home
+    """The tool's path, or None when neither PATH nor the CUDA toolkit (toolchain.cuda_home) has it."""
+    from ..core.toolchain import cuda_home
     from ..core.errors import BuildError
 
     found = shutil.which(name)
@@ -112,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     from ..core.build import build_stage
-    from .steps import StageContext
+    from ..core.context import StageContext
 
     parser = argparse.ArgumentParser(prog="python -m stagelab.measure.launch", description=__doc__)
     parser.add_argument("stage")

@@ -10,11 +10,10 @@ from ..core import metrics
 from ..core.build import BuildResult
 from .chain import ChainResult
 from .checks import CheckResult
-from ..judge.outcome import geometric_mean
 from .profile import ProfileReport
 from ..core.resources import GateResult, KernelResources
 from .sanitize import SanitizeReport
-from .timing import TimingStats
+from .timing import TimingStats, geometric_mean
 
 PARENT_PREFIX = "parent:"
 

@@ -3,19 +3,14 @@ none of them logs anything (the recorder does) or decides anything (the judge do
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from pathlib import Path
-
 import torch
 
 from ..core.build import BuildResult, build_stage
+from ..core.context import StageContext
 from .chain import check_chains
+from .checks import check_stage
 from ..core.envinfo import read_clocks
-from ..core.errors import ConfigError
-from ..core.family import Family
-from ..core.params import RunParams, load_params, with_steps
-from ..core.paths import resolve_params_path
-from ..core.registry import Registry, Stage, find_stage
+from ..core.registry import Stage
 from ..core.resources import evaluate_gates
 from ..core.sass import WATCHED_OPCODES
 from .results import PARENT_PREFIX, Built, CheckReport, ResourceReport, TimingReport
@@ -26,43 +21,6 @@ def progress_bar(iterable=None, *, desc: str, total: int | None = None):
     from tqdm.auto import tqdm
 
     return tqdm(iterable, desc=desc, total=total, leave=False)
-
-
-@dataclass
-class StageContext:
-    """What a run is about: the stage, its parent, the parameters, the family, the device."""
-
-    registry: Registry
-    stage: Stage
-    parent: Stage | None
-    params: RunParams
-    gpu_available: bool
-
-    @property
-    def family(self) -> Family:
-        return self.params.family
-
-    @property
-    def device(self) -> torch.device:
-        return torch.device("cuda" if self.gpu_available else "cpu")
-
-    @classmethod
-    def load(cls, stage_id: str, params: str | Path, defines: dict | str | None = None,
-             steps: str | list[str] | None = None) -> "StageContext":
-        """Reads the registry and the parameter file; no build, no store, no subprocess.
-        `defines`: overrides of the stage's defines, or the name of one of its variants;
-        `steps`: the optional steps to run instead of the file's (params.with_steps)."""
-        registry, stage = find_stage(stage_id)
-        if isinstance(defines, str):
-            stage, defines = stage.variant(defines), None
-        run_params = load_params(resolve_params_path(params))
-        if steps is not None:
-            run_params = with_steps(run_params, steps)
-        if run_params.family.name != registry.family:
-            raise ConfigError(f"stage {stage_id} is in the {registry.family} family, but "
-                              f"{run_params.path} describes {run_params.family.name} problems")
-        parent = registry.get(stage.parent) if stage.parent else None
-        return cls(registry, stage.with_defines(defines), parent, run_params, torch.cuda.is_available())
 
 
 def build_step(ctx: StageContext) -> Built:
@@ -101,7 +59,7 @@ def check_step(ctx: StageContext, built: Built) -> CheckReport:
         bar.set_postfix_str(label)
         bar.update(1)
 
-    results = ctx.family.check_stage(kernel, p.shapes, p.dtypes, p.seeds, ctx.device, progress=step)
+    results = check_stage(ctx.family, kernel, p.shapes, p.dtypes, p.seeds, ctx.device, progress=step)
     chains = check_chains(ctx.family, built.stage.module, p.shapes, p.dtypes[0], input_kind=ctx.stage.input_kind,
                           progress=step)
     bar.close()

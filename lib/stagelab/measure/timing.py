@@ -26,9 +26,9 @@ from dataclasses import asdict, dataclass, replace
 import numpy as np
 import torch
 
+from ..core.params import TIMING_MODES
 from .gpu_clocks import ClockMonitor, ClockSummary, smi_device_id
 
-TIMING_MODES = ("cold", "hot", "throughput")
 # Flushing twice the L2's size evicts everything the previous launch left there.
 L2_FLUSH_FACTOR = 2
 # Before each cold launch the GPU spins this many cycles (~0.5 ms at 2 GHz) so the host
@@ -80,6 +80,13 @@ def summarize(samples_us: list[float], *, contender: str, shape, mode: str, elem
         mean_us=float(a.mean()), tflops=shape.flops() / seconds / 1e12,
         gbps=shape.bytes_moved(element_bytes) / seconds / 1e9,
     )
+
+
+def geometric_mean(values: list[float]) -> float:
+    """The mean of ratios (speedups over problems); NaN when any is missing or not positive."""
+    if not values or any(v <= 0 or not math.isfinite(v) for v in values):
+        return float("nan")
+    return math.exp(sum(math.log(v) for v in values) / len(values))
 
 
 class L2Flusher:

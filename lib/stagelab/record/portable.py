@@ -4,58 +4,21 @@ MLflow writes absolute artifact URIs (file:///<where the run happened>/mlruns/ar
 into the database. A store brought back from a GPU machine, or copied to a laptop, would
 open with every artifact missing. Two tools:
 
-- `relocate(db)`: point every artifact URI that lives under some `.../artifacts/` folder at
-  the `artifacts/` folder beside this database (run whenever stagelab opens a SQLite store);
+- `relocate(db)` (sqlite_store, which the tracking store opens with): point every artifact URI
+  that lives under some `.../artifacts/` folder at the `artifacts/` folder beside this database;
 - `import_store(source_db)`: merge another store's runs into the current one (`stagelab
   import`), each run once: a re-import finds the runs it already brought by their source id.
 """
 
 from __future__ import annotations
 
-import sqlite3
 from pathlib import Path
-from urllib.parse import unquote, urlparse
 
 from . import tracking
 from ..core.errors import ConfigError
+from .sqlite_store import relocate
 
-ARTIFACTS = "artifacts"
 SOURCE_RUN_TAG = "stagelab.imported_from_run"
-
-
-def _local_artifacts(db: Path) -> str:
-    return (db.parent / ARTIFACTS).resolve().as_uri()
-
-
-def _moved(uri: str | None, target: str) -> str | None:
-    """`uri` re-rooted at `target` when it is a file URI under another artifacts/ folder."""
-    if not uri or not uri.startswith("file://") or uri.startswith(target + "/") or uri == target:
-        return None
-    marker = f"/{ARTIFACTS}/"
-    path = unquote(urlparse(uri).path)
-    if marker not in path + "/":
-        return None
-    tail = (path + "/").split(marker, 1)[1].rstrip("/")
-    return f"{target}/{tail}" if tail else target
-
-
-def relocate(db: Path) -> int:
-    """Rewrite artifact locations of experiments and runs to the artifacts/ beside `db`; returns how many moved."""
-    target = _local_artifacts(db)
-    moved = 0
-    with sqlite3.connect(db) as conn:
-        for table, key, column in (("experiments", "experiment_id", "artifact_location"),
-                                   ("runs", "run_uuid", "artifact_uri")):
-            for row_key, uri in conn.execute(f"SELECT {key}, {column} FROM {table}").fetchall():
-                new = _moved(uri, target)
-                if new is not None:
-                    conn.execute(f"UPDATE {table} SET {column} = ? WHERE {key} = ?", (new, row_key))
-                    moved += 1
-    return moved
-
-
-def sqlite_path(uri: str) -> Path | None:
-    return Path(uri.removeprefix("sqlite:///")) if uri.startswith("sqlite:///") else None
 
 
 def _already_imported(experiment_id: str) -> set[str]:

@@ -7,7 +7,7 @@ import os
 from ..core import metrics
 from ..core.envinfo import git_state, gpu_info, software_versions
 from ..core.paths import repo_root
-from ..measure.steps import StageContext
+from ..core.context import StageContext
 
 
 def _relative(path) -> str:

@@ -20,7 +20,7 @@ from ..judge.outcome import Outcome
 from ..measure.profile import ProfileReport
 from ..measure.results import Built, CheckReport, ResourceReport, StageResults, TimingReport
 from ..measure.sanitize import SanitizeReport
-from ..measure.steps import StageContext
+from ..core.context import StageContext
 
 
 class NullRecorder:

@@ -4,7 +4,8 @@ A damaged file (a crash mid-write, a bad disk, a bad copy) is found by SQLite's 
 `PRAGMA quick_check` before MLflow or any build touches it, and reported with the way
 back: the newest backup. Backups use SQLite's online backup API, which copies a
 consistent snapshot even while another process writes, and are taken before MLflow
-migrates the schema (migrations on SQLite are not transactional).
+migrates the schema (migrations on SQLite are not transactional). A store copied from another
+machine has its artifact URIs re-rooted at the `artifacts/` folder beside it (`relocate`).
 """
 
 from __future__ import annotations
@@ -13,9 +14,11 @@ import sqlite3
 from contextlib import closing
 from datetime import datetime, timezone
 from pathlib import Path
+from urllib.parse import unquote, urlparse
 
 from ..core.errors import StoreError
 
+ARTIFACTS = "artifacts"
 BACKUPS = "backups"
 # Concurrent runners commit to the store in milliseconds each; a reader waits this long for their
 # locks before giving up, so a busy store is never mistaken for a damaged one.
@@ -96,3 +99,38 @@ def migrate_with_backup(db: Path) -> Path | None:
     finally:
         engine.dispose()
     return saved
+
+
+def _local_artifacts(db: Path) -> str:
+    return (db.parent / ARTIFACTS).resolve().as_uri()
+
+
+def _moved(uri: str | None, target: str) -> str | None:
+    """`uri` re-rooted at `target` when it is a file URI under another artifacts/ folder."""
+    if not uri or not uri.startswith("file://") or uri.startswith(target + "/") or uri == target:
+        return None
+    marker = f"/{ARTIFACTS}/"
+    path = unquote(urlparse(uri).path)
+    if marker not in path + "/":
+        return None
+    tail = (path + "/").split(marker, 1)[1].rstrip("/")
+    return f"{target}/{tail}" if tail else target
+
+
+def relocate(db: Path) -> int:
+    """Rewrite artifact locations of experiments and runs to the artifacts/ beside `db`; returns how many moved."""
+    target = _local_artifacts(db)
+    moved = 0
+    with sqlite3.connect(db) as conn:
+        for table, key, column in (("experiments", "experiment_id", "artifact_location"),
+                                   ("runs", "run_uuid", "artifact_uri")):
+            for row_key, uri in conn.execute(f"SELECT {key}, {column} FROM {table}").fetchall():
+                new = _moved(uri, target)
+                if new is not None:
+                    conn.execute(f"UPDATE {table} SET {column} = ? WHERE {key} = ?", (new, row_key))
+                    moved += 1
+    return moved
+
+
+def sqlite_path(uri: str) -> Path | None:
+    return Path(uri.removeprefix("sqlite:///")) if uri.startswith("sqlite:///") else None

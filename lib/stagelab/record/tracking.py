@@ -58,9 +58,8 @@ def check_store() -> None:
     """Once per process and store, before MLflow touches it: a tracking server must answer; a
     SQLite file must be intact, and is backed up before its schema is migrated (under the lock,
     so concurrent runners migrate once)."""
-    from .portable import sqlite_path
     from .server_probe import check_reachable
-    from .sqlite_store import check_intact, migrate_with_backup
+    from .sqlite_store import check_intact, migrate_with_backup, sqlite_path
 
     uri = tracking_uri()
     if uri in _checked:
@@ -121,7 +120,7 @@ def init_store(experiment: str) -> str:
 
 def relocate_local_store() -> None:
     """A SQLite store copied from elsewhere: point its artifact URIs at the artifacts/ beside it."""
-    from .portable import relocate, sqlite_path
+    from .sqlite_store import relocate, sqlite_path
 
     db = sqlite_path(tracking_uri())
     if db is not None and db.is_file():

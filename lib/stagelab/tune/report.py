@@ -11,8 +11,8 @@ import pandas as pd
 from ..core import metrics as m
 from ..record import tracking
 from ..record.recorder import write_table
-from .search import TuneResult
 from .store import TuneStore
+from .trials import TuneResult
 
 
 def parent_outcome(result: TuneResult) -> tuple[str, str]:

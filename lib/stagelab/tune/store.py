@@ -17,7 +17,7 @@ from ..record import tracking
 from ..core.envinfo import gpu_info
 from ..judge.outcome import OUTCOMES
 from ..record.owner import owner_tags
-from ..measure.steps import StageContext
+from ..core.context import StageContext
 
 # Outcomes that are a finished measurement of a configuration; `error`, `killed` and a run left
 # `running` by a crash are measured again.
