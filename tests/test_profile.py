@@ -20,7 +20,7 @@ from stagelab.core import metrics
 
 from stagelab.measure import ncu, profile
 from stagelab.core.errors import ConfigError
-from stagelab.core.registry import NCU_GATE_KEYS, ResourceGates, _gates
+from stagelab.core.registry_fields import NCU_GATE_KEYS, ResourceGates, parse_gates
 from stagelab.core.resources import KernelResources
 from stagelab.measure.steps import StageContext
 
@@ -97,13 +97,13 @@ def test_profile_command_profiles_only_the_stage_kernels():
 
 
 def test_registry_ncu_gates_in_the_seeds_form():
-    gates = _gates("s", {"ncu": {"tensor_util_min": 0.5}}, ResourceGates())
+    gates = parse_gates("s", {"ncu": {"tensor_util_min": 0.5}}, ResourceGates())
     assert set(profile.GATE_FIELDS) == set(NCU_GATE_KEYS)  # every gate the registry takes is judged
     assert gates.ncu == (("tensor_util_min", 0.5),)
     with pytest.raises(ConfigError, match="unknown key"):
-        _gates("s", {"ncu": {"tensor_min": 0.5}}, ResourceGates())
+        parse_gates("s", {"ncu": {"tensor_min": 0.5}}, ResourceGates())
     with pytest.raises(ConfigError, match=r"fraction of peak"):
-        _gates("s", {"ncu": {"tensor_util_min": 50}}, ResourceGates())
+        parse_gates("s", {"ncu": {"tensor_util_min": 50}}, ResourceGates())
 
 
 def s5_context(gpu: bool, ncu_gates=()) -> StageContext:
@@ -174,7 +174,8 @@ def test_recorded_profile_and_sanitize_reach_the_run_the_page_and_the_roofline(t
     from stagelab.record import tracking
     from stagelab.judge.outcome import Outcome
     from stagelab.record.recorder import MlflowRecorder
-    from stagelab.record.report import latest_runs, roofline_points, write_report
+    from stagelab.record.report import write_report
+    from stagelab.record.tables import latest_runs, roofline_points
     from stagelab.measure.results import StageResults
     from stagelab.measure.sanitize import CLEAN, SANITIZER_TOOLS, SanitizeReport, SanitizerVerdict
 

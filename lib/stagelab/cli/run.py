@@ -4,6 +4,7 @@ from __future__ import annotations
 
 
 def _cmd_run(args) -> int:
+    from ..core.formatting import markdown
     from ..run.batch import run_batch
     from ..run.gpus import resolve_gpus
     from ..run.shard import Shard
@@ -13,7 +14,7 @@ def _cmd_run(args) -> int:
     summary = run_batch(args.stages or None, args.params, timeout_s=args.timeout, experiment=args.experiment,
                         kernel_name=args.kernel, resume=args.resume, gpus=gpus, shard=shard, steps=args.steps)
     shown = summary.drop(columns=["run_id"] + ([] if gpus else ["gpu"]))
-    print(shown.to_markdown(index=False, floatfmt=".4g"))
+    print(markdown(shown))
     bad = summary["outcome"].isin(["error", "build_failed", "incorrect", "resource_fail"])
     return 1 if bad.any() and args.strict else 0
 

@@ -25,6 +25,7 @@ def _cmd_profile(args) -> int:
     """Nsight Compute on one stage's kernels at the mission problem and one long problem."""
     from pathlib import Path
 
+    from ..core.formatting import markdown
     from ..core.paths import build_dir
     from ..measure.profile import FAILED, TIMEOUT
 
@@ -32,7 +33,7 @@ def _cmd_profile(args) -> int:
     out = Path(args.out) if args.out else build_dir() / "profile" / args.stage
     frame = run.profile(out)
     report = run.results.profile
-    print(frame.to_markdown(index=False, floatfmt=".4g") if not frame.empty else report.log.strip()[-2000:])
+    print(markdown(frame) if not frame.empty else report.log.strip()[-2000:])
     if report.gates:
         print(report.gates_frame().to_markdown(index=False))
     print(f"reports: {', '.join(str(p) for p in report.reports) or 'none'}")

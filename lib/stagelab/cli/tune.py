@@ -9,15 +9,16 @@ def _cmd_tune(args) -> int:
     """Build and gate every configuration of a stage's search space; check and time them on a GPU."""
     import pandas as pd
 
+    from ..core.formatting import latency, markdown
     from ..tune.search import tune
 
     if args.from_run:
         return _promote_recorded(args)
     result = tune(args.stage, args.params, jobs=args.jobs, experiment=args.experiment, elite_count=args.elites)
     rows = pd.DataFrame(result.rows()).drop(columns=["run_id"])
-    print(rows.to_markdown(index=False, floatfmt=".4g"))
+    print(markdown(rows))
     print(f"tune run {result.parent_run_id}: " +
-          ("; ".join(f"#{i} {t.label} {t.score_us:.4g} us" for i, t in enumerate(result.elites, 1)) or "no elites"))
+          ("; ".join(f"#{i} {t.label} {latency(t.score_us)}" for i, t in enumerate(result.elites, 1)) or "no elites"))
     if not result.gpu_available:
         print(f"timing needs a GPU: {len(result.trials)} configurations of {args.stage} were built and gated; "
               f"run `stagelab tune {args.stage}` on a machine with a CUDA device to check and time them")

@@ -7,7 +7,6 @@ the minimum gain over its parent that counts as a pass, and resource gates.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -16,40 +15,9 @@ import yaml
 
 from .errors import ConfigError
 from .paths import kernels_dir, kernels_root
+from .registry_fields import (DEFAULT_KEYS, ID_RE, STAGE_KEYS, TOP_KEYS, ResourceGates, check_keys, parse_arch,
+                              parse_compile_options, parse_gates, parse_input_kind, parse_min_gain)
 from .space import SearchSpace, parse_search_space, parse_variants
-
-_TOP_KEYS = {"family", "binding", "defaults", "stages"}
-_STAGE_KEYS = {"id", "title", "parent", "changes", "compile_options", "arch", "hypothesis", "min_gain", "gates",
-               "search_space", "variants", "inputs"}
-_DEFAULT_KEYS = {"compile_options", "arch", "min_gain", "gates"}
-_COMPILE_KEYS = {"defines", "nvcc_flags"}
-_GATE_KEYS = {"max_registers", "max_shared_memory_bytes", "spills_allowed", "sass_require", "sass_forbid",
-              "ptxas_forbid", "ncu", "helper_kernels"}
-# Nsight Compute gates (`ncu: {tensor_util_min: 0.5}`): each a fraction of peak every profiled problem must reach.
-NCU_GATE_KEYS = ("tensor_util_min", "dram_throughput_min", "occupancy_min", "l2_hit_rate_min")
-_ADVISORY_CODE_RE = re.compile(r"^C\d{4}$")
-_OPCODE_RE = re.compile(r"^[A-Z][A-Z0-9_]*$")
-_ARCH_RE = re.compile(r"^sm_\d{2,3}a?$")
-_ID_RE = re.compile(r"^[A-Za-z0-9_]+$")
-
-
-@dataclass(frozen=True)
-class ResourceGates:
-    """Limits a stage's ptxas report must meet; None means unchecked."""
-
-    max_registers: int | None = None
-    max_shared_memory_bytes: int | None = None
-    spills_allowed: bool = False
-    # SASS opcodes every kernel instance must contain (e.g. HGMMA) and must not (e.g. LDL, STL).
-    sass_require: tuple[str, ...] = ()
-    sass_forbid: tuple[str, ...] = ()
-    # ptxas advisory codes no kernel instance may draw (e.g. C7514: wgmma serialized).
-    ptxas_forbid: tuple[str, ...] = ()
-    # Nsight Compute gates, (key in NCU_GATE_KEYS, fraction of peak); judged when the stage is profiled.
-    ncu: tuple[tuple[str, float], ...] = ()
-    # Kernel function names (unqualified, e.g. transpose_v_kernel) of a stage's helper kernels, such as
-    # a layout pre-pass: exempt from sass_require (they do not run the main loop); every other gate holds.
-    helper_kernels: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -116,85 +84,6 @@ class Registry:
         return sorted(p for p in self.directory.iterdir() if p.suffix in {".h", ".cuh", ".hpp"})
 
 
-def _check_keys(where: str, mapping: Any, allowed: set[str]) -> dict:
-    if not isinstance(mapping, dict):
-        raise ConfigError(f"{where}: expected a mapping, got {type(mapping).__name__}")
-    unknown = sorted(set(mapping) - allowed)
-    if unknown:
-        raise ConfigError(f"{where}: unknown key(s) {unknown}; allowed: {sorted(allowed)}")
-    return mapping
-
-
-def _gates(where: str, raw: dict, base: ResourceGates) -> ResourceGates:
-    raw = _check_keys(f"{where}.gates", raw, _GATE_KEYS)
-    values = dict(base.__dict__)
-    for key in ("max_registers", "max_shared_memory_bytes"):
-        if key in raw:
-            value = raw[key]
-            if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value <= 0):
-                raise ConfigError(f"{where}.gates.{key}: expected a positive integer or null, got {value!r}")
-            values[key] = value
-    if "spills_allowed" in raw:
-        if not isinstance(raw["spills_allowed"], bool):
-            raise ConfigError(f"{where}.gates.spills_allowed: expected true or false")
-        values["spills_allowed"] = raw["spills_allowed"]
-    for key in ("sass_require", "sass_forbid"):
-        if key in raw:
-            opcodes = raw[key] or []
-            if not isinstance(opcodes, list) or not all(isinstance(o, str) and _OPCODE_RE.match(o) for o in opcodes):
-                raise ConfigError(f"{where}.gates.{key}: expected a list of SASS opcodes like [HGMMA], got {opcodes!r}")
-            values[key] = tuple(opcodes)
-    if "ptxas_forbid" in raw:
-        codes = raw["ptxas_forbid"] or []
-        if not isinstance(codes, list) or not all(isinstance(c, str) and _ADVISORY_CODE_RE.match(c) for c in codes):
-            raise ConfigError(f"{where}.gates.ptxas_forbid: expected a list of ptxas codes like [C7514], got {codes!r}")
-        values["ptxas_forbid"] = tuple(codes)
-    if "ncu" in raw:
-        values["ncu"] = _ncu_gates(where, raw["ncu"])
-    if "helper_kernels" in raw:
-        names = raw["helper_kernels"] or []
-        if not isinstance(names, list) or not all(isinstance(n, str) and _ID_RE.match(n) for n in names):
-            raise ConfigError(f"{where}.gates.helper_kernels: expected a list of kernel function names, got {names!r}")
-        values["helper_kernels"] = tuple(names)
-    return ResourceGates(**values)
-
-
-def _ncu_gates(where: str, raw: Any) -> tuple[tuple[str, float], ...]:
-    raw = _check_keys(f"{where}.gates.ncu", raw or {}, set(NCU_GATE_KEYS))
-    for key, value in raw.items():
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
-            raise ConfigError(f"{where}.gates.ncu.{key}: expected a fraction of peak in (0, 1], got {value!r}")
-    return tuple(sorted((key, float(value)) for key, value in raw.items()))
-
-
-def _arch(where: str, raw: Any) -> tuple[str, ...]:
-    if isinstance(raw, str):
-        raw = [raw]
-    if not isinstance(raw, list) or not raw:
-        raise ConfigError(f"{where}.arch: expected a non-empty list like [sm_90a]")
-    for arch in raw:
-        if not isinstance(arch, str) or not _ARCH_RE.match(arch):
-            raise ConfigError(f"{where}.arch: {arch!r} is not an architecture like sm_90a")
-    return tuple(raw)
-
-
-def _compile_options(where: str, raw: dict) -> tuple[dict[str, str], tuple[str, ...]]:
-    raw = _check_keys(f"{where}.compile_options", raw, _COMPILE_KEYS)
-    defines = raw.get("defines") or {}
-    if not isinstance(defines, dict):
-        raise ConfigError(f"{where}.compile_options.defines: expected a mapping NAME: value")
-    flags = raw.get("nvcc_flags") or []
-    if not isinstance(flags, list) or not all(isinstance(f, str) for f in flags):
-        raise ConfigError(f"{where}.compile_options.nvcc_flags: expected a list of strings")
-    return {str(k): str(v) for k, v in defines.items()}, tuple(flags)
-
-
-def _min_gain(where: str, raw: Any) -> float:
-    if isinstance(raw, bool) or not isinstance(raw, (int, float)) or raw < 0:
-        raise ConfigError(f"{where}.min_gain: expected a number >= 0 (0.05 means 5% faster than the parent)")
-    return float(raw)
-
-
 def family_registry(family: str) -> Registry:
     """The registry of kernels/<family>/stages.yaml."""
     return load_registry(kernels_dir(family) / "stages.yaml")
@@ -232,30 +121,30 @@ def _read_yaml(path: Path) -> dict:
         raw = yaml.safe_load(path.read_text())
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path}: not valid YAML: {exc}") from exc
-    return _check_keys(str(path), raw, _TOP_KEYS)
+    return check_keys(str(path), raw, TOP_KEYS)
 
 
 def _defaults(path: Path, raw: dict) -> Stage:
     """The file's defaults, as a template Stage every entry starts from."""
-    defaults = _check_keys(f"{path}: defaults", raw.get("defaults") or {}, _DEFAULT_KEYS)
-    defines, flags = _compile_options(f"{path}: defaults", defaults.get("compile_options") or {})
+    defaults = check_keys(f"{path}: defaults", raw.get("defaults") or {}, DEFAULT_KEYS)
+    defines, flags = parse_compile_options(f"{path}: defaults", defaults.get("compile_options") or {})
     return Stage(id="", title="", parent=None, source=path, defines=defines, nvcc_flags=flags,
-                 arch=_arch(f"{path}: defaults", defaults.get("arch", ["sm_90a"])),
-                 min_gain=_min_gain(f"{path}: defaults", defaults.get("min_gain", 0.0)),
-                 gates=_gates(f"{path}: defaults", defaults.get("gates") or {}, ResourceGates()))
+                 arch=parse_arch(f"{path}: defaults", defaults.get("arch", ["sm_90a"])),
+                 min_gain=parse_min_gain(f"{path}: defaults", defaults.get("min_gain", 0.0)),
+                 gates=parse_gates(f"{path}: defaults", defaults.get("gates") or {}, ResourceGates()))
 
 
 def _stage(path: Path, index: int, entry: Any, base: Stage) -> Stage:
     where = f"{path}: stages[{index}]"
-    entry = _check_keys(where, entry, _STAGE_KEYS)
+    entry = check_keys(where, entry, STAGE_KEYS)
     stage_id = entry.get("id")
-    if not isinstance(stage_id, str) or not _ID_RE.match(stage_id):
+    if not isinstance(stage_id, str) or not ID_RE.match(stage_id):
         raise ConfigError(f"{where}: 'id' must be a name of letters, digits and underscores")
     where = f"{path}: stage {stage_id}"
     source = path.parent / f"{stage_id}.cu"
     if not source.is_file():
         raise ConfigError(f"{where}: source file {source.name} does not exist in {path.parent}")
-    defines, flags = _compile_options(where, entry.get("compile_options") or {})
+    defines, flags = parse_compile_options(where, entry.get("compile_options") or {})
     defines = {**base.defines, **defines}
     return Stage(
         id=stage_id,
@@ -264,24 +153,15 @@ def _stage(path: Path, index: int, entry: Any, base: Stage) -> Stage:
         source=source,
         defines=defines,
         nvcc_flags=base.nvcc_flags + flags,
-        arch=_arch(where, entry["arch"]) if "arch" in entry else base.arch,
+        arch=parse_arch(where, entry["arch"]) if "arch" in entry else base.arch,
         hypothesis=str(entry.get("hypothesis") or "").strip(),
         changes=str(entry.get("changes") or "").strip(),
-        min_gain=_min_gain(where, entry["min_gain"]) if "min_gain" in entry else base.min_gain,
-        gates=_gates(where, entry.get("gates") or {}, base.gates),
+        min_gain=parse_min_gain(where, entry["min_gain"]) if "min_gain" in entry else base.min_gain,
+        gates=parse_gates(where, entry.get("gates") or {}, base.gates),
         search_space=parse_search_space(where, entry.get("search_space"), defines),
         variants=parse_variants(where, entry.get("variants"), defines),
-        input_kind=_input_kind(where, entry.get("inputs")),
+        input_kind=parse_input_kind(where, entry.get("inputs")),
     )
-
-
-def _input_kind(where: str, raw: Any) -> str:
-    if raw is None:
-        return ""
-    if not isinstance(raw, str) or not _ID_RE.match(raw):
-        raise ConfigError(f"{where}.inputs: expected the name of one of the family's input kinds (e.g. fp8), "
-                          f"got {raw!r}")
-    return raw
 
 
 def load_registry(path: Path | str) -> Registry:

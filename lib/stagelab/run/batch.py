@@ -14,8 +14,6 @@ each run as killed and end the batch, naming the stages that did not run.
 
 from __future__ import annotations
 
-import os
-import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -27,6 +25,8 @@ import pandas as pd
 from ..core import metrics
 from ..record import tracking
 from ..core.errors import ConfigError, RunnerStopped
+from ..core.formatting import markdown
+from .execute import execute_notebook, notebook_error
 from .gpus import Gpu
 from ..record.owner import heartbeat_tags
 from ..core.params import RunParams, load_params, with_steps
@@ -37,7 +37,6 @@ from .repair import mark_killed, repair_stale_runs
 from .resume import finished_run
 from .shard import Shard
 from ..core.stopping import stop_on_signals
-from .supervise import wait_with_heartbeat
 from .workers import RunningNotebooks, Slot, run_on_slots, slots_for
 
 # Batch summary column -> the metric it shows (speedups: the geometric mean over the timed problems).
@@ -61,42 +60,6 @@ class NotebookResult:
     executed: Path | None  # None: a finished run kept by --resume
     error: str = ""
     gpu: str = ""  # the GPU index it ran on with --gpus
-
-
-def _notebook_error(executed: Path, stderr: str) -> str:
-    """The first error a cell raised, else papermill's own last lines."""
-    try:
-        import nbformat
-
-        nb = nbformat.read(executed, as_version=4)
-        for cell in nb.cells:
-            for output in cell.get("outputs", []):
-                if output.get("output_type") == "error":
-                    return f"{output.get('ename')}: {output.get('evalue')}"[:2000]
-    except Exception:
-        pass
-    tail = [line for line in stderr.strip().splitlines() if line.strip()][-5:]
-    return "\n".join(tail)[:2000] or "notebook failed without a message"
-
-
-def execute_notebook(notebook: Path, executed: Path, parameters: dict, timeout_s: int,
-                     kernel_name: str = "python3", run_id: str | None = None, *,
-                     running: RunningNotebooks | None = None, slot: Slot = Slot()) -> tuple[int | None, str]:
-    """papermill in a child session on the slot's GPU; returns (exit code or None on time-out, stderr).
-    A batch that is stopping starts no notebook; `running.stop_all` stops one that runs."""
-    cmd = [sys.executable, "-m", "papermill", str(notebook), str(executed), "-k", kernel_name,
-           "--cwd", str(notebook.parent), "--no-progress-bar"]
-    for key, value in parameters.items():
-        cmd += ["-p", key, str(value)]
-    env = {**os.environ, "PYTHONUNBUFFERED": "1", "STAGELAB_ROOT": str(repo_root()), **slot.env()}
-    running = running or RunningNotebooks()
-    proc = running.start(cmd, env)
-    if proc is None:
-        return 1, f"not started: the batch runner received {running.stopped_by}"
-    try:
-        return wait_with_heartbeat(proc, timeout_s, run_id)
-    finally:
-        running.ended(proc)
 
 
 def _record_error(run_id: str, outcome: str, error: str) -> str:
@@ -165,7 +128,7 @@ def _execute_and_record(batch: BatchContext, stage: str, run_id: str, slot: Slot
     if code is None:
         error = f"notebook timed out after {batch.timeout_s}s"
     elif code != 0:
-        error = _notebook_error(executed, stderr) if executed.is_file() else stderr.strip()[-2000:]
+        error = notebook_error(executed, stderr) if executed.is_file() else stderr.strip()[-2000:]
     outcome = _record_error(run_id, tracking.get_tag(run_id, metrics.TAG_OUTCOME) or metrics.OUTCOME_RUNNING, error)
     return NotebookResult(stage, run_id, outcome, seconds, executed, error, gpu)
 
@@ -211,7 +174,7 @@ def _resumed(experiment_id: str, registry: Registry, stage: str, params_name: st
 def _write_summary(rows: list[dict], folder: Path) -> pd.DataFrame:
     summary = pd.DataFrame(rows, columns=SUMMARY_COLUMNS)
     summary.to_csv(folder / "summary.csv", index=False)
-    (folder / "summary.md").write_text(summary.to_markdown(index=False))
+    (folder / "summary.md").write_text(markdown(summary))
     return summary
 
 

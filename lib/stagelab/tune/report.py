@@ -9,6 +9,7 @@ from pathlib import Path
 import pandas as pd
 
 from ..core import metrics as m
+from ..core.formatting import latency
 from ..record import tracking
 from ..record.recorder import write_table
 from .store import TuneStore
@@ -20,7 +21,7 @@ def parent_outcome(result: TuneResult) -> tuple[str, str]:
     else the furthest any configuration got."""
     counts = Counter(t.outcome.outcome for t in result.trials if t.outcome)
     if result.elites:
-        return "pass", f"best {result.elites[0].label}: {result.elites[0].score_us:.4g} us (geometric-mean p50)"
+        return "pass", f"best {result.elites[0].label}: {latency(result.elites[0].score_us)} (geometric-mean p50)"
     if not result.gpu_available:
         return "no_gpu", "every configuration built and gated; checking and timing need a GPU"
     for outcome in ("incorrect", "resource_fail", "build_failed"):
