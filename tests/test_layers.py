@@ -146,6 +146,11 @@ def test_every_layer_is_a_subpackage_with_a_docstring():
             assert doc and "import" in doc, f"{init} does not say what it may import"
 
 
+def test_every_subpackage_is_a_layer_or_the_cli():
+    subpackages = {p.parent.name for p in PACKAGE.glob("*/__init__.py")}
+    assert subpackages - {"cli"} == set(MAY_IMPORT), "a new subpackage needs its place in MAY_IMPORT"
+
+
 def test_the_flat_top_level_is_small():
     flat = sorted(p.name for p in PACKAGE.glob("*.py"))
     assert len(flat) <= FLAT_MODULE_LIMIT, flat

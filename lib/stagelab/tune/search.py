@@ -9,7 +9,7 @@
 4. time: the correct ones side by side in this process, on the same inputs per problem,
    beside the library contenders; a configuration's score is its geometric-mean p50.
 
-Each configuration is a nested MLflow run under one tune run (see tune_store), which keeps
+Each configuration is a nested MLflow run under one tune run (see tune.store), which keeps
 the ELITE_COUNT best correct configurations. A configuration already recorded under the
 same tune run (same source hash, parameter file and GPU) is not built or measured again.
 """
