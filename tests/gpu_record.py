@@ -9,12 +9,12 @@ lets the judge decide: the keys, tables, plots and outcome are the recorder's ow
 
 from __future__ import annotations
 
-from stagelab.checks import CheckResult
-from stagelab.judge import judge
-from stagelab.recorder import MlflowRecorder
-from stagelab.results import PARENT_PREFIX, CheckReport, StageResults, TimingReport
-from stagelab.steps import StageContext
-from stagelab.timing import summarize
+from stagelab.measure.checks import CheckResult
+from stagelab.judge.judge import judge
+from stagelab.record.recorder import MlflowRecorder
+from stagelab.measure.results import PARENT_PREFIX, CheckReport, StageResults, TimingReport
+from stagelab.measure.steps import StageContext
+from stagelab.measure.timing import summarize
 
 SAMPLES = 100           # a timing run's repetitions (the smoke file's count)
 ERROR_OVER_BUDGET = 0.25  # a comfortable pass of the FA3 budget (passing is < 1)

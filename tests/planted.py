@@ -4,7 +4,7 @@ kernels/softmax's headers and binding, and the repository's parameter files."""
 import shutil
 from pathlib import Path
 
-from stagelab.paths import repo_root
+from stagelab.core.paths import repo_root
 
 PLANTED = Path(__file__).parent / "fixtures" / "planted"
 SOFTMAX_SHARED = ("binding.cpp", "softmax_api.h", "softmax_common.cuh", "sm0_block_three_pass.cu")

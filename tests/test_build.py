@@ -5,9 +5,9 @@ from pathlib import Path
 
 import pytest
 
-from stagelab.build import build_stage
-from stagelab.errors import BuildError
-from stagelab.registry import load_registry
+from stagelab.core.build import build_stage
+from stagelab.core.errors import BuildError
+from stagelab.core.registry import load_registry
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow
@@ -52,7 +52,7 @@ def test_unchanged_stage_is_not_rebuilt_and_a_change_is(family, nvcc_available):
 def test_a_failed_build_comes_back_from_a_worker_process(family, nvcc_available):
     """`stagelab build`, `stagelab tune` and quick_check build in spawned workers: the compile error
     must arrive whole (it once could not be unpickled, so `stagelab build` crashed on a bad stage)."""
-    from stagelab.build import build_all
+    from stagelab.core.build import build_all
 
     source = family / "s0_baseline.cu"
     source.write_text(source.read_text() + "\nthis is not C++;\n")

@@ -1,10 +1,10 @@
-"""Dependent-launch chains (stagelab.chain): how links are wired, and how a result reads.
+"""Dependent-launch chains (stagelab.measure.chain): how links are wired, and how a result reads.
 The chain itself runs on a GPU (the check step, tests/test_gpu.py, tools/quick_check.py)."""
 
 import torch
 
-from stagelab.chain import ChainResult
-from stagelab.family import load_family
+from stagelab.measure.chain import ChainResult
+from stagelab.core.family import load_family
 
 
 def test_a_link_reads_its_predecessors_output_where_it_fits():
@@ -39,9 +39,9 @@ def test_a_result_names_the_runs_and_links_that_differed():
 
 
 def test_a_failed_chain_fails_the_check_report_and_is_counted():
-    from stagelab import metrics
-    from stagelab.flatten import check_metrics
-    from stagelab.results import CheckReport
+    from stagelab.core import metrics
+    from stagelab.record.flatten import check_metrics
+    from stagelab.measure.results import CheckReport
 
     good = ChainResult("2x8x512x64", "float16", 8, {"stream": (), "graph": ()})
     bad = ChainResult("1x3x333x64", "float16", 8, {"stream": (2,), "graph": ()})
@@ -56,7 +56,7 @@ def test_a_failed_chain_fails_the_check_report_and_is_counted():
 
 def test_a_chain_whose_launch_raises_is_recorded_failed_with_the_error():
     """On a machine without CUDA the inputs cannot even be made: the chain says so, never crashes the run."""
-    from stagelab.chain import check_chains
+    from stagelab.measure.chain import check_chains
 
     softmax = load_family("softmax")
     problems = softmax.parse_problem("test", {"shape": [3, 77]})

@@ -1,4 +1,4 @@
-"""GPU tests of the dependent-launch check (stagelab.chain; skipped without CUDA): a softmax launched
+"""GPU tests of the dependent-launch check (stagelab.measure.chain; skipped without CUDA): a softmax launched
 with programmatic dependent launch that reads its row without waiting for the previous grid
 (`planted_pdl_no_wait`, tests/fixtures/planted) must be caught, and the same kernel with its wait
 (`pdl_waits`) must pass. Single launches of either are right; only chained ones differ."""
@@ -7,10 +7,10 @@ import pytest
 import torch
 from planted import make_planted_checkout
 
-from stagelab.build import build_stage
-from stagelab.chain import check_chain
-from stagelab.family import load_family
-from stagelab.registry import find_stage
+from stagelab.core.build import build_stage
+from stagelab.measure.chain import check_chain
+from stagelab.core.family import load_family
+from stagelab.core.registry import find_stage
 
 pytestmark = pytest.mark.gpu
 # Two rows per SM of an H100 and long rows: every block of a launch is resident at once and lets

@@ -3,15 +3,15 @@ metric keys out, and those keys read back by the results page (one schema on bot
 
 import pytest
 
-from stagelab import gpu_clocks
-from stagelab import metrics as m
-from stagelab import tracking
+from stagelab.measure import gpu_clocks
+from stagelab.core import metrics as m
+from stagelab.record import tracking
 from stagelab.families.sdpa import Shape
-from stagelab.flatten import timing_metrics
-from stagelab.judge import evidence, judge
-from stagelab.report import write_report
-from stagelab.results import PARENT_PREFIX, CheckReport, StageResults, TimingReport
-from stagelab.timing import summarize
+from stagelab.record.flatten import timing_metrics
+from stagelab.judge.judge import evidence, judge
+from stagelab.record.report import write_report
+from stagelab.measure.results import PARENT_PREFIX, CheckReport, StageResults, TimingReport
+from stagelab.measure.timing import summarize
 
 MISSION = Shape(2, 8, 512, 64, False)
 LONG = Shape(2, 8, 2048, 128, True)

@@ -10,7 +10,7 @@ import torch
 from stagelab.families.sdpa import FAMILY, FP8_INPUTS
 from stagelab.families.sdpa.fp8 import contenders as fp8c
 from stagelab.families.sdpa.fp8.quantize import E4M3
-from stagelab.steps import _contenders
+from stagelab.measure.steps import _contenders
 
 
 def inputs(shape=(2, 3, 5, 64)):

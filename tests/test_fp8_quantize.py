@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from stagelab.errors import InputError
+from stagelab.core.errors import InputError
 from stagelab.families.sdpa.fp8 import E4M3, E4M3_MAX, e4m3_rounding_bound, quantize_e4m3, quantize_qkv
 
 

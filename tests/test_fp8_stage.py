@@ -7,12 +7,13 @@ from pathlib import Path
 import pytest
 import torch
 
-from stagelab.errors import ConfigError, InputError
+from stagelab.core.errors import ConfigError, InputError
 from stagelab.families.sdpa import FAMILY, FP8_INPUTS, Shape, StageKernel
 from stagelab.families.sdpa.fp8 import Fp8CheckResult, Fp8Tensor, emulate_fp8_attention, quantize_qkv
 from stagelab.families.sdpa.fp8.kernel import Fp8StageKernel, validate_fp8_inputs, validate_fp8_output
-from stagelab.registry import ResourceGates, load_registry
-from stagelab.resources import KernelResources, evaluate_gates
+from stagelab.measure.checks import check_stage
+from stagelab.core.registry import ResourceGates, load_registry
+from stagelab.core.resources import KernelResources, evaluate_gates
 
 ROOT = Path(__file__).resolve().parents[1]
 SHAPE = (1, 2, 33, 64)
@@ -108,7 +109,7 @@ class EmulatedFp8Kernel:
 
 def test_check_stage_judges_fp8_stages_by_the_fp8_budget():
     shapes = [Shape(1, 2, 33, 64, True), Shape(1, 2, 17, 128, False)]
-    results = FAMILY.check_stage(EmulatedFp8Kernel(), shapes, ["float16", "bfloat16"], [0], "cpu")
+    results = check_stage(FAMILY, EmulatedFp8Kernel(), shapes, ["float16", "bfloat16"], [0], "cpu")
     assert len(results) == 4 and all(isinstance(r, Fp8CheckResult) and r.passed for r in results)
 
 

@@ -4,13 +4,14 @@
 import pytest
 import torch
 
-from stagelab.build import build_stage
-from stagelab.chain import check_chain
-from stagelab.errors import InputError
-from stagelab.family import load_family
-from stagelab.params import load_params
-from stagelab.paths import repo_root
-from stagelab.registry import all_registries
+from stagelab.core.build import build_stage
+from stagelab.measure.chain import check_chain
+from stagelab.measure.checks import check_stage
+from stagelab.core.errors import InputError
+from stagelab.core.family import load_family
+from stagelab.core.params import load_params
+from stagelab.core.paths import repo_root
+from stagelab.core.registry import all_registries
 
 pytestmark = pytest.mark.gpu
 STAGES = [(registry, stage_id) for registry in all_registries().values() for stage_id in registry.stages]
@@ -28,7 +29,7 @@ def built(request):
 def test_stage_correct_on_acceptance(built):
     family, kernel = built
     acceptance = load_params(repo_root() / family.acceptance_params)
-    results = family.check_stage(kernel, acceptance.shapes, acceptance.dtypes, acceptance.seeds, "cuda")
+    results = check_stage(family, kernel, acceptance.shapes, acceptance.dtypes, acceptance.seeds, "cuda")
     failed = [f"{r.shape} {r.dtype} seed {r.seed}: {r.reason}" for r in results if not r.passed]
     assert not failed, "\n".join(failed)
 

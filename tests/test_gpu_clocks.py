@@ -1,4 +1,4 @@
-"""The clock and power notes on timing rows (stagelab.gpu_clocks): nvidia-smi's lines parsed, the
+"""The clock and power notes on timing rows (stagelab.measure.gpu_clocks): nvidia-smi's lines parsed, the
 sampler's process started and stopped around a block, and no note at all where there is no tool."""
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ import stat
 import sys
 import time
 
-from stagelab import gpu_clocks
-from stagelab import metrics as m
-from stagelab.gpu_clocks import ClockMonitor, parse_line, summarize
+from stagelab.measure import gpu_clocks
+from stagelab.core import metrics as m
+from stagelab.measure.gpu_clocks import ClockMonitor, parse_line, summarize
 
 
 def test_parse_line_reads_clock_power_and_the_power_cap_bit():

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from tool_module import load_tool
 
-from stagelab import ncu
+from stagelab.measure import ncu
 
 
 @pytest.fixture(scope="module")

@@ -2,7 +2,7 @@
 
 import math
 
-from stagelab import ncu_source
+from stagelab.measure import ncu_source
 
 HEADER = ('"Address","Source","Warp Stall Sampling (All Samples)","Warp Stall Sampling (Not-issued Samples)",'
           '"Instructions Executed","stall_barrier","stall_wait","stall_barrier (Not Issued)","stall_wait (Not Issued)"')

@@ -5,10 +5,10 @@ import json
 
 import pytest
 
-from stagelab.errors import ConfigError
+from stagelab.core.errors import ConfigError
 from stagelab.notebooks import explore_cells, write_notebooks
-from stagelab.paths import repo_root
-from stagelab.registry import all_registries
+from stagelab.core.paths import repo_root
+from stagelab.core.registry import all_registries
 
 
 def test_committed_notebooks_match_their_sources():

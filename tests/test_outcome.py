@@ -1,8 +1,9 @@
 import pytest
 
-from stagelab.outcome import Evidence, decide, geometric_mean
-from stagelab.registry import ResourceGates
-from stagelab.resources import KernelResources, evaluate_gates, gates_passed
+from stagelab.judge.outcome import Evidence, decide
+from stagelab.measure.timing import geometric_mean
+from stagelab.core.registry import ResourceGates
+from stagelab.core.resources import KernelResources, evaluate_gates, gates_passed
 
 GOOD = dict(built=True, gates_passed=True, gpu_available=True, checks_passed=True)
 

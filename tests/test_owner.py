@@ -12,12 +12,14 @@ from datetime import datetime, timedelta, timezone
 import psutil
 from mlflow.tracking import MlflowClient
 
-from stagelab import metrics, tracking
-from stagelab.owner import heartbeat_tags
-from stagelab.supervise import wait_with_heartbeat
+from stagelab.core import metrics
+
+from stagelab.record import tracking
+from stagelab.record.owner import heartbeat_tags
+from stagelab.run.supervise import wait_with_heartbeat
 
 CREATE_RUN = """
-from stagelab import tracking
+from stagelab.record import tracking
 experiment_id = tracking.init_store("stagelab-sdpa")
 print(tracking.create_run(experiment_id, "s0_baseline", "smoke", timeout_s=900))
 """

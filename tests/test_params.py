@@ -2,9 +2,9 @@ from pathlib import Path
 
 import pytest
 
-from stagelab.errors import ConfigError
+from stagelab.core.errors import ConfigError
 from stagelab.families.sdpa import Shape
-from stagelab.params import load_params
+from stagelab.core.params import load_params
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -87,8 +87,8 @@ def test_flops_halved_for_causal():
 
 
 def test_optional_steps_are_opt_in_and_validated(tmp_path):
-    from stagelab.errors import ConfigError
-    from stagelab.params import load_params
+    from stagelab.core.errors import ConfigError
+    from stagelab.core.params import load_params
 
     base = "shapes:\n  - {shape: [1, 2, 64, 64]}\nmission: {shape: [1, 2, 64, 64]}\n"
     plain = tmp_path / "plain.yaml"

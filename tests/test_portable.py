@@ -4,13 +4,14 @@ import shutil
 
 import mlflow
 
-from stagelab import tracking
+from stagelab.record import tracking
 import gzip
 
 import pytest
 
-from stagelab.errors import ConfigError
-from stagelab.portable import import_record, import_store, relocate
+from stagelab.core.errors import ConfigError
+from stagelab.record.portable import import_record, import_store
+from stagelab.record.sqlite_store import relocate
 
 
 def make_store(folder, monkeypatch, stage="s0_baseline"):

@@ -14,11 +14,15 @@ from types import SimpleNamespace
 
 import pytest
 
-from stagelab import flatten, metrics, ncu, profile
-from stagelab.errors import ConfigError
-from stagelab.registry import NCU_GATE_KEYS, ResourceGates, _gates
-from stagelab.resources import KernelResources
-from stagelab.steps import StageContext
+from stagelab.record import flatten
+
+from stagelab.core import metrics
+
+from stagelab.measure import ncu, profile
+from stagelab.core.errors import ConfigError
+from stagelab.core.registry_fields import NCU_GATE_KEYS, ResourceGates, parse_gates
+from stagelab.core.resources import KernelResources
+from stagelab.measure.steps import StageContext
 
 FIXTURE = Path(__file__).parent / "fixtures" / "ncu_raw_page.csv"
 FLOPS = 1e9
@@ -93,13 +97,13 @@ def test_profile_command_profiles_only_the_stage_kernels():
 
 
 def test_registry_ncu_gates_in_the_seeds_form():
-    gates = _gates("s", {"ncu": {"tensor_util_min": 0.5}}, ResourceGates())
+    gates = parse_gates("s", {"ncu": {"tensor_util_min": 0.5}}, ResourceGates())
     assert set(profile.GATE_FIELDS) == set(NCU_GATE_KEYS)  # every gate the registry takes is judged
     assert gates.ncu == (("tensor_util_min", 0.5),)
     with pytest.raises(ConfigError, match="unknown key"):
-        _gates("s", {"ncu": {"tensor_min": 0.5}}, ResourceGates())
+        parse_gates("s", {"ncu": {"tensor_min": 0.5}}, ResourceGates())
     with pytest.raises(ConfigError, match=r"fraction of peak"):
-        _gates("s", {"ncu": {"tensor_util_min": 50}}, ResourceGates())
+        parse_gates("s", {"ncu": {"tensor_util_min": 50}}, ResourceGates())
 
 
 def s5_context(gpu: bool, ncu_gates=()) -> StageContext:
@@ -140,7 +144,7 @@ def test_profile_step_with_a_stand_in_ncu(tmp_path, monkeypatch, limit, passed):
     assert [p.problem for p in report.problems] == ["2x8x512x64", "1x32x8192x128"]  # mission, longest long
     assert all(path.is_file() for path in report.reports) and len(report.reports) == 2
     profiled = [c for c in calls if "--export" in c]
-    assert profiled[0][-2:] == ["--problem", "2x8x512x64"] and "stagelab.launch" in profiled[0]
+    assert profiled[0][-2:] == ["--problem", "2x8x512x64"] and "stagelab.measure.launch" in profiled[0]
     assert report.gates_passed is passed                          # 48% tensor pipe against the limit
     keys = flatten.profile_metrics(report)
     assert keys[metrics.NCU_TENSOR_UTIL.key("2x8x512x64")] == pytest.approx(48.0)
@@ -167,12 +171,13 @@ def profiled_report(tmp_path, monkeypatch) -> profile.ProfileReport:
 
 def test_recorded_profile_and_sanitize_reach_the_run_the_page_and_the_roofline(tmp_store, tmp_path, monkeypatch):
     """Recorder -> store -> results page column and roofline points: a rename on either side breaks this."""
-    from stagelab import tracking
-    from stagelab.outcome import Outcome
-    from stagelab.recorder import MlflowRecorder
-    from stagelab.report import latest_runs, roofline_points, write_report
-    from stagelab.results import StageResults
-    from stagelab.sanitize import CLEAN, SANITIZER_TOOLS, SanitizeReport, SanitizerVerdict
+    from stagelab.record import tracking
+    from stagelab.judge.outcome import Outcome
+    from stagelab.record.recorder import MlflowRecorder
+    from stagelab.record.report import write_report
+    from stagelab.record.tables import latest_runs, roofline_points
+    from stagelab.measure.results import StageResults
+    from stagelab.measure.sanitize import CLEAN, SANITIZER_TOOLS, SanitizeReport, SanitizerVerdict
 
     recorder = MlflowRecorder(s5_context(True))
     report = profiled_report(recorder.folder("profile"), monkeypatch)
@@ -197,7 +202,7 @@ def test_recorded_profile_and_sanitize_reach_the_run_the_page_and_the_roofline(t
     import matplotlib
 
     matplotlib.use("Agg")
-    from stagelab.plots import roofline_plot
+    from stagelab.record.plots import roofline_plot
 
     roofline_plot(points, *peaks, path=tmp_path / "roofline.png")
     assert (tmp_path / "roofline.png").stat().st_size > 0

@@ -4,8 +4,8 @@ the tensor pipe the stage uses busy, at the mission problem and one long problem
 
 import pytest
 
-from stagelab.launch import find_tool
-from stagelab.profile import PROFILED
+from stagelab.measure.launch import find_tool
+from stagelab.measure.profile import PROFILED
 from stagelab.stage import StageRun
 
 pytestmark = pytest.mark.gpu

@@ -4,7 +4,7 @@ import subprocess
 
 import pytest
 
-from stagelab.envinfo import git_state
+from stagelab.core.envinfo import git_state
 
 
 IDENTITY = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",

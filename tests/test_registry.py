@@ -2,8 +2,8 @@ from pathlib import Path
 
 import pytest
 
-from stagelab.errors import ConfigError
-from stagelab.registry import load_registry
+from stagelab.core.errors import ConfigError
+from stagelab.core.registry import load_registry
 
 ROOT = Path(__file__).resolve().parents[1]
 HEAD = "family: sdpa\nbinding: binding.cpp\n"

@@ -2,9 +2,9 @@
 
 import csv
 
-from stagelab import metrics as m
-from stagelab import tracking
-from stagelab.report import experiment_note, write_report
+from stagelab.core import metrics as m
+from stagelab.record import tracking
+from stagelab.record.report import experiment_note, write_report
 
 MISSION = "2x8x512x64"
 

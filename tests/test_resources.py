@@ -6,9 +6,9 @@ from dataclasses import replace
 
 import pytest
 
-from stagelab.build import nvcc_command
-from stagelab.registry import family_registry
-from stagelab.resources import evaluate_gates, parse_mangled, parse_ptxas
+from stagelab.core.build import nvcc_command
+from stagelab.core.registry import family_registry
+from stagelab.core.resources import evaluate_gates, parse_mangled, parse_ptxas
 
 REGISTRY = family_registry("sdpa")
 
@@ -84,8 +84,8 @@ ptxas info    : Used 8 registers
 
 
 def test_advisories_attach_to_their_function_and_fail_the_gate():
-    from stagelab.registry import ResourceGates
-    from stagelab.resources import evaluate_gates
+    from stagelab.core.registry import ResourceGates
+    from stagelab.core.resources import evaluate_gates
 
     serialized, clean = parse_ptxas(ADVISORY_SAMPLE)
     assert serialized.advisories == ("C7514", "C7517") and serialized.registers == 168

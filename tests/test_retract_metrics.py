@@ -4,7 +4,7 @@ named, and leaves a tag on each run saying what was taken out and why."""
 import importlib.util
 from pathlib import Path
 
-from stagelab import tracking
+from stagelab.record import tracking
 
 TOOL = Path(__file__).resolve().parents[1] / "tools" / "retract_metrics.py"
 

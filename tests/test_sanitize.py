@@ -6,12 +6,16 @@ from dataclasses import replace
 
 import pytest
 
-from stagelab import flatten, metrics, sanitize
-from stagelab.judge import judge
-from stagelab.outcome import Evidence, decide
-from stagelab.results import CheckReport, StageResults
-from stagelab.sanitize import SanitizeReport, SanitizerVerdict, parse_verdict
-from stagelab.steps import StageContext
+from stagelab.record import flatten
+
+from stagelab.core import metrics
+
+from stagelab.measure import sanitize
+from stagelab.judge.judge import judge
+from stagelab.judge.outcome import Evidence, decide
+from stagelab.measure.results import CheckReport, StageResults
+from stagelab.measure.sanitize import SanitizeReport, SanitizerVerdict, parse_verdict
+from stagelab.measure.steps import StageContext
 
 MEMCHECK_CLEAN = """========= COMPUTE-SANITIZER
 sm0_block_three_pass 5x77 torch.float16: launched 2x
@@ -92,7 +96,7 @@ def test_each_tool_wraps_the_stage_child(monkeypatch):
     calls.sort(key=lambda c: sanitize.SANITIZER_TOOLS.index(c[0][2]))
     command, env = calls[0]
     assert command[:3] == ["/opt/cs", "--tool", "memcheck"] and command[-1] == "--sanitize"
-    assert "stagelab.launch" in command and "sm0_block_three_pass" in command
+    assert "stagelab.measure.launch" in command and "sm0_block_three_pass" in command
     assert env["PYTORCH_NO_CUDA_MEMORY_CACHING"] == "1"  # allocations the size of the tensors
     assert report.passed is False
 
@@ -113,7 +117,7 @@ def test_sanitize_and_ncu_gates_in_the_outcome_order(evidence, outcome):
 
 
 def test_judge_calls_a_fast_correct_stage_with_a_race_incorrect():
-    from stagelab.checks import CheckResult
+    from stagelab.measure.checks import CheckResult
 
     passing = CheckReport([CheckResult(shape="5x77", causal=False, dtype="float16", seed=0, max_abs_err=0.0,
                                        lowprec_err=0.0, atol=1e-3, budget=1e-3, err_budget_ratio=0.0, nonfinite=0,

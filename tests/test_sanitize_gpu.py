@@ -9,8 +9,8 @@ clean control. The checkout is swapped for the whole module, so only those stage
 import pytest
 from planted import make_planted_checkout
 
-from stagelab import sanitize
-from stagelab.launch import find_tool
+from stagelab.measure import sanitize
+from stagelab.measure.launch import find_tool
 from stagelab.stage import StageRun
 
 pytestmark = pytest.mark.gpu

@@ -4,9 +4,9 @@ import subprocess
 
 import pytest
 
-from stagelab.registry import ResourceGates
-from stagelab.resources import KernelResources, evaluate_gates
-from stagelab.sass import parse_sass
+from stagelab.core.registry import ResourceGates
+from stagelab.core.resources import KernelResources, evaluate_gates
+from stagelab.core.sass import parse_sass
 
 SAMPLE = """
 Fatbin elf code:
@@ -47,9 +47,9 @@ def test_instruction_gates_require_and_forbid():
 @pytest.mark.slow
 def test_real_object_has_tensor_core_opcodes(tmp_path, nvcc_available):
     """s3b's mma.sync shows as HMMA in the SASS of a real sm_90a object."""
-    from stagelab.build import nvcc_command
-    from stagelab.registry import family_registry
-    from stagelab.sass import object_sass
+    from stagelab.core.build import nvcc_command
+    from stagelab.core.registry import family_registry
+    from stagelab.core.sass import object_sass
 
     registry = family_registry("sdpa")
     obj = tmp_path / "k.o"

@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from stagelab.errors import InputError
+from stagelab.core.errors import InputError
 from stagelab.families.sdpa.kernel import validate_inputs
 
 

@@ -4,9 +4,9 @@ from pathlib import Path
 
 import pytest
 
-from stagelab.errors import ConfigError
-from stagelab.registry import load_registry
-from stagelab.space import config_label
+from stagelab.core.errors import ConfigError
+from stagelab.core.registry import load_registry
+from stagelab.core.space import config_label
 
 ROOT = Path(__file__).resolve().parents[1]
 HEAD = "family: sdpa\nbinding: binding.cpp\nstages:\n  - id: a\n    compile_options: {defines: {BLOCK_N: 64, STAGES: 2}}\n"

@@ -12,9 +12,11 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
-from stagelab import metrics, tracking
-from stagelab.build import source_hash
-from stagelab.registry import family_registry
+from stagelab.core import metrics
+
+from stagelab.record import tracking
+from stagelab.core.build import source_hash
+from stagelab.core.registry import family_registry
 from test_stopped_runs import finished_run, signal_once_running, stage_runs, start_runner
 
 pytestmark = pytest.mark.slow

@@ -6,14 +6,14 @@ import shutil
 import pytest
 import torch
 
-from stagelab import metrics
+from stagelab.core import metrics
 from stagelab.cli import main
-from stagelab.envinfo import read_clocks
-from stagelab.errors import ConfigError
-from stagelab.gpus import Gpu, resolve_gpus
-from stagelab.registry import family_registry
-from stagelab.shard import Shard
-from stagelab.workers import Slot, slots_for
+from stagelab.core.envinfo import read_clocks
+from stagelab.core.errors import ConfigError
+from stagelab.run.gpus import Gpu, resolve_gpus
+from stagelab.core.registry import family_registry
+from stagelab.run.shard import Shard
+from stagelab.run.workers import Slot, slots_for
 
 BAD_VALUES = [
     (["--gpus", "0,0"], "--gpus '0,0': GPU 0 listed twice"),
@@ -68,7 +68,7 @@ def test_a_slot_gives_its_notebook_only_its_gpu_and_records_it():
 
 def test_clocks_are_read_from_the_notebooks_own_gpu(monkeypatch):
     """nvidia-smi ignores CUDA_VISIBLE_DEVICES: a notebook bound to GPU 1 must ask nvidia-smi for GPU 1."""
-    from stagelab import envinfo
+    from stagelab.core import envinfo
 
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
     assert envinfo._this_gpu() == "1"

@@ -3,11 +3,11 @@
 import pytest
 import torch
 
-from stagelab.checks import check_all, check_shape
-from stagelab.errors import ConfigError, InputError
+from stagelab.measure.checks import check_all, check_shape
+from stagelab.core.errors import ConfigError, InputError
 from stagelab.families.softmax import FAMILY, Rows, validate_input
-from stagelab.params import load_params
-from stagelab.paths import repo_root
+from stagelab.core.params import load_params
+from stagelab.core.paths import repo_root
 
 PROBLEMS = [Rows(1, 1), Rows(3, 77), Rows(5, 1000)]
 

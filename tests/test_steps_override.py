@@ -6,10 +6,10 @@ from pathlib import Path
 import mlflow
 import pytest
 
-from stagelab import metrics
-from stagelab.errors import ConfigError
-from stagelab.params import load_params, with_steps
-from stagelab.steps import StageContext
+from stagelab.core import metrics
+from stagelab.core.errors import ConfigError
+from stagelab.core.params import load_params, with_steps
+from stagelab.measure.steps import StageContext
 
 
 def test_steps_replace_the_files_and_are_validated():
@@ -56,11 +56,11 @@ def test_the_profile_and_sanitize_commands_run_their_own_step_whatever_the_file_
     no steps: [profile]` on a GPU machine: asking for the tool is the opt-in."""
     from argparse import Namespace
 
-    from stagelab import cli
+    from stagelab.cli import tools as cli_tools
     from stagelab.stage import StageRun
 
     monkeypatch.setattr(StageRun, "build", lambda self: None)      # the step list is the point here,
     monkeypatch.setattr(StageRun, "resources", lambda self: None)  # not nvcc
     for params in (None, "params/acceptance.yaml", "params/long.yaml"):
-        run = cli._tool_run(Namespace(command=command, stage="s0_baseline", params=params, knobs=None))
+        run = cli_tools._tool_run(Namespace(command=command, stage="s0_baseline", params=params, knobs=None))
         assert run.params.steps == (command,)

@@ -13,9 +13,11 @@ import psutil
 import pytest
 from mlflow.tracking import MlflowClient
 
-from stagelab import metrics, tracking
-from stagelab.build import source_hash
-from stagelab.registry import family_registry
+from stagelab.core import metrics
+
+from stagelab.record import tracking
+from stagelab.core.build import source_hash
+from stagelab.core.registry import family_registry
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow

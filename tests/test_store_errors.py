@@ -8,8 +8,8 @@ from pathlib import Path
 
 from mlflow.tracking import MlflowClient
 
-from stagelab import tracking
-from stagelab.sqlite_store import schema_revision
+from stagelab.record import tracking
+from stagelab.record.sqlite_store import schema_revision
 
 # The damage: 4 KB of garbage written into the middle of mlflow.db.
 GARBAGE_BYTES = 4096

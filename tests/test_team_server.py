@@ -14,7 +14,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from services import LOOPBACK, free_port, http_server, missing, postgres
-from stagelab import runs_view
+from stagelab.record import runs_view
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[1]

@@ -4,9 +4,11 @@ import json
 
 import pytest
 
-from stagelab import cli, runs_view, tracking
-from stagelab.errors import ConfigError
-from stagelab.server import server_command
+from stagelab import cli
+
+from stagelab.record import runs_view, tracking
+from stagelab.core.errors import ConfigError
+from stagelab.run.server import server_command
 
 
 def test_store_carries_the_runs_table_view(tmp_store):

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import mlflow
 
-from stagelab import tracking
+from stagelab.record import tracking
 
 
 def test_log_and_read_back(tmp_store, tmp_path):

@@ -7,15 +7,16 @@ from pathlib import Path
 import mlflow
 import pytest
 
-from stagelab import metrics as m
-from stagelab import build as build_module
-from stagelab import tracking, tune as tune_module
-from stagelab.build import BuildResult
-from stagelab.checks import CheckResult
-from stagelab.errors import BuildError
-from stagelab.resources import GateResult
-from stagelab.results import CheckReport, ResourceReport, TimingReport
-from stagelab.timing import TimingStats
+from stagelab.core import metrics as m
+from stagelab.core import build as build_module
+from stagelab.record import tracking
+from stagelab.tune import search as tune_module
+from stagelab.core.build import BuildResult
+from stagelab.measure.checks import CheckResult
+from stagelab.core.errors import BuildError
+from stagelab.core.resources import GateResult
+from stagelab.measure.results import CheckReport, ResourceReport, TimingReport
+from stagelab.measure.timing import TimingStats
 
 ROOT = Path(__file__).resolve().parents[1]
 STAGE = "sm0_block_three_pass"
@@ -138,7 +139,7 @@ def fake_gpu(monkeypatch, builds):
         return report
 
     monkeypatch.setattr("torch.cuda.is_available", lambda: True)
-    for module in ("stagelab.tune_store", "stagelab.provenance"):
+    for module in ("stagelab.tune.store", "stagelab.record.provenance"):
         monkeypatch.setattr(f"{module}.gpu_info", lambda: {"gpu": "Pretend GPU"})
     monkeypatch.setattr(tune_module, "check_step", fake_check)
     monkeypatch.setattr(tune_module, "time_builds", fake_time)
@@ -173,8 +174,8 @@ def test_the_three_best_correct_configurations_are_the_elites(root, fake_gpu):
 
 
 def test_promotion_rewrites_only_the_stages_defines_line(tmp_path):
-    from stagelab.promote import promote_defaults
-    from stagelab.registry import load_registry
+    from stagelab.tune.promote import promote_defaults
+    from stagelab.core.registry import load_registry
 
     family = tmp_path / "sdpa"
     shutil.copytree(ROOT / "kernels" / "sdpa", family)
@@ -213,8 +214,8 @@ def test_real_builds_without_a_gpu_stop_before_timing(root, nvcc_available, caps
 
 
 def test_promotion_as_a_named_variant_adds_then_replaces_one_line(tmp_path):
-    from stagelab.promote import promote_variant
-    from stagelab.registry import load_registry
+    from stagelab.tune.promote import promote_variant
+    from stagelab.core.registry import load_registry
 
     family = tmp_path / "sdpa"
     shutil.copytree(ROOT / "kernels" / "sdpa", family)
@@ -233,7 +234,7 @@ def test_promotion_as_a_named_variant_adds_then_replaces_one_line(tmp_path):
 
 
 def test_a_stage_run_context_takes_a_variant_by_name(root):
-    from stagelab.steps import StageContext
+    from stagelab.measure.steps import StageContext
 
     registry = root / "kernels" / "softmax" / "stages.yaml"
     registry.write_text(registry.read_text().replace(
@@ -246,7 +247,7 @@ def test_a_tune_run_imported_from_the_gpu_machine_is_promoted_by_its_printed_id(
     """Tuning happens on a GPU machine; its store comes back with `stagelab import` and the best
     configuration is promoted in the checkout, found by the id the GPU machine printed."""
     from stagelab import cli
-    from stagelab.registry import load_registry
+    from stagelab.core.registry import load_registry
 
     set_space(root, "32, 64, 128, 256")
     remote = tune_module.tune(STAGE, PARAMS)  # the GPU machine's store: tmp_store
@@ -267,8 +268,8 @@ def test_a_tune_run_imported_from_the_gpu_machine_is_promoted_by_its_printed_id(
 
 
 def test_a_configuration_label_reads_back_as_its_defines():
-    from stagelab.errors import ConfigError
-    from stagelab.space import config_label, parse_label
+    from stagelab.core.errors import ConfigError
+    from stagelab.core.space import config_label, parse_label
 
     defines = {"BLOCK_N": "128", "PIPELINE_STAGES": "2", "Q_IN_REGISTERS": "0"}
     assert parse_label(config_label(defines)) == defines

@@ -18,8 +18,8 @@ import pytest
 from browser import VIEWPORT, browser_page, screenshot_dir
 from gpu_record import record_gpu_results
 from services import LOOPBACK, free_port, http_server
-from stagelab.batch import run_batch
-from stagelab.registry import find_stage
+from stagelab.run.batch import run_batch
+from stagelab.core.registry import find_stage
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[1]

@@ -17,9 +17,9 @@ from dataclasses import replace
 
 import pytest
 
-from stagelab.build import nvcc_command
-from stagelab.registry import family_registry
-from stagelab.resources import evaluate_gates, parse_ptxas
+from stagelab.core.build import nvcc_command
+from stagelab.core.registry import family_registry
+from stagelab.core.resources import evaluate_gates, parse_ptxas
 
 REGISTRY = family_registry("sdpa")
 VARIANTS = [(stage_id, name) for stage_id in REGISTRY.stages for name in REGISTRY.get(stage_id).variants]

@@ -25,7 +25,7 @@ def _summary(batch: Path) -> pd.DataFrame:
 
 
 def _wall_seconds(summary: pd.DataFrame) -> float:
-    from stagelab import tracking
+    from stagelab.record import tracking
 
     runs = [tracking.client().get_run(run_id).info for run_id in summary["run_id"]]
     return (max(r.end_time or r.start_time for r in runs) - min(r.start_time for r in runs)) / 1000

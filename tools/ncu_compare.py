@@ -25,9 +25,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "lib"))
 
-from stagelab import ncu, ncu_source  # noqa: E402
-from stagelab.launch import child_environment, find_tool, run_under_tool  # noqa: E402
-from stagelab.profile import summarize, total, weighted  # noqa: E402
+from stagelab.measure import ncu, ncu_source  # noqa: E402
+from stagelab.measure.launch import child_environment, find_tool, run_under_tool  # noqa: E402
+from stagelab.measure.profile import summarize, total, weighted  # noqa: E402
 
 # The problem spelling (BxHxSxD) and the contenders are the sdpa family's.
 FAMILY = "sdpa"
@@ -143,7 +143,7 @@ def subjects(args) -> dict:
     """label -> ("stage", (registry, stage)) or ("contender", name), in the order given."""
     from quick_check import parse_variant
 
-    from stagelab.registry import find_stage
+    from stagelab.core.registry import find_stage
 
     found = {stage_id: ("stage", find_stage(stage_id)) for stage_id in args.stages}
     for spec in args.variant:
@@ -159,7 +159,7 @@ def run_child(args, label: str) -> int:
     from quick_check import load_kernel
 
     from stagelab.explore import stage_call
-    from stagelab.family import load_family
+    from stagelab.core.family import load_family
 
     kind, what = subjects(args)[label]
     family = load_family(FAMILY)
@@ -240,7 +240,7 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit("ncu is neither on PATH nor in the CUDA toolkit")
     from quick_check import prebuild
 
-    from stagelab.family import load_family
+    from stagelab.core.family import load_family
 
     found = subjects(args)
     prebuild([what for kind, what in found.values() if kind == "stage"], args.jobs)

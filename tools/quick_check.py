@@ -12,8 +12,8 @@ budget and low-precision (FP8: emulation) error, the worst seed per problem and 
 
 Checks every stage on the family's sanitizer problems plus the issue's odd lengths
 (1, 77, 333, 1000, 4097), fp16 and bf16, causal and not, with the project's budget
-(stagelab.checks); prints one line per failure and a summary per stage. Then chains of dependent
-launches (stagelab.chain), each reading its predecessor's output, against the same chain run one
+(stagelab.measure.checks); prints one line per failure and a summary per stage. Then chains of dependent
+launches (stagelab.measure.chain), each reading its predecessor's output, against the same chain run one
 launch at a time: the check a programmatic-dependent-launch build (WS_PDL=1) must pass. --time times the
 stages (and contenders) per launch in throughput mode on the long and mission shapes.
 """
@@ -28,13 +28,14 @@ import time
 
 import torch
 
-from stagelab import metrics
-from stagelab.build import build_all, build_stage
-from stagelab.chain import check_chains
-from stagelab.errors import BuildError
+from stagelab.core import metrics
+from stagelab.core.build import build_all, build_stage
+from stagelab.measure.chain import check_chains
+from stagelab.measure.checks import check_stage
+from stagelab.core.errors import BuildError
 from stagelab.explore import time_contender, time_kernel
-from stagelab.family import load_family
-from stagelab.registry import find_stage
+from stagelab.core.family import load_family
+from stagelab.core.registry import find_stage
 
 CHECK_PROBLEMS = [
     {"shape": [1, 2, 1, 64], "causal": [False, True]},
@@ -56,7 +57,7 @@ TIME_PROBLEMS = [
     {"shape": [2, 8, 2048, 128], "causal": [False, True]},
 ]
 SEEDS = (0, 1)
-# Dependent launches (stagelab.chain): the mission shape (short policies), a persistent causal one
+# Dependent launches (stagelab.measure.chain): the mission shape (short policies), a persistent causal one
 # and a ragged one.
 CHAIN_PROBLEMS = [
     {"shape": [2, 8, 512, 64], "causal": False},
@@ -85,7 +86,7 @@ def report_debug(results) -> None:
 def check(family, kernels, debug: bool = False) -> bool:
     all_ok = True
     for stage_id, kernel in kernels.items():
-        results = family.check_stage(kernel, problems(family, CHECK_PROBLEMS), family.dtypes, SEEDS, "cuda")
+        results = check_stage(family, kernel, problems(family, CHECK_PROBLEMS), family.dtypes, SEEDS, "cuda")
         if debug:
             report_debug(results)
         failed = [r for r in results if not r.passed]
@@ -115,7 +116,7 @@ def check_dependent_launches(family, kernels) -> bool:
 
 
 def clock_note(row: dict) -> str:
-    """' @1480 MHz 698 W' where the row carries the clock it ran at (stagelab.gpu_clocks)."""
+    """' @1480 MHz 698 W' where the row carries the clock it ran at (stagelab.measure.gpu_clocks)."""
     if not math.isfinite(row[metrics.SM_CLOCK_MHZ.name]):
         return ""
     return f" @{row[metrics.SM_CLOCK_MHZ.name]:.0f} MHz {row[metrics.POWER_W.name]:.0f} W"

@@ -6,15 +6,15 @@ from collections.abc import Callable
 
 import pandas as pd
 
-from .family import Family
-from .gpu_clocks import smi_device_id
-from .timing import L2Flusher, time_with_clocks
+from .core.family import Family
+from .measure.gpu_clocks import smi_device_id
+from .measure.timing import L2Flusher, time_with_clocks
 
 
 def _time_launch(family: Family, shape, launch_of: Callable, label: str, *, dtype: str, mode: str,
                  warmup: int, repetitions: int) -> dict:
     """Fresh inputs, `launch_of(inputs)` timed in one mode: a TimingStats row as a dict, with the
-    SM clock and board power it ran at where nvidia-smi can say (stagelab.gpu_clocks)."""
+    SM clock and board power it ran at where nvidia-smi can say (stagelab.measure.gpu_clocks)."""
     torch_dtype = family.torch_dtype(dtype)
     inputs = family.make_inputs(shape, torch_dtype, seed=0, device="cuda")
     flush = L2Flusher(inputs[0].device) if mode == "cold" else None

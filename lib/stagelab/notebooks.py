@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .errors import ConfigError
-from .paths import repo_root
-from .registry import Registry, Stage, all_registries
+from .core.errors import ConfigError
+from .core.paths import repo_root
+from .core.registry import Registry, Stage, all_registries
 
 EXPLORE_SEPARATOR = "# %%\n"
 NOTEBOOK_METADATA = {
@@ -71,7 +71,7 @@ def common_cells(stage: Stage, params_file: str, knob_example: str) -> tuple[lis
         new_code_cell(_parameters_source(stage, params_file, knob_example), metadata={"tags": ["parameters"]}),
         new_code_cell(
             "from IPython.display import Markdown, display\n\n"
-            "from stagelab.plots import error_plot, latency_plot\n"
+            "from stagelab.record.plots import error_plot, latency_plot\n"
             "from stagelab.stage import StageRun\n\n"
             "run = StageRun(stage, params_file, defines=knobs, mlflow_run_id=mlflow_run_id, experiment=experiment,\n"
             "               steps=steps)\n"
@@ -128,7 +128,7 @@ def explore_cells(path: Path) -> list:
 def stage_notebook(registry: Registry, stage: Stage):
     from nbformat.v4 import new_notebook
 
-    from .family import load_family
+    from .core.family import load_family
 
     family = load_family(registry.family)
     head, tail = common_cells(stage, family.acceptance_params, family.knob_example)

@@ -19,14 +19,15 @@ from pathlib import Path
 
 import pandas as pd
 
-from .errors import BuildError
-from .judge import judge
-from .outcome import Outcome
-from .params import RunParams
-from .recorder import MlflowRecorder, NullRecorder
-from .registry import Registry, Stage
-from .results import StageResults
-from .steps import StageContext, build_step, check_step, resource_step, timing_step
+from .core.errors import BuildError
+from .judge.judge import judge
+from .judge.outcome import Outcome
+from .core.params import RunParams
+from .record.recorder import MlflowRecorder, NullRecorder
+from .core.registry import Registry, Stage
+from .measure.results import StageResults
+from .core.context import StageContext
+from .measure.steps import build_step, check_step, resource_step, timing_step
 
 
 def _said(frame: pd.DataFrame, status: str, step: str) -> pd.DataFrame:
@@ -72,13 +73,13 @@ class StageRun:
 
     def variant(self, **defines):
         """The same stage with knobs overridden (cached like any build), for exploration cells."""
-        from .build import build_stage
+        from .core.build import build_stage
 
         result = build_stage(self.stage.with_defines(defines), self.registry)
         return self.family.stage_kernel(result.module, self.stage.id, self.stage.input_kind)
 
     def parent_kernel(self):
-        from .build import build_stage
+        from .core.build import build_stage
 
         if self.parent is None:
             raise RuntimeError(f"{self.stage.id} has no parent")
@@ -129,7 +130,7 @@ class StageRun:
 
     def sanitize(self) -> pd.DataFrame:
         """compute-sanitizer's verdict per tool; errors make the stage incorrect."""
-        from .sanitize import SanitizeReport, SKIPPED, sanitize_step
+        from .measure.sanitize import SanitizeReport, SKIPPED, sanitize_step
 
         if self.results.built is None:
             raise RuntimeError("call build() first")
@@ -143,7 +144,7 @@ class StageRun:
     def profile(self, out_dir: Path | None = None) -> pd.DataFrame:
         """Nsight Compute's fixed metric set per profiled problem; the .ncu-rep files go with the record
         (and into `out_dir` when given)."""
-        from .profile import SKIPPED, ProfileReport, profile_step
+        from .measure.profile import SKIPPED, ProfileReport, profile_step
 
         if self.results.built is None:
             raise RuntimeError("call build() first")

@@ -5,7 +5,7 @@ first (error within budget) and far from the second.
 # %%
 import torch
 
-from stagelab.checks import rounding_atol
+from stagelab.measure.checks import rounding_atol
 from stagelab.families.sdpa import FAMILY as sdpa, Shape, attention, default_scale
 from stagelab.families.sdpa import FA3_ATOL_MAGNITUDE
 

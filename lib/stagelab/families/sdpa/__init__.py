@@ -11,9 +11,10 @@ from typing import Any
 
 import torch
 
-from ...family import Family, KernelFn
+from ...core.family import Family, KernelFn
 from .contenders import FA4, SDPA_BACKENDS
 from .contenders import contender as library_contender
+from .inputs import FA3_ATOL_MAGNITUDE, FAMILY_NAME, call_plain, make_inputs
 from .kernel import KERNEL_DTYPE_CODES, SUPPORTED_TORCH_DTYPES, StageKernel
 from .reference import attention, default_scale
 from .shapes import SUPPORTED_HEAD_DIMS, Shape, parse_shapes
@@ -22,13 +23,9 @@ from .shapes import SUPPORTED_HEAD_DIMS, Shape, parse_shapes
 # called as kernel(fp8_inputs, out, softmax_scale, causal) and judged by the FP8 budget (fp8/budget.py).
 FP8_INPUTS = "fp8"
 
-# FlashAttention-3's tests set atol from the rounding error at this output magnitude:
-# attention outputs of unit-normal inputs are averages of V rows, mostly well under 1.
-FA3_ATOL_MAGNITUDE = 0.3
-
 
 class SdpaFamily(Family):
-    name = "sdpa"
+    name = FAMILY_NAME
     dtypes = SUPPORTED_TORCH_DTYPES
     contenders = (*SDPA_BACKENDS, FA4)
     default_mission = {"shape": [2, 8, 512, 64], "causal": False}
@@ -42,10 +39,7 @@ class SdpaFamily(Family):
         return parse_shapes(where, entry)
 
     def make_inputs(self, problem: Shape, dtype: torch.dtype, seed: int, device) -> tuple[torch.Tensor, ...]:
-        """Fresh standard-normal q, k, v; the generator mixes seed and shape so no two checks share data."""
-        generator = torch.Generator(device="cpu").manual_seed(hash((seed, problem.dims, problem.causal)) & (2**63 - 1))
-        tensors = [torch.randn(problem.dims, generator=generator, dtype=torch.float32) for _ in range(3)]
-        return tuple(t.to(device=device, dtype=dtype) for t in tensors)
+        return make_inputs(problem, dtype, seed, device)
 
     def reference(self, problem: Shape, inputs, compute_dtype: torch.dtype) -> torch.Tensor:
         q, k, v = inputs
@@ -61,8 +55,7 @@ class SdpaFamily(Family):
 
             kernel(quantize_qkv(*inputs), out, default_scale(problem.head_dim), problem.causal)
             return
-        q, k, v = inputs
-        kernel(q, k, v, out, default_scale(problem.head_dim), problem.causal)
+        call_plain(kernel, problem, inputs, out)
 
     def stage_kernel(self, module: ModuleType, stage_id: str, input_kind: str = ""):
         self.require_input_kind(input_kind)
@@ -97,13 +90,13 @@ class SdpaFamily(Family):
                                torch.cuda.current_stream().cuda_stream)
         return launch
 
-    def check_stage(self, kernel, problems, dtypes, seeds, device, progress=None) -> list:
+    def kind_checks(self, input_kind: str):
         """FP8 stages against the FP8 budget (emulation-relative), the others as every family's."""
-        if kernel.input_kind == FP8_INPUTS:
-            from .fp8 import check_fp8_all
+        if input_kind != FP8_INPUTS:
+            return None
+        from .fp8 import check_fp8_all
 
-            return check_fp8_all(kernel.into, problems, dtypes, seeds, device, progress=progress)
-        return super().check_stage(kernel, problems, dtypes, seeds, device, progress)
+        return check_fp8_all
 
     def contender(self, name: str, problem: Shape, inputs):
         q, k, v = inputs

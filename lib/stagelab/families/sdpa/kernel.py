@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import torch
 
-from ...errors import InputError
-from ...family import BuiltKernel
+from ...core.errors import InputError
+from ...core.family import BuiltKernel
 from .reference import default_scale
 from .shapes import SUPPORTED_HEAD_DIMS
 

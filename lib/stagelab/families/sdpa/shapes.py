@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ...errors import ConfigError
+from ...core.errors import ConfigError
 
 # The head dimensions every sdpa stage is instantiated for (its templates' D).
 SUPPORTED_HEAD_DIMS = (64, 128)

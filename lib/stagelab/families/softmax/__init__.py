@@ -13,8 +13,8 @@ from typing import Any
 
 import torch
 
-from ...errors import ConfigError, InputError
-from ...family import BuiltKernel, Family, KernelFn
+from ...core.errors import ConfigError, InputError
+from ...core.family import BuiltKernel, Family, KernelFn
 
 SUPPORTED_TORCH_DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16}
 # SoftmaxDtype in kernels/softmax/softmax_api.h, by kernel template argument.

@@ -19,9 +19,9 @@ from dataclasses import dataclass
 
 import torch
 
-from ....checks import CheckResult, check_each, error_budget, judge_launches, poisoned_launch
-from ....family import KernelFn
-from .. import FA3_ATOL_MAGNITUDE, FAMILY
+from ....measure.checks import CheckResult, check_each, error_budget, judge_launches, poisoned_launch
+from ....core.family import KernelFn
+from ..inputs import FA3_ATOL_MAGNITUDE, call_plain, make_inputs, torch_dtype
 from ..reference import attention, default_scale
 from ..shapes import Shape
 from .emulation import emulate_fp8_attention
@@ -64,16 +64,16 @@ def fp16_baseline_output(shape: Shape, inputs, fp16_kernel: KernelFn | None) -> 
         q, k, v = inputs
         exact = attention(q, k, v, default_scale(shape.head_dim), shape.causal, torch.float32)
         return exact.to(q.dtype), UNQUANTIZED_BASELINE
-    out = FAMILY.new_output(shape, inputs)
-    FAMILY.call(fp16_kernel, shape, inputs, out)
+    out = torch.empty_like(inputs[0])
+    call_plain(fp16_kernel, shape, inputs, out)
     return out, STAGE_BASELINE
 
 
 def check_fp8_shape(kernel: Fp8KernelFn, shape: Shape, dtype_name: str, seed: int,
                     device: torch.device | str, fp16_kernel: KernelFn | None = None) -> Fp8CheckResult:
     """One problem, one output dtype, one seed: two poisoned launches judged against the budget."""
-    dtype = FAMILY.torch_dtype(dtype_name)
-    inputs = plant_zero_head(FAMILY.make_inputs(shape, dtype, seed, device))
+    dtype = torch_dtype(dtype_name)
+    inputs = plant_zero_head(make_inputs(shape, dtype, seed, device))
     fp8 = quantize_qkv(*inputs)
     scale = default_scale(shape.head_dim)
     ref = attention(*fp8.dequantized(torch.float64), scale, shape.causal, torch.float64)

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ....errors import InputError
+from ....core.errors import InputError
 
 E4M3 = torch.float8_e4m3fn
 _E4M3_INFO = torch.finfo(E4M3)

@@ -1,0 +1,39 @@
+"""The `stagelab` command: run stage notebooks, list stages, build, show resources, write reports,
+regenerate notebooks, open the MLflow UI, close runs left RUNNING, back up the store."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from ..core.errors import RunnerStopped, StagelabError
+from . import pages, run, stages, store, tools, tune
+
+# The shell's convention for a process ended by signal N: exit status 128 + N (130 for SIGINT).
+SIGNAL_EXIT_BASE = 128
+# The command groups in the order `stagelab --help` lists them.
+COMMAND_GROUPS = (run, stages, pages, tune, tools, store)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="stagelab", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    for group in COMMAND_GROUPS:
+        group.add_parsers(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except RunnerStopped as exc:
+        print(f"stagelab: {exc}", file=sys.stderr)
+        return SIGNAL_EXIT_BASE + exc.signum
+    except StagelabError as exc:
+        print(f"stagelab: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

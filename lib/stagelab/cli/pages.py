@@ -1,0 +1,41 @@
+"""`stagelab report` and `notebooks`: the results pages and the generated stage notebooks."""
+
+from __future__ import annotations
+
+
+def _cmd_report(args) -> int:
+    from ..record.report import write_report
+
+    path = write_report(args.params, family=args.family, out_dir=args.out, experiment=args.experiment, gpu=args.gpu)
+    print(f"wrote {path}")
+    return 0
+
+
+def _cmd_notebooks(args) -> int:
+    from ..notebooks import write_notebooks
+
+    stale = write_notebooks(check=args.check)
+    if args.check:
+        if stale:
+            print("stale notebooks (run `stagelab notebooks`): " + ", ".join(stale))
+            return 1
+        print("every stage notebook matches its sources")
+        return 0
+    print("rewrote: " + (", ".join(stale) or "nothing (all up to date)"))
+    return 0
+
+
+def add_parsers(sub) -> None:
+    """`report` and `notebooks`: pages written from the store and notebooks from their sources."""
+    rep = sub.add_parser("report", help="write docs/results/<family>/<gpu>.md (+ plot) from the MLflow store")
+    rep.add_argument("--params", nargs="+", default=["acceptance", "long"],
+                     help="parameter-file names whose latest runs the page shows")
+    rep.add_argument("--out", default=None, help="folder (default docs/results/<family>)")
+    rep.add_argument("--gpu", default=None, help="GPU name as tagged (default: the newest run's GPU)")
+    rep.add_argument("--family", default="sdpa", help="kernel family (default sdpa)")
+    rep.add_argument("--experiment", default=None, help="MLflow experiment (default: stagelab-<family>)")
+    rep.set_defaults(func=_cmd_report)
+
+    nbs = sub.add_parser("notebooks", help="regenerate stage notebooks from stages.yaml and notebooks/explore/")
+    nbs.add_argument("--check", action="store_true", help="write nothing; exit 1 when a notebook is stale")
+    nbs.set_defaults(func=_cmd_notebooks)

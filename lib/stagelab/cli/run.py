@@ -1,0 +1,41 @@
+"""`stagelab run`: a batch of stage notebooks, each logged to MLflow."""
+
+from __future__ import annotations
+
+
+def _cmd_run(args) -> int:
+    from ..core.formatting import markdown
+    from ..run.batch import run_batch
+    from ..run.gpus import resolve_gpus
+    from ..run.shard import Shard
+
+    gpus = resolve_gpus(args.gpus)  # both checked before any work: a bad value is one line and exit 2
+    shard = Shard.parse(args.shard) if args.shard is not None else None
+    summary = run_batch(args.stages or None, args.params, timeout_s=args.timeout, experiment=args.experiment,
+                        kernel_name=args.kernel, resume=args.resume, gpus=gpus, shard=shard, steps=args.steps)
+    shown = summary.drop(columns=["run_id"] + ([] if gpus else ["gpu"]))
+    print(markdown(shown))
+    bad = summary["outcome"].isin(["error", "build_failed", "incorrect", "resource_fail"])
+    return 1 if bad.any() and args.strict else 0
+
+
+def add_parsers(sub) -> None:
+    """`stagelab run`: a batch of stage notebooks."""
+    run = sub.add_parser("run", help="execute stage notebooks through papermill and log them to MLflow")
+    run.add_argument("--stages", nargs="*", help="stage ids (default: every stage in the registry, in order)")
+    run.add_argument("--params", default="params/acceptance.yaml", help="parameter file")
+    run.add_argument("--timeout", type=int, default=None, help="seconds per notebook (default: the file's timeout_s)")
+    run.add_argument("--experiment", default=None, help="MLflow experiment (default: stagelab-<family>)")
+    run.add_argument("--kernel", default="python3", help="Jupyter kernel name")
+    run.add_argument("--strict", action="store_true", help="exit 1 when any stage errs, fails to build or is incorrect")
+    run.add_argument("--resume", action="store_true",
+                     help="skip stages that have a finished run of their current source on this parameter file")
+    run.add_argument("--gpus", default=None, metavar="all|I,J,...",
+                     help="run one notebook per GPU at a time, each seeing only its GPU (CUDA_VISIBLE_DEVICES): "
+                          "'all' or nvidia-smi indices, e.g. 0,1")
+    run.add_argument("--shard", default=None, metavar="K/N",
+                     help="run only the K-th of N pieces of the stages (K from 1), for a job array on many machines")
+    run.add_argument("--steps", nargs="*", default=None, metavar="STEP",
+                     help="the optional steps to run instead of the parameter file's (sanitize, profile, explore; "
+                          "none given: none); tagged steps_override on each run")
+    run.set_defaults(func=_cmd_run)

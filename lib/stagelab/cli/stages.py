@@ -1,0 +1,86 @@
+"""`stagelab stages`, `resources` and `build`: the registries and the build cache (no GPU needed)."""
+
+from __future__ import annotations
+
+
+def _cmd_stages(args) -> int:
+    from ..core.registry import all_registries
+
+    for family, registry in all_registries().items():
+        if args.family and family != args.family:
+            continue
+        print(f"# {family}")
+        for stage in registry.stages.values():
+            print(f"{stage.id:24s} parent={stage.parent or '-':22s} min_gain={stage.min_gain:.0%}  {stage.title}")
+    return 0
+
+
+def _stage_ids(requested: list[str] | None) -> list[str]:
+    """The named stages (any family), or every stage of every family."""
+    from ..core.registry import all_registries, find_stage
+
+    if requested:
+        for stage_id in requested:
+            find_stage(stage_id)  # a clear error for an unknown id before any work starts
+        return list(requested)
+    return [s for registry in all_registries().values() for s in registry.stages]
+
+
+def _cmd_resources(args) -> int:
+    import pandas as pd
+
+    from ..core.build import build_stage
+    from ..core.registry import find_stage
+    from ..measure.steps import resource_report
+
+    failed_any = False
+    for stage_id in _stage_ids(args.stages):
+        registry, stage = find_stage(stage_id)
+        result = build_stage(stage, registry)
+        print(f"## {stage_id} ({'cached' if result.cached else 'built'}, key {result.key})")
+        columns = ["registers", "total_shared_memory_bytes", "stack_frame_bytes", "spill_store_bytes",
+                   "spill_load_bytes", "barriers"]
+        table = pd.DataFrame([{"kernel": r.tag, **{c: r.as_row()[c] for c in columns}} for r in result.resources])
+        print(table.to_markdown(index=False))
+        report = resource_report(stage, result)
+        print(pd.DataFrame(report.instructions).to_markdown(index=False))
+        failed = [g for g in report.gates if not g.passed]
+        failed_any = failed_any or bool(failed)
+        print("gates: " + ("all pass" if not failed else
+                           "; ".join(f"{g.gate} {g.kernel}: {g.actual} (limit {g.limit})" for g in failed)))
+    return 1 if failed_any else 0
+
+
+def _cmd_build(args) -> int:
+    """Build stages in parallel processes so later notebook runs find them cached."""
+    from ..core.build import build_all
+    from ..core.errors import BuildError
+    from ..core.registry import find_stage
+
+    stage_ids = _stage_ids(args.stages)
+    builds = [(stage, registry) for registry, stage in map(find_stage, stage_ids)]
+    failed = 0
+    for index, outcome in build_all(builds, args.jobs):
+        if isinstance(outcome, BuildError):
+            failed += 1
+            print(f"{stage_ids[index]}: build failed\n{outcome}", flush=True)
+        else:
+            print(f"{stage_ids[index]}: {'cached' if outcome.cached else 'built'} in {outcome.seconds:.1f}s "
+                  f"(key {outcome.key})", flush=True)
+    return 1 if failed else 0
+
+
+def add_parsers(sub) -> None:
+    """`stages`, `resources` and `build`: the registry and the build cache, no GPU needed."""
+    stages = sub.add_parser("stages", help="list every family's stage registry")
+    stages.add_argument("--family", default=None)
+    stages.set_defaults(func=_cmd_stages)
+
+    res = sub.add_parser("resources", help="build stages (no GPU needed) and print their ptxas resource report")
+    res.add_argument("stages", nargs="*")
+    res.set_defaults(func=_cmd_resources)
+
+    bld = sub.add_parser("build", help="compile stages (in parallel) into the build cache; no GPU needed")
+    bld.add_argument("stages", nargs="*")
+    bld.add_argument("--jobs", type=int, default=4)
+    bld.set_defaults(func=_cmd_build)

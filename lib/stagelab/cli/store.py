@@ -1,0 +1,142 @@
+"""`stagelab server`, `import`, `ui`, `runs` and `backup`: the MLflow store, not the stages."""
+
+from __future__ import annotations
+
+import sys
+
+from ..run.server import DEFAULT_HOST, DEFAULT_PORT
+
+
+def _families():
+    from ..core.family import load_family
+    from ..core.registry import all_registries
+
+    return [load_family(name) for name in all_registries()]
+
+
+def _cmd_ui(args) -> int:
+    """The MLflow UI on the store stagelab writes to: MLFLOW_TRACKING_URI when set, else the default SQLite store."""
+    import subprocess
+
+    from ..record import runs_view, tracking
+
+    uri = tracking.tracking_uri()
+    remote = uri.startswith(("http://", "https://"))
+    if not remote:
+        tracking.relocate_local_store()  # a store copied from another machine opens with its artifacts
+    base = uri if remote else f"http://{args.host}:{args.port}"
+    for family in _families():
+        for experiment in (family.experiment, family.tune_experiment):
+            found = tracking.client().get_experiment_by_name(experiment)
+            if found is not None:
+                runs_view.install(tracking.client(), found)  # a store written before stagelab set its columns
+                print(f"{experiment}: {runs_view.runs_url(base, found.experiment_id)}")
+    if remote:
+        print(f"MLFLOW_TRACKING_URI points at a tracking server: open {uri} in a browser")
+        return 0
+    command = [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", uri,
+               "--host", args.host, "--port", str(args.port)]
+    artifacts = tracking.artifact_location()
+    if artifacts:
+        command += ["--default-artifact-root", artifacts]
+    print(f"MLflow UI for {uri} at http://{args.host}:{args.port}", flush=True)
+    if args.dry_run:
+        print(" ".join(command))
+        return 0
+    return subprocess.call(command)
+
+
+def _cmd_runs(args) -> int:
+    """Stage runs still RUNNING, each with its owner and whether that owner is gone; --repair closes
+    the ones whose owner is gone as killed."""
+    from ..run.repair import close_stale, open_runs
+
+    found = open_runs()
+    for run in found:
+        owner = f"pid {run.owner.pid} on {run.owner.host}" if run.owner.host else "owner not recorded"
+        action = " -> marked KILLED" if args.repair and run.gone_reason else ""
+        if action:
+            close_stale(run)
+        print(f"{run.experiment}  {run.name}  {run.run_id}  {owner}  {run.state}{action}")
+    stale = sum(1 for run in found if run.gone_reason)
+    print(f"{len(found)} running stage run(s), {stale} with their owner gone"
+          + ("" if args.repair or not stale else " (stagelab runs --repair closes them)"))
+    return 0
+
+
+def _cmd_backup(args) -> int:
+    from pathlib import Path
+
+    from ..record import tracking
+    from ..core.errors import StoreError
+    from ..record.sqlite_store import sqlite_path
+    from ..record.sqlite_store import backup
+
+    db = sqlite_path(tracking.tracking_uri())
+    if db is None:
+        raise StoreError(f"stagelab backup copies SQLite stores; {tracking.tracking_uri()} is a server: "
+                         "back up its database with the database's own tools (pg_dump, say)")
+    if not db.is_file():
+        raise StoreError(f"no MLflow store at {db} yet: nothing to back up")
+    tracking.check_store()  # a damaged store is reported, not copied over as if it were a good backup
+    print(f"backed up {db} to {backup(db, Path(args.to) if args.to else None)}")
+    return 0
+
+
+def _cmd_server(args) -> int:
+    """The team server: PostgreSQL store, proxied artifacts; clients set MLFLOW_TRACKING_URI to its address."""
+    import subprocess
+
+    from ..run.server import server_command
+
+    command = server_command(args.backend_store_uri, args.artifacts_destination, args.host, args.port)
+    print(f"team server on http://{args.host}:{args.port}; on each client: "
+          f"export MLFLOW_TRACKING_URI=http://<this machine>:{args.port}", flush=True)
+    if args.dry_run:
+        print(" ".join(command))
+        return 0
+    return subprocess.call(command)
+
+
+def _cmd_import(args) -> int:
+    from pathlib import Path
+
+    from ..record import tracking
+    from ..record.portable import RECORD_SUFFIX, import_record, import_store
+
+    source = Path(args.store)
+    db = source / "mlflow.db" if source.is_dir() else source
+    copied = import_record(db) if db.name.endswith(RECORD_SUFFIX) else import_store(db)
+    print(f"imported {copied} new run(s) from {db} into {tracking.tracking_uri()}")
+    return 0
+
+
+def add_parsers(sub) -> None:
+    """`server`, `import`, `ui`, `runs` and `backup`: looking after the store rather than running stages."""
+    srv = sub.add_parser("server", help="the team's MLflow server: PostgreSQL store, artifacts proxied into a folder")
+    srv.add_argument("--backend-store-uri", required=True, help="postgresql://user@host:port/database")
+    srv.add_argument("--artifacts-destination", required=True, help="folder the server keeps artifacts in")
+    srv.add_argument("--host", default=DEFAULT_HOST, help="address to listen on (default: this machine only)")
+    srv.add_argument("--port", type=int, default=DEFAULT_PORT)
+    srv.add_argument("--dry-run", action="store_true", help="print the server command instead of running it")
+    srv.set_defaults(func=_cmd_server)
+
+    imp = sub.add_parser("import", help="merge a store brought back from another machine (its mlruns/ folder, "
+                         "its mlflow.db, or a gzipped record of one, *.db.gz) into stagelab's store; runs already imported are skipped")
+    imp.add_argument("store")
+    imp.set_defaults(func=_cmd_import)
+
+    ui = sub.add_parser("ui", help="the MLflow UI on stagelab's store (honours MLFLOW_TRACKING_URI)")
+    ui.add_argument("--host", default=DEFAULT_HOST)
+    ui.add_argument("--port", type=int, default=DEFAULT_PORT)
+    ui.add_argument("--dry-run", action="store_true", help="print the server command instead of running it")
+    ui.set_defaults(func=_cmd_ui)
+
+    runs = sub.add_parser("runs", help="list stage runs still RUNNING and whether their owner is gone")
+    runs.add_argument("--repair", action="store_true", help="mark runs whose owner is gone KILLED")
+    runs.set_defaults(func=_cmd_runs)
+
+    bak = sub.add_parser("backup", help="copy the SQLite store with SQLite's online backup API "
+                         "(default: mlruns/backups/mlflow-<time>.db beside it)")
+    bak.add_argument("--to", default=None, help="file to write the copy to")
+    bak.set_defaults(func=_cmd_backup)

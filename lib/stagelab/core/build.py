@@ -1,0 +1,235 @@
+"""Build a stage: nvcc compiles its torch-free .cu, cpp_extension links the binding.
+
+Two steps, both cached under build/<stage>/<key>/ where the key hashes the
+stage source, the family's shared headers, the binding, the compile options,
+the architectures and the tool versions, so an unchanged stage never recompiles:
+
+1. nvcc -c <stage>.cu --resource-usage -> an object file and the ptxas report.
+   This needs only nvcc, so it runs (and is gated) on machines with no GPU.
+2. torch.utils.cpp_extension.load (ninja) compiles binding.cpp and links it with
+   that object and libcudart into an importable module named <stage>_<key>.
+   The binding needs no CUDA-enabled torch, so this step runs everywhere too.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import multiprocessing
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+
+from .errors import BuildError
+from .paths import build_dir
+from .registry import Registry, Stage
+from .resources import KernelResources, parse_ptxas
+from .sass import object_sass, parse_sass
+from .toolchain import cuda_home, gencode_flags, nvcc_binary, nvcc_version
+
+BASE_NVCC_FLAGS = ("-O3", "-std=c++17", "-Xcompiler", "-fPIC", "--resource-usage")
+NVCC_TIMEOUT_S = 900
+
+
+def nvcc_command(stage: Stage, registry: Registry, output: Path) -> list[str]:
+    defines = [f"-D{k}={v}" for k, v in sorted(stage.defines.items())]
+    return [str(nvcc_binary()), *BASE_NVCC_FLAGS, *gencode_flags(stage.arch), *stage.nvcc_flags, *defines,
+            f"-I{registry.directory}", "-c", str(stage.source), "-o", str(output)]
+
+
+def _torch_version() -> str:
+    import torch
+
+    return torch.__version__
+
+
+def source_hash(stage: Stage, registry: Registry) -> str:
+    """The source alone: the stage file, the shared headers and the binding."""
+    digest = hashlib.sha256()
+    for path in [stage.source, *registry.header_files(), registry.binding]:
+        digest.update(path.name.encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def build_key(stage: Stage, registry: Registry) -> str:
+    """Everything that changes the built module: source, options, archs, tool versions."""
+    digest = hashlib.sha256()
+    digest.update(source_hash(stage, registry).encode())
+    digest.update(json.dumps({
+        "defines": sorted(stage.defines.items()),
+        "nvcc_flags": list(stage.nvcc_flags),
+        "arch": list(stage.arch),
+        "nvcc": nvcc_version(),
+        "torch": _torch_version(),
+        "python": platform.python_version(),
+    }).encode())
+    return digest.hexdigest()[:16]
+
+
+@dataclass
+class BuildResult:
+    stage_id: str
+    key: str
+    source_hash: str
+    directory: Path
+    ptxas_log: str
+    resources: list[KernelResources]
+    cached: bool
+    seconds: float
+    nvcc_command: list[str] = field(default_factory=list)
+    module: ModuleType | None = None
+
+    def sass_opcodes(self) -> dict[tuple[str, str], "Counter"]:
+        """{(mangled kernel name, arch): opcode counts} from the object's SASS (cached beside it)."""
+        listing = self.directory / "sass.txt"
+        if not listing.is_file():
+            listing.write_text(object_sass(self.directory / f"{self.stage_id}.o"))
+        return parse_sass(listing.read_text())
+
+    @property
+    def module_name(self) -> str:
+        return f"{self.stage_id}_{self.key}"
+
+
+def _compile_object(stage: Stage, registry: Registry, workdir: Path) -> tuple[Path, str, list[str]]:
+    obj = workdir / f"{stage.id}.o"
+    cmd = nvcc_command(stage, registry, obj)
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=NVCC_TIMEOUT_S, check=False)
+    except subprocess.TimeoutExpired as exc:
+        raise BuildError(f"nvcc timed out after {NVCC_TIMEOUT_S}s compiling {stage.source.name}",
+                         str(exc.stdout or "")) from exc
+    log = f"$ {' '.join(cmd)}\n{proc.stdout}{proc.stderr}"
+    if proc.returncode != 0:
+        raise BuildError(f"nvcc failed on {stage.source.name} (exit {proc.returncode})", log)
+    return obj, log, cmd
+
+
+def _link_extension(name: str, stage: Stage, registry: Registry, obj: Path, workdir: Path) -> Path:
+    import torch.utils.cpp_extension as cpp_extension
+
+    lib64 = cuda_home() / "lib64"
+    try:
+        cpp_extension.load(
+            name=name,
+            sources=[str(registry.binding)],
+            extra_include_paths=[str(registry.directory), str(cuda_home() / "include")],
+            extra_cflags=["-O2"],
+            extra_ldflags=[str(obj), f"-L{lib64}", "-lcudart", f"-Wl,-rpath,{lib64}"],
+            # The binding itself needs only cudart, so torch's CUDA libraries stay out of
+            # the link and the same build works against CPU-only torch.
+            with_cuda=False,
+            build_directory=str(workdir),
+            verbose=False,
+        )
+    except Exception as exc:  # cpp_extension raises RuntimeError carrying the ninja log
+        raise BuildError(f"linking the torch binding for {stage.id} failed", str(exc)) from exc
+    built = workdir / f"{name}.so"
+    if not built.is_file():
+        raise BuildError(f"cpp_extension finished but {built.name} is missing", "\n".join(os.listdir(workdir)))
+    return built
+
+
+def import_module_file(name: str, path: Path) -> ModuleType:
+    import torch  # noqa: F401  (loads libc10/libtorch that the module links against)
+
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    sys.modules[name] = module
+    return module
+
+
+def build_stage(stage: Stage, registry: Registry, *, load: bool = True) -> BuildResult:
+    """Compile (or reuse) a stage; raises BuildError carrying the compiler log."""
+    if "#include <torch" in stage.source.read_text():
+        raise BuildError(f"{stage.source.name} includes torch headers", "stage sources must stay torch-free")
+    started = time.perf_counter()
+    key = build_key(stage, registry)
+    name = f"{stage.id}_{key}"
+    final = build_dir() / stage.id / key
+    meta_path = final / "build.json"
+    cached = meta_path.is_file()
+    if cached:
+        meta = json.loads(meta_path.read_text())
+    else:
+        final.parent.mkdir(parents=True, exist_ok=True)
+        workdir = Path(tempfile.mkdtemp(prefix=f".{key}.", dir=final.parent))
+        try:
+            obj, log, cmd = _compile_object(stage, registry, workdir)
+            (workdir / "ptxas.log").write_text(log)
+            _link_extension(name, stage, registry, obj, workdir)
+            meta = {"stage": stage.id, "key": key, "source_hash": source_hash(stage, registry),
+                    "nvcc_command": cmd, "module": f"{name}.so"}
+            (workdir / "build.json").write_text(json.dumps(meta, indent=2))
+            try:
+                workdir.rename(final)
+            except OSError:  # another process finished the same build first: keep theirs
+                shutil.rmtree(workdir, ignore_errors=True)
+        except BaseException:
+            shutil.rmtree(workdir, ignore_errors=True)
+            raise
+    log = (final / "ptxas.log").read_text()
+    result = BuildResult(
+        stage_id=stage.id, key=key, source_hash=meta["source_hash"], directory=final, ptxas_log=log,
+        resources=parse_ptxas(log), cached=cached, seconds=time.perf_counter() - started,
+        nvcc_command=meta["nvcc_command"],
+    )
+    if load:
+        from .family import load_family
+
+        result.module = import_module_file(name, final / meta["module"])
+        attach_dynamic_shared_memory(result, load_family(registry.family))
+    return result
+
+
+def build_into_cache(stage: Stage, registry: Registry) -> BuildResult:
+    """Compile (or find) a stage and its SASS listing in the cache without loading it: the offline
+    part of a build, so that a later load, and the resource step, only read files."""
+    result = build_stage(stage, registry, load=False)
+    result.sass_opcodes()
+    return result
+
+
+def build_all(builds: Sequence[tuple[Stage, Registry]], jobs: int) -> Iterator[tuple[int, BuildResult | BuildError]]:
+    """build_into_cache for each (stage, registry), `jobs` at a time; yields (index, result or the
+    BuildError) as each finishes. In this process when jobs is 1; otherwise in spawned processes,
+    not forked ones: the caller may hold a CUDA context, and a forked child of a CUDA process is
+    not supported by the driver."""
+    if jobs <= 1:
+        for index, (stage, registry) in enumerate(builds):
+            try:
+                yield index, build_into_cache(stage, registry)
+            except BuildError as exc:
+                yield index, exc
+        return
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+        futures = {pool.submit(build_into_cache, stage, registry): index for index, (stage, registry) in enumerate(builds)}
+        for future in as_completed(futures):
+            try:
+                yield futures[future], future.result()
+            except BuildError as exc:
+                yield futures[future], exc
+
+
+def attach_dynamic_shared_memory(result: BuildResult, family) -> None:
+    """Fill each kernel's launch-time shared memory from the stage's own report of it
+    (the family knows how its kernel instances are named and how to ask)."""
+    for record in result.resources:
+        dynamic = family.dynamic_shared_memory(result.module, record.template_args)
+        if dynamic is not None:
+            record.dynamic_shared_memory_bytes = dynamic

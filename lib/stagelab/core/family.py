@@ -1,0 +1,208 @@
+"""What a kernel family brings to the lab, and how the lab finds it.
+
+The lab core (registry, params, build, resources, checks, timing, outcome,
+tracking, batch, report) knows nothing of attention or softmax. A family is a
+folder `kernels/<name>/` (stages, headers, binding, stages.yaml) plus one
+`Family` object in `stagelab.families.<name>` that says:
+
+- which problems it solves (`parse_problem`: a params-file entry -> problems),
+- its storage dtypes and the library contenders it can be timed against,
+- how to make inputs, an output buffer and a reference in any precision,
+- how a built stage module is called, and how much launch-time shared
+  memory a kernel instance asks for (ptxas reports only static memory).
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from types import ModuleType
+from typing import Any, Protocol
+
+import torch
+
+from .errors import ConfigError
+from .paths import kernels_root
+
+# A kernel as the checker and the timer see it: writes its result into `out`.
+KernelFn = Callable[..., None]
+
+
+def dtype_named(family: str, dtypes: dict[str, torch.dtype], name: str) -> torch.dtype:
+    """A family's torch dtype by its parameter-file name; a clear error for one it lacks."""
+    if name not in dtypes:
+        raise ConfigError(f"dtype {name!r} is not supported by the {family} family; supported: {list(dtypes)}")
+    return dtypes[name]
+
+
+class BuiltKernel:
+    """A built stage module as callers see it; each family adds `into` (a KernelFn) and `__call__`."""
+
+    # The stage's input kind ("" = the family's standard inputs; see Family.input_kinds).
+    input_kind: str = ""
+
+    def __init__(self, module: ModuleType, stage_id: str):
+        self.module = module
+        self.stage_id = stage_id
+
+    @property
+    def config(self) -> str:
+        """The stage's compile-time configuration, as its own `stage_config()` names it."""
+        return self.module.stage_config()
+
+
+class Problem(Protocol):
+    """One benchmark problem (a shape and its flags); hashable, ordered, named by `tag`."""
+
+    @property
+    def tag(self) -> str: ...
+
+    def flops(self) -> float: ...
+
+    def bytes_moved(self, element_bytes: int) -> float: ...
+
+
+class Family:
+    """Base class: a family overrides every method that raises NotImplementedError."""
+
+    name: str = ""
+    dtypes: dict[str, torch.dtype] = {}
+    contenders: tuple[str, ...] = ()
+    default_mission: dict[str, Any] = {}
+    # The throughput the results page plots: "TFLOP/s" for compute-bound work, "GB/s" for memory-bound.
+    throughput_unit: str = "TFLOP/s"
+    # The parameter file a stage notebook opens with, and a knob its parameters cell shows as an example.
+    acceptance_params: str = "params/acceptance.yaml"
+    knob_example: str = "{}"
+    # Small, ragged problems compute-sanitizer watches (params-file entries): partial tiles, causal and not.
+    sanitize_problems: tuple[dict[str, Any], ...] = ()
+    # The parameter file whose largest problem Nsight Compute profiles beside the mission problem
+    # (None: the largest problem of the run's own file).
+    long_params: str | None = None
+    # Input kinds a stage may declare in its registry entry (`inputs: <kind>`) besides the family's
+    # standard inputs (""): e.g. sdpa's "fp8", quantized inputs judged by their own budget. The lab
+    # passes the kind through (stage_kernel, call, module_launch, kind_checks); the family decides.
+    input_kinds: tuple[str, ...] = ()
+
+    @property
+    def experiment(self) -> str:
+        return f"stagelab-{self.name}"
+
+    @property
+    def tune_experiment(self) -> str:
+        """Tunes log apart: their many configuration runs must not read as a stage's latest run
+        in the report, the batch summary or the comparison notebook."""
+        return f"{self.experiment}-tune"
+
+    @property
+    def library_prefix(self) -> str:
+        """Library contenders are labelled <family>_<name> in timing tables (e.g. sdpa_flash)."""
+        return f"{self.name}_"
+
+    def contender_label(self, name: str) -> str:
+        return self.library_prefix + name
+
+    def torch_dtype(self, name: str) -> torch.dtype:
+        return dtype_named(self.name, self.dtypes, name)
+
+    # -- problems ------------------------------------------------------------------
+    def parse_problem(self, where: str, entry: Any) -> list[Problem]:
+        raise NotImplementedError
+
+    # -- data and reference ----------------------------------------------------------
+    def make_inputs(self, problem: Problem, dtype: torch.dtype, seed: int,
+                    device: torch.device | str) -> tuple[torch.Tensor, ...]:
+        raise NotImplementedError
+
+    def new_output(self, problem: Problem, inputs: tuple[torch.Tensor, ...]) -> torch.Tensor:
+        return torch.empty_like(inputs[0])
+
+    def chained_inputs(self, inputs: tuple[torch.Tensor, ...], previous_output: torch.Tensor,
+                       input_kind: str = "") -> tuple[torch.Tensor, ...]:
+        """The inputs of a launch that depends on the one before it (stagelab.measure.chain): that launch's
+        output in place of the first input where it fits (plain inputs of the output's shape and
+        dtype), else the same inputs again (the launches then share only what the stage keeps
+        between them, such as scratch)."""
+        first = inputs[0]
+        if input_kind or first.shape != previous_output.shape or first.dtype != previous_output.dtype:
+            return inputs
+        return (previous_output, *inputs[1:])
+
+    def reference(self, problem: Problem, inputs: tuple[torch.Tensor, ...],
+                  compute_dtype: torch.dtype) -> torch.Tensor:
+        """The family's function with every operation in compute_dtype (float64: the truth)."""
+        raise NotImplementedError
+
+    def atol_magnitude(self, reference: torch.Tensor) -> float:
+        """The output magnitude at which the dtype's own rounding sets the absolute tolerance."""
+        raise NotImplementedError
+
+    def require_input_kind(self, input_kind: str) -> None:
+        """A clear error for an input kind this family does not know."""
+        if input_kind and input_kind not in self.input_kinds:
+            known = ", ".join(repr(k) for k in self.input_kinds) or "none"
+            raise ConfigError(f"the {self.name} family has no input kind {input_kind!r}; known: {known}")
+
+    # -- kernels -------------------------------------------------------------------
+    def call(self, kernel: KernelFn, problem: Problem, inputs: tuple[torch.Tensor, ...],
+             out: torch.Tensor, input_kind: str = "") -> None:
+        """Run a KernelFn (a built stage, or a plain function standing in for one) into `out`;
+        `inputs` are the standard inputs, which the family converts for a stage of another kind."""
+        raise NotImplementedError
+
+    def stage_kernel(self, module: ModuleType, stage_id: str, input_kind: str = "") -> Any:
+        """A built stage module wrapped for callers; its `.into` is a KernelFn."""
+        raise NotImplementedError
+
+    def module_launch(self, module: ModuleType, problem: Problem, inputs: tuple[torch.Tensor, ...],
+                      out: torch.Tensor, input_kind: str = "") -> Callable[[], None]:
+        """A no-argument launch of a built module on the current stream (for timing and graphs);
+        any conversion of the standard inputs for the stage's kind happens here, outside the launch."""
+        raise NotImplementedError
+
+    def kind_checks(self, input_kind: str) -> Callable[..., list] | None:
+        """The correctness checks of a stage of this input kind when the lab's float64-reference
+        budget (measure.checks.check_all) is not its judge: called as
+        checks(kernel_fn, problems, dtypes, seeds, device, progress=...). None: the lab's budget."""
+        return None
+
+    def contender(self, name: str, problem: Problem, inputs: tuple[torch.Tensor, ...]) -> Callable[[], None]:
+        """A library implementation to time beside the stage; RuntimeError when unavailable here."""
+        raise NotImplementedError
+
+    def kind_contenders(self, input_kind: str) -> tuple[str, ...]:
+        """Library contenders timed beside every stage of this input kind, on top of the parameter
+        file's (an FP8 stage against the libraries' FP8 attention); `contender` builds them."""
+        return ()
+
+    def dynamic_shared_memory(self, module: ModuleType, template_args: list[str]) -> int | None:
+        """Launch-time shared memory of one kernel instance, named by its template arguments."""
+        return None
+
+
+FAMILIES_PACKAGE = "stagelab.families"
+
+
+def load_family(name: str) -> Family:
+    """The Family object of `stagelab.families.<name>`; a clear error when there is none."""
+    if not name.isidentifier():
+        raise ConfigError(f"family {name!r} is not a valid family name")
+    try:
+        module = importlib.import_module(f"{FAMILIES_PACKAGE}.{name}")
+    except ModuleNotFoundError as exc:
+        if exc.name and exc.name.startswith(FAMILIES_PACKAGE):
+            known = ", ".join(known_families()) or "none"
+            raise ConfigError(f"unknown kernel family {name!r}; known: {known}") from exc
+        raise
+    return module.FAMILY
+
+
+def known_families() -> list[str]:
+    """Families with both a kernels/<name>/stages.yaml and a Python family module."""
+    import pkgutil
+
+    # By name, as load_family finds a family: the families stand above core (they import it).
+    families = importlib.import_module(FAMILIES_PACKAGE)
+    modules = {m.name for m in pkgutil.iter_modules(families.__path__)}
+    root = kernels_root()
+    return sorted(n for n in modules if (root / n / "stages.yaml").is_file())

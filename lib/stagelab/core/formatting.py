@@ -1,0 +1,108 @@
+"""Numbers for people: every results page, terminal summary and table artifact formats through here.
+
+Never scientific notation. Three significant digits; whole numbers at 1000 and above; a value
+under 0.01 as `<0.01`. A latency column (µs in its name) reads in µs, or in ms where every value
+in it reaches 1000 µs (a column in seconds, `_s`, too); throughputs and clocks (TFLOP/s, GB/s, MHz, W) as integers; byte columns in
+KiB; a dash where there is no value.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+MISSING = "–"
+TINY = 0.01  # below this a value reads as "<0.01": its digits say nothing at a table's scale
+US_PER_MS = 1000.0
+US_PER_S = 1e6
+BYTES_PER_KIB = 1024
+# Columns shown as whole numbers: a unit in the header, or a metric name's suffix.
+INTEGER_UNITS = ("TFLOP/s", "GB/s", "MHz", "(W)")
+INTEGER_SUFFIXES = ("tflops", "gbps", "_mhz", "_w")
+
+
+def number(value: float) -> str:
+    """Three significant digits, never in scientific notation."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return MISSING
+    value = float(value)
+    if math.isinf(value):
+        return "inf" if value > 0 else "-inf"
+    if value == 0:
+        return "0"
+    if abs(value) < TINY:
+        return f"<{TINY}" if value > 0 else f">-{TINY}"
+    if abs(float(f"{value:.3g}")) >= 1000 or value.is_integer():
+        return f"{value:.0f}"
+    return f"{value:.3g}"  # 0.01 <= |value| < 1000 once rounded: %g keeps fixed notation at 3 digits
+
+
+def latency(us: float) -> str:
+    """One latency with its unit: µs below 1000 µs, else ms."""
+    if us is None or (isinstance(us, float) and math.isnan(us)):
+        return MISSING
+    return f"{number(us / US_PER_MS)} ms" if abs(us) >= US_PER_MS else f"{number(us)} µs"
+
+
+def _is_latency(column: str) -> bool:
+    return "µs" in column or column.endswith("_us") or "(us" in column
+
+
+def _is_seconds(column: str) -> bool:
+    return column.endswith("_s")
+
+
+def _is_bytes(column: str) -> bool:
+    return "(B)" in column or column.endswith("_bytes")
+
+
+def _missing(value) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value)) or value is pd.NA
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _renamed(name: str, old: str, new: str, old_suffix: str, new_suffix: str) -> str:
+    if name.endswith(old_suffix):
+        return name.removesuffix(old_suffix) + new_suffix
+    return name.replace(old, new)
+
+
+def _column(name: str, values: list) -> tuple[str, list[str]]:
+    """A column's header and its cells as text; a column of anything but numbers is text."""
+    if not all(_missing(v) or _is_number(v) for v in values):
+        return name, [MISSING if _missing(v) else str(v) for v in values]
+    numbers = [math.nan if _missing(v) else float(v) for v in values]
+    if _is_seconds(name):
+        name, numbers = name.removesuffix("_s") + "_us", [v * US_PER_S for v in numbers]
+    if _is_latency(name):
+        present = [v for v in numbers if not math.isnan(v)]
+        if present and all(abs(v) >= US_PER_MS for v in present):  # one unit per column
+            name = _renamed(name.replace("(us", "(µs"), "µs", "ms", "_us", "_ms")
+            numbers = [v / US_PER_MS for v in numbers]
+        return name, [number(v) for v in numbers]
+    if _is_bytes(name):
+        name = _renamed(name, "(B)", "(KiB)", "_bytes", "_kib")
+        return name, [number(v / BYTES_PER_KIB) for v in numbers]
+    if any(unit in name for unit in INTEGER_UNITS) or name.endswith(INTEGER_SUFFIXES):
+        return name, [MISSING if math.isnan(v) else f"{v:.0f}" for v in numbers]
+    return name, [number(v) for v in numbers]
+
+
+def table(frame: pd.DataFrame) -> pd.DataFrame:
+    """The frame with every cell as text, formatted by its column (see the module's rules)."""
+    columns = {}
+    for name in frame.columns:
+        header, cells = _column(str(name), frame[name].tolist())
+        columns[header] = cells
+    return pd.DataFrame(columns, index=frame.index, dtype=object)
+
+
+def markdown(frame: pd.DataFrame) -> str:
+    """A markdown table for people (results pages, terminal summaries, table artifacts)."""
+    if frame.empty:
+        return frame.to_markdown(index=False)
+    return table(frame).to_markdown(index=False, disable_numparse=True)

@@ -1,0 +1,196 @@
+"""Parameter files (params/*.yaml): which problems a stage is checked and timed on.
+
+    description: what this file is for
+    family: sdpa                     # the kernel family (default sdpa); its problems' form follows
+    dtypes: [float16, bfloat16]      # correctness is checked in each
+    seeds: [0, 1]                    # fresh random inputs per seed (>= 2)
+    shapes:                          # the family's problem entries, e.g. for sdpa:
+      - {shape: [1, 8, 512, 64], causal: [false, true]}
+    mission: {shape: [2, 8, 512, 64], causal: false}      # headline timing problem, always timed
+    timing: {dtype: float16, warmup: 10, repetitions: 100, modes: [cold],
+             contenders: [flash, efficient, cudnn, math]}  # `backends` is the older name
+    timeout_s: 1800                  # per-notebook limit in batch runs
+    steps: [sanitize, profile, explore]  # optional steps this file runs (default none): each
+                                     # costs minutes per stage on a GPU, so a file opts in
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .errors import ConfigError
+from .family import Family, Problem, load_family
+
+# How a stage may be timed (measure.timing): launches apart with the L2 flushed, back to back,
+# or as many as the GPU takes in one graph.
+TIMING_MODES = ("cold", "hot", "throughput")
+
+# Fewer samples than this leave the p99 resting on a single launch.
+MIN_REPETITIONS = 100
+DEFAULT_FAMILY = "sdpa"
+
+_TOP_KEYS = {"description", "family", "dtypes", "seeds", "shapes", "mission", "timing", "timeout_s", "steps"}
+# Steps a parameter file may switch on: compute-sanitizer (sanitize.py), Nsight Compute (profile.py)
+# and the stage notebook's own exploration cells (notebooks/explore/<stage>.py: variant sweeps).
+OPTIONAL_STEPS = ("sanitize", "profile", "explore")
+_TIMING_KEYS = {"dtype", "warmup", "repetitions", "modes", "contenders", "backends"}
+
+
+@dataclass(frozen=True)
+class TimingSpec:
+    dtype: str
+    warmup: int
+    repetitions: int
+    modes: tuple[str, ...]
+    contenders: tuple[str, ...]
+
+    @property
+    def primary_mode(self) -> str:
+        """The mode the outcome and the unsuffixed metrics come from: the file's first."""
+        return self.modes[0]
+
+
+@dataclass(frozen=True)
+class RunParams:
+    path: Path
+    description: str
+    family: Family
+    dtypes: tuple[str, ...]
+    seeds: tuple[int, ...]
+    shapes: tuple[Problem, ...]
+    mission: Problem
+    timing: TimingSpec
+    timeout_s: int = 1800
+    steps: tuple[str, ...] = ()
+
+    @property
+    def name(self) -> str:
+        return self.path.stem
+
+    def timed_shapes(self) -> list[Problem]:
+        """Every checked problem, plus the mission problem when the file lacks it."""
+        shapes = list(self.shapes)
+        if self.mission not in shapes:
+            shapes.append(self.mission)
+        return shapes
+
+
+def _positive_int(where: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ConfigError(f"{where}: expected a positive integer, got {value!r}")
+    return value
+
+
+def with_steps(params: RunParams, steps: str | list[str] | tuple[str, ...]) -> RunParams:
+    """The parameter file with its optional steps replaced (`stagelab run --steps`, a notebook's
+    `steps` parameter): a list, or one comma-separated string ("" for none)."""
+    from dataclasses import replace
+
+    names = [s for s in steps.split(",") if s.strip()] if isinstance(steps, str) else list(steps)
+    names = [s.strip() for s in names]
+    return replace(params, steps=_choice_list("steps", names, OPTIONAL_STEPS) if names else ())
+
+
+def _choice_list(where: str, value: Any, allowed: tuple[str, ...]) -> tuple[str, ...]:
+    values = [value] if isinstance(value, str) else value
+    if not isinstance(values, list) or not values:
+        raise ConfigError(f"{where}: expected a non-empty list drawn from {list(allowed)}")
+    for item in values:
+        if item not in allowed:
+            raise ConfigError(f"{where}: {item!r} is not supported; supported: {list(allowed)}")
+    return tuple(values)
+
+
+def _check_keys(where: str, raw: Any, allowed: set[str]) -> dict:
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{where}: expected a mapping")
+    unknown = sorted(set(raw) - allowed)
+    if unknown:
+        raise ConfigError(f"{where}: unknown key(s) {unknown}; allowed: {sorted(allowed)}")
+    return raw
+
+
+def _timing(where: str, raw: Any, family: Family) -> TimingSpec:
+    raw = _check_keys(where, raw, _TIMING_KEYS)
+    if "contenders" in raw and "backends" in raw:
+        raise ConfigError(f"{where}: give `contenders` (or its older name `backends`), not both")
+    dtypes = tuple(family.dtypes)
+    dtype = raw.get("dtype", dtypes[0])
+    if dtype not in dtypes:
+        raise ConfigError(f"{where}.dtype: {dtype!r} is not supported; supported: {list(dtypes)}")
+    warmup = raw.get("warmup", 10)
+    if isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 0:
+        raise ConfigError(f"{where}.warmup: expected an integer >= 0, got {warmup!r}")
+    repetitions = _positive_int(f"{where}.repetitions", raw.get("repetitions", MIN_REPETITIONS))
+    if repetitions < MIN_REPETITIONS:
+        raise ConfigError(f"{where}.repetitions: {repetitions} is too few for a p99; use at least {MIN_REPETITIONS}")
+    contenders = raw.get("contenders", raw.get("backends", list(family.contenders)))
+    return TimingSpec(
+        dtype=dtype, warmup=warmup, repetitions=repetitions,
+        modes=_choice_list(f"{where}.modes", raw.get("modes", ["cold"]), TIMING_MODES),
+        contenders=() if contenders == [] else _choice_list(f"{where}.contenders", contenders, family.contenders),
+    )
+
+
+def _read_yaml(path: Path) -> dict:
+    if not path.is_file():
+        raise ConfigError(f"parameter file not found: {path}")
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML: {exc}") from exc
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path}: expected a mapping at the top level")
+    return _check_keys(str(path), raw, _TOP_KEYS)
+
+
+def _problems(path: Path, raw: dict, family: Family) -> tuple[tuple[Problem, ...], Problem]:
+    entries = raw.get("shapes")
+    if not isinstance(entries, list) or not entries:
+        raise ConfigError(f"{path}: shapes: expected a non-empty list")
+    shapes: list[Problem] = []
+    for index, entry in enumerate(entries):
+        for shape in family.parse_problem(f"{path}: shapes[{index}]", entry):
+            if shape not in shapes:
+                shapes.append(shape)
+    mission = family.parse_problem(f"{path}: mission", raw.get("mission", family.default_mission))
+    if len(mission) != 1:
+        raise ConfigError(f"{path}: mission: give exactly one problem (one causal value)")
+    return tuple(shapes), mission[0]
+
+
+def load_params(path: Path | str) -> RunParams:
+    """Read and validate a parameter file; errors name the file and the key."""
+    path = Path(path)
+    raw = _read_yaml(path)
+    family_name = raw.get("family", DEFAULT_FAMILY)
+    if not isinstance(family_name, str):
+        raise ConfigError(f"{path}: family: expected a family name like {DEFAULT_FAMILY!r}")
+    try:
+        family = load_family(family_name)
+    except ConfigError as exc:
+        raise ConfigError(f"{path}: family: {exc}") from exc
+    dtypes = _choice_list(f"{path}: dtypes", raw.get("dtypes", list(family.dtypes)), tuple(family.dtypes))
+    seeds = raw.get("seeds", [0, 1])
+    if not isinstance(seeds, list) or len(seeds) < 2 or not all(
+        isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in seeds
+    ):
+        raise ConfigError(f"{path}: seeds: expected a list of two or more integers >= 0, got {seeds!r}")
+    shapes, mission = _problems(path, raw, family)
+    return RunParams(
+        path=path, description=str(raw.get("description", "")), family=family, dtypes=dtypes,
+        seeds=tuple(seeds), shapes=shapes, mission=mission,
+        timing=_timing(f"{path}: timing", raw.get("timing") or {}, family),
+        timeout_s=_positive_int(f"{path}: timeout_s", raw.get("timeout_s", 1800)),
+        steps=_steps(f"{path}: steps", raw.get("steps", [])),
+    )
+
+
+def _steps(where: str, value: Any) -> tuple[str, ...]:
+    if value in (None, []):
+        return ()
+    return _choice_list(where, value, OPTIONAL_STEPS)

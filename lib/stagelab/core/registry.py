@@ -1,0 +1,194 @@
+"""The stage registry (kernels/<family>/stages.yaml): load, validate, look up.
+
+A stage is one .cu file (stem = stage id) plus what the lab needs to judge it:
+its parent, compile options, target architectures, the hypothesis it tests,
+the minimum gain over its parent that counts as a pass, and resource gates.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .errors import ConfigError
+from .paths import kernels_dir, kernels_root
+from .registry_fields import (DEFAULT_KEYS, ID_RE, STAGE_KEYS, TOP_KEYS, ResourceGates, check_keys, parse_arch,
+                              parse_compile_options, parse_gates, parse_input_kind, parse_min_gain)
+from .space import SearchSpace, parse_search_space, parse_variants
+
+
+@dataclass(frozen=True)
+class Stage:
+    id: str
+    title: str
+    parent: str | None
+    source: Path
+    defines: dict[str, str] = field(default_factory=dict)
+    nvcc_flags: tuple[str, ...] = ()
+    arch: tuple[str, ...] = ("sm_90a",)
+    hypothesis: str = ""
+    changes: str = ""
+    min_gain: float = 0.0
+    gates: ResourceGates = ResourceGates()
+    # Candidate values of some defines, for `stagelab tune` (empty: the stage is not tuned).
+    search_space: SearchSpace = SearchSpace()
+    # Named sets of define overrides (`stagelab tune --promote-as NAME` writes one).
+    variants: dict[str, dict[str, str]] = field(default_factory=dict)
+    # The inputs the stage takes: "" = the family's standard ones, else one of its input_kinds
+    # (stages.yaml `inputs: fp8`); the family checks and times the stage accordingly.
+    input_kind: str = ""
+
+    def with_defines(self, overrides: dict[str, Any] | None) -> "Stage":
+        """A copy with knob overrides (e.g. a notebook sweeping BLOCK_N)."""
+        if not overrides:
+            return self
+        merged = dict(self.defines)
+        merged.update({str(k): str(v) for k, v in overrides.items()})
+        return Stage(**{**self.__dict__, "defines": merged})
+
+    def variant(self, name: str) -> "Stage":
+        """The stage with a named variant's defines."""
+        if name not in self.variants:
+            raise ConfigError(f"stage {self.id} has no variant {name!r}; known: {sorted(self.variants) or 'none'}")
+        return self.with_defines(self.variants[name])
+
+
+@dataclass(frozen=True)
+class Registry:
+    family: str
+    directory: Path
+    binding: Path
+    stages: dict[str, Stage]
+
+    def get(self, stage_id: str) -> Stage:
+        if stage_id not in self.stages:
+            known = ", ".join(self.stages) or "none"
+            raise ConfigError(f"unknown stage {stage_id!r} in {self.directory / 'stages.yaml'}; known: {known}")
+        return self.stages[stage_id]
+
+    def lineage(self, stage_id: str) -> list[str]:
+        """The stage and its ancestors, nearest first."""
+        chain, current = [], stage_id
+        while current is not None:
+            if current in chain:
+                raise ConfigError(f"stage {stage_id}: its parents form a cycle through {current}")
+            chain.append(current)
+            current = self.get(current).parent
+        return chain
+
+    def header_files(self) -> list[Path]:
+        """Shared headers: every stage's build hash covers all of them."""
+        return sorted(p for p in self.directory.iterdir() if p.suffix in {".h", ".cuh", ".hpp"})
+
+
+def family_registry(family: str) -> Registry:
+    """The registry of kernels/<family>/stages.yaml."""
+    return load_registry(kernels_dir(family) / "stages.yaml")
+
+
+def all_registries() -> dict[str, Registry]:
+    """Every family's registry under kernels/, by family name; stage ids are unique across them
+    (a stage id names its notebook and its MLflow runs)."""
+    registries: dict[str, Registry] = {}
+    owner: dict[str, str] = {}
+    for path in sorted(kernels_root().glob("*/stages.yaml")):
+        registry = load_registry(path)
+        for stage_id in registry.stages:
+            if stage_id in owner:
+                raise ConfigError(f"stage id {stage_id!r} is in both {owner[stage_id]} and {registry.family}")
+            owner[stage_id] = registry.family
+        registries[registry.family] = registry
+    return registries
+
+
+def find_stage(stage_id: str) -> tuple[Registry, Stage]:
+    """The registry that holds a stage, and the stage, whatever its family."""
+    registries = all_registries()
+    for registry in registries.values():
+        if stage_id in registry.stages:
+            return registry, registry.stages[stage_id]
+    known = ", ".join(s for r in registries.values() for s in r.stages) or "none"
+    raise ConfigError(f"unknown stage {stage_id!r}; known: {known}")
+
+
+def _read_yaml(path: Path) -> dict:
+    if not path.is_file():
+        raise ConfigError(f"stage registry not found: {path}")
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML: {exc}") from exc
+    return check_keys(str(path), raw, TOP_KEYS)
+
+
+def _defaults(path: Path, raw: dict) -> Stage:
+    """The file's defaults, as a template Stage every entry starts from."""
+    defaults = check_keys(f"{path}: defaults", raw.get("defaults") or {}, DEFAULT_KEYS)
+    defines, flags = parse_compile_options(f"{path}: defaults", defaults.get("compile_options") or {})
+    return Stage(id="", title="", parent=None, source=path, defines=defines, nvcc_flags=flags,
+                 arch=parse_arch(f"{path}: defaults", defaults.get("arch", ["sm_90a"])),
+                 min_gain=parse_min_gain(f"{path}: defaults", defaults.get("min_gain", 0.0)),
+                 gates=parse_gates(f"{path}: defaults", defaults.get("gates") or {}, ResourceGates()))
+
+
+def _stage(path: Path, index: int, entry: Any, base: Stage) -> Stage:
+    where = f"{path}: stages[{index}]"
+    entry = check_keys(where, entry, STAGE_KEYS)
+    stage_id = entry.get("id")
+    if not isinstance(stage_id, str) or not ID_RE.match(stage_id):
+        raise ConfigError(f"{where}: 'id' must be a name of letters, digits and underscores")
+    where = f"{path}: stage {stage_id}"
+    source = path.parent / f"{stage_id}.cu"
+    if not source.is_file():
+        raise ConfigError(f"{where}: source file {source.name} does not exist in {path.parent}")
+    defines, flags = parse_compile_options(where, entry.get("compile_options") or {})
+    defines = {**base.defines, **defines}
+    return Stage(
+        id=stage_id,
+        title=str(entry.get("title") or stage_id),
+        parent=entry.get("parent"),
+        source=source,
+        defines=defines,
+        nvcc_flags=base.nvcc_flags + flags,
+        arch=parse_arch(where, entry["arch"]) if "arch" in entry else base.arch,
+        hypothesis=str(entry.get("hypothesis") or "").strip(),
+        changes=str(entry.get("changes") or "").strip(),
+        min_gain=parse_min_gain(where, entry["min_gain"]) if "min_gain" in entry else base.min_gain,
+        gates=parse_gates(where, entry.get("gates") or {}, base.gates),
+        search_space=parse_search_space(where, entry.get("search_space"), defines),
+        variants=parse_variants(where, entry.get("variants"), defines),
+        input_kind=parse_input_kind(where, entry.get("inputs")),
+    )
+
+
+def load_registry(path: Path | str) -> Registry:
+    """Read and validate a stages.yaml; every error names the file and the key."""
+    path = Path(path)
+    raw = _read_yaml(path)
+    binding = path.parent / raw.get("binding", "binding.cpp")
+    if not binding.is_file():
+        raise ConfigError(f"{path}: binding file {binding.name} does not exist in {path.parent}")
+    entries = raw.get("stages")
+    if not isinstance(entries, list) or not entries:
+        raise ConfigError(f"{path}: 'stages' must be a non-empty list")
+    base = _defaults(path, raw)
+    stages: dict[str, Stage] = {}
+    for index, entry in enumerate(entries):
+        stage = _stage(path, index, entry, base)
+        if stage.id in stages:
+            raise ConfigError(f"{path}: stage {stage.id}: duplicate stage id")
+        stages[stage.id] = stage
+    for stage in stages.values():
+        if stage.parent is not None and stage.parent not in stages:
+            raise ConfigError(f"{path}: stage {stage.id}: parent {stage.parent!r} is not a stage in this registry")
+    registry = Registry(family=raw.get("family") or path.parent.name, directory=path.parent,
+                        binding=binding, stages=stages)
+    for stage in stages.values():
+        try:
+            registry.lineage(stage.id)
+        except ConfigError as exc:
+            raise ConfigError(f"{path}: {exc}") from exc
+    return registry

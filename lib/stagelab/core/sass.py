@@ -1,0 +1,70 @@
+"""SASS opcode counts per kernel instance, read with `cuobjdump -sass` from the stage's object
+file (no GPU needed): the evidence that a stage runs on the path it claims (HGMMA for wgmma,
+UTMALDG for TMA) and keeps off local memory (LDL/STL)."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from collections import Counter
+from pathlib import Path
+
+from .errors import BuildError
+from .toolchain import cuda_home
+
+# Opcodes recorded as metrics for every kernel instance, whether or not a gate names them:
+# tensor-core paths (HGMMA wgmma, HMMA mma.sync), copies (UTMALDG TMA, LDGSTS cp.async),
+# local memory (LDL/STL), mbarrier traffic (SYNCS) and register reallocation (USETMAXREG).
+WATCHED_OPCODES = ("HGMMA", "HMMA", "UTMALDG", "LDGSTS", "LDL", "STL", "SYNCS", "USETMAXREG")
+
+_FUNCTION_RE = re.compile(r"^\s*Function\s*:\s*(\S+)")
+_ARCH_RE = re.compile(r"arch\s*=\s*(sm_\w+)")
+_INSTRUCTION_RE = re.compile(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P[T0-9]+\s+)?([A-Z][A-Z0-9_]*)")
+
+
+def parse_sass(text: str) -> dict[tuple[str, str], Counter]:
+    """{(mangled name, arch): Counter of opcodes} from `cuobjdump -sass` output."""
+    counts: dict[tuple[str, str], Counter] = {}
+    arch, current = "", None
+    for line in text.splitlines():
+        if a := _ARCH_RE.search(line):
+            arch = a[1]
+        if f := _FUNCTION_RE.match(line):
+            current = counts.setdefault((f[1], arch), Counter())
+        elif current is not None and (i := _INSTRUCTION_RE.search(line)):
+            current[i[1]] += 1
+    return counts
+
+
+def _pip_cuda_bin() -> list[Path]:
+    """bin/ folders of NVIDIA's pip packages (nvidia-cuda-cuobjdump, -nvdisasm: the dev extra)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("nvidia")
+    roots = list(spec.submodule_search_locations) if spec and spec.submodule_search_locations else []
+    return [b for root in roots for b in sorted(Path(root).glob("cu*/bin"))]
+
+
+def cuobjdump() -> Path:
+    """cuobjdump next to nvcc, on PATH, or from the pip package; it needs nvdisasm beside it."""
+    candidates = [cuda_home() / "bin" / "cuobjdump"]
+    if on_path := shutil.which("cuobjdump"):
+        candidates.append(Path(on_path))
+    candidates += [b / "cuobjdump" for b in _pip_cuda_bin()]
+    for candidate in candidates:
+        if candidate.is_file() and os.access(candidate, os.X_OK):
+            return candidate
+    raise BuildError("cuobjdump not found next to nvcc, on PATH or from pip "
+                     "(pip install nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm)", "")
+
+
+def object_sass(obj: Path) -> str:
+    tool = cuobjdump()
+    # cuobjdump runs nvdisasm, which sits beside it in every layout above
+    env = {**os.environ, "PATH": f"{tool.parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    proc = subprocess.run([str(tool), "-sass", str(obj)], capture_output=True, text=True, check=False, env=env)
+    if proc.returncode != 0:
+        raise BuildError(f"cuobjdump -sass failed on {obj.name}", proc.stderr)
+    return proc.stdout

@@ -1,0 +1,29 @@
+"""Judging: the typed results of a run become evidence, and the evidence an outcome."""
+
+from __future__ import annotations
+
+from ..core import metrics
+from .outcome import Evidence, Outcome, decide
+from ..measure.results import StageResults
+
+
+def evidence(results: StageResults, *, gpu_available: bool, has_parent: bool, min_gain: float) -> Evidence:
+    timing, sanitize, profile = results.timing, results.sanitize, results.profile
+    return Evidence(
+        built=results.built is not None and results.build_error is None,
+        gates_passed=results.resources.passed if results.resources and results.resources.gates else None,
+        gpu_available=gpu_available,
+        checks_passed=results.checks.passed if results.checks else None,
+        sanitize_passed=sanitize.passed if sanitize else None,
+        sanitize_failures=sanitize.failures() if sanitize else "",
+        ncu_gates_passed=profile.gates_passed if profile else None,
+        has_parent=has_parent,
+        speedup_vs_parent=timing.speedup_geomean(metrics.PARENT) if timing and has_parent else None,
+        min_gain=min_gain,
+    )
+
+
+def judge(results: StageResults, *, gpu_available: bool, has_parent: bool, min_gain: float) -> Outcome:
+    if results.build_error is not None:
+        return Outcome("build_failed", results.build_error)
+    return decide(evidence(results, gpu_available=gpu_available, has_parent=has_parent, min_gain=min_gain))

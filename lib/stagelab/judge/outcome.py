@@ -1,0 +1,65 @@
+"""Deciding a stage's outcome from what the run measured.
+
+Precedence, first match wins:
+  build_failed    the stage did not compile or link
+  resource_fail   a registry gate failed on the ptxas report (registers, shared memory, spills)
+  no_gpu          built and resource-checked; no GPU, so correctness and timing did not run
+  incorrect       compute-sanitizer found errors (memcheck, racecheck, synccheck), or any
+                  correctness check failed (a fast wrong kernel is a failure)
+  resource_fail   (again, once a GPU ran) an Nsight Compute gate failed (e.g. tensor_util_min)
+  valid_negative  correct, but its gain over the parent is below the registry's min_gain
+  pass            correct, within its gates, and (when it has a parent) faster by min_gain
+The batch runner adds `error` for a notebook that crashed or timed out before deciding, and
+`killed` for a run stopped by SIGINT/SIGTERM or left RUNNING by an owner that is gone.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+OUTCOMES = ("build_failed", "resource_fail", "no_gpu", "incorrect", "valid_negative", "pass", "error", "killed")
+
+
+@dataclass(frozen=True)
+class Evidence:
+    built: bool
+    gates_passed: bool | None = None
+    gpu_available: bool = False
+    checks_passed: bool | None = None
+    sanitize_passed: bool | None = None      # None: not sanitized (no GPU, no compute-sanitizer)
+    sanitize_failures: str = ""              # which tools failed, for the reason
+    ncu_gates_passed: bool | None = None     # None: no ncu gates, or not profiled
+    has_parent: bool = False
+    speedup_vs_parent: float | None = None   # geometric mean over timed shapes, parent_p50 / stage_p50
+    min_gain: float = 0.0
+
+
+@dataclass(frozen=True)
+class Outcome:
+    outcome: str
+    reason: str
+
+
+def decide(e: Evidence) -> Outcome:
+    if not e.built:
+        return Outcome("build_failed", "the stage did not build")
+    if e.gates_passed is False:
+        return Outcome("resource_fail", "a resource gate failed on the ptxas report")
+    if not e.gpu_available:
+        return Outcome("no_gpu", "built and resource-checked; no GPU, so correctness and timing were not run")
+    if e.sanitize_passed is False:
+        return Outcome("incorrect", f"compute-sanitizer found errors ({e.sanitize_failures})")
+    if e.checks_passed is not True:
+        return Outcome("incorrect", "at least one correctness check failed")
+    if e.ncu_gates_passed is False:
+        return Outcome("resource_fail", "an Nsight Compute gate failed on the profiled problems")
+    if not e.has_parent:
+        return Outcome("pass", "correct and within its gates (no parent to beat)")
+    if e.speedup_vs_parent is None or not math.isfinite(e.speedup_vs_parent):
+        return Outcome("error", "the parent could not be timed, so the gain is unknown")
+    gain = e.speedup_vs_parent - 1.0
+    if gain < e.min_gain:
+        return Outcome("valid_negative",
+                       f"correct, but {gain:+.1%} over the parent is below the required {e.min_gain:+.1%}")
+    return Outcome("pass", f"correct and {gain:+.1%} over the parent (required {e.min_gain:+.1%})")

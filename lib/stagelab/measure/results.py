@@ -1,0 +1,125 @@
+"""Typed results of a stage's steps: what was measured, before anyone judges or records it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+from ..core import metrics
+from ..core.build import BuildResult
+from .chain import ChainResult
+from .checks import CheckResult
+from .profile import ProfileReport
+from ..core.resources import GateResult, KernelResources
+from .sanitize import SanitizeReport
+from .timing import TimingStats, geometric_mean
+
+PARENT_PREFIX = "parent:"
+
+
+@dataclass
+class Built:
+    stage: BuildResult
+    parent: BuildResult | None = None
+
+
+@dataclass
+class ResourceReport:
+    kernels: list[KernelResources]
+    gates: list[GateResult]
+    instructions: list[dict] = field(default_factory=list)  # per kernel: opcode counts from the SASS
+
+    @property
+    def passed(self) -> bool:
+        return all(g.passed for g in self.gates)
+
+    def frame(self) -> pd.DataFrame:
+        return pd.DataFrame([{"tag": r.tag, **r.as_row()} for r in self.kernels])
+
+    def gates_frame(self) -> pd.DataFrame:
+        return pd.DataFrame([g.__dict__ for g in self.gates])
+
+
+@dataclass
+class CheckReport:
+    results: list[CheckResult]
+    chains: list[ChainResult] = field(default_factory=list)  # dependent launches, one per problem
+
+    @property
+    def passed(self) -> bool | None:
+        """None when nothing was checked (no GPU)."""
+        checked = [*self.results, *self.chains]
+        return all(c.passed for c in checked) if checked else None
+
+    def frame(self) -> pd.DataFrame:
+        return pd.DataFrame([c.as_row() for c in self.results])
+
+    def chain_frame(self) -> pd.DataFrame:
+        return pd.DataFrame([c.as_row() for c in self.chains])
+
+
+def contender_name(label: str, library_prefix: str) -> str:
+    """The name a contender's label carries in speedup keys: `parent`, or the library contender's."""
+    if label.startswith(PARENT_PREFIX):
+        return metrics.PARENT
+    return label.removeprefix(library_prefix)
+
+
+@dataclass
+class TimingReport:
+    stats: list[TimingStats]
+    stage_label: str
+    library_prefix: str            # library contenders are labelled <prefix><name>, e.g. sdpa_flash
+    primary_mode: str
+    floor_us: dict[str, float] = field(default_factory=dict)   # empty kernel, per mode
+    unavailable: dict[str, str] = field(default_factory=dict)  # contender/problem -> why it could not run
+    clocks: dict[str, str] = field(default_factory=dict)
+
+    def frame(self) -> pd.DataFrame:
+        return pd.DataFrame([t.as_row() for t in self.stats])
+
+    def speedups(self) -> pd.DataFrame:
+        """Per problem and mode: the stage's p50 and each other contender's p50 over it."""
+        frame = self.frame()
+        if frame.empty:
+            return frame
+        wide = frame.pivot_table(index=["shape", "mode"], columns="contender", values="p50_us")
+        mine = wide[self.stage_label]
+        out = pd.DataFrame({"stage_p50_us": mine})
+        for label in wide.columns:
+            if label != self.stage_label:
+                out[metrics.speedup(contender_name(label, self.library_prefix)).name] = wide[label] / mine
+        library = [c for c in wide.columns if c.startswith(self.library_prefix)]
+        if library:
+            out[metrics.speedup(metrics.BEST_CONTENDER).name] = wide[library].min(axis=1) / mine
+        return out.reset_index()
+
+    def stage_p50_geomean(self) -> float:
+        """Geometric mean of the stage's p50 over the timed problems, primary mode (nan when never timed)."""
+        frame = self.frame()
+        if frame.empty:
+            return float("nan")
+        mine = frame[(frame["contender"] == self.stage_label) & (frame["mode"] == self.primary_mode)]
+        return geometric_mean(mine["p50_us"].tolist())
+
+    def speedup_geomean(self, contender: str) -> float | None:
+        """Geometric mean over the timed problems, primary mode; None when never timed."""
+        table = self.speedups()
+        column = metrics.speedup(contender).name
+        if table.empty or column not in table:
+            return None
+        return geometric_mean(table[table["mode"] == self.primary_mode][column].dropna().tolist())
+
+
+@dataclass
+class StageResults:
+    """Everything one run measured so far; a step that has not run leaves its field None."""
+
+    built: Built | None = None
+    build_error: str | None = None
+    resources: ResourceReport | None = None
+    checks: CheckReport | None = None
+    timing: TimingReport | None = None
+    sanitize: SanitizeReport | None = None
+    profile: ProfileReport | None = None

@@ -1,0 +1,110 @@
+"""The measuring steps of a stage run. Each takes the run's context and returns a typed result;
+none of them logs anything (the recorder does) or decides anything (the judge does)."""
+
+from __future__ import annotations
+
+import torch
+
+from ..core.build import BuildResult, build_stage
+from ..core.context import StageContext
+from .chain import check_chains
+from .checks import check_stage
+from ..core.envinfo import read_clocks
+from ..core.registry import Stage
+from ..core.resources import evaluate_gates
+from ..core.sass import WATCHED_OPCODES
+from .results import PARENT_PREFIX, Built, CheckReport, ResourceReport, TimingReport
+from .timing import L2Flusher, time_contenders, time_floor
+
+
+def progress_bar(iterable=None, *, desc: str, total: int | None = None):
+    from tqdm.auto import tqdm
+
+    return tqdm(iterable, desc=desc, total=total, leave=False)
+
+
+def build_step(ctx: StageContext) -> Built:
+    """The stage, and its parent when there is a GPU to time them side by side."""
+    built = Built(build_stage(ctx.stage, ctx.registry))
+    if ctx.parent is not None and ctx.gpu_available:
+        built.parent = build_stage(ctx.parent, ctx.registry)
+    return built
+
+
+def resource_report(stage: Stage, result: BuildResult) -> ResourceReport:
+    """ptxas numbers and SASS opcode counts per kernel instance, judged on the registry's gates."""
+    gates = stage.gates
+    counted = result.sass_opcodes()
+    watched = dict.fromkeys((*WATCHED_OPCODES, *gates.sass_require, *gates.sass_forbid))
+    opcodes = {r.tag: {op: counted.get((r.mangled, r.arch), {}).get(op, 0) for op in watched}
+               for r in result.resources}
+    instructions = [{"kernel": tag, **counts} for tag, counts in opcodes.items()]
+    return ResourceReport(result.resources, evaluate_gates(result.resources, gates, opcodes), instructions)
+
+
+def resource_step(ctx: StageContext, built: Built) -> ResourceReport:
+    return resource_report(ctx.stage, built.stage)
+
+
+def check_step(ctx: StageContext, built: Built) -> CheckReport:
+    """The family's checks on every problem, dtype and seed; then one chain of dependent launches
+    per problem in the first dtype (stagelab.measure.chain: what a launch that may start before its
+    predecessor ends must get right)."""
+    p = ctx.params
+    kernel = ctx.family.stage_kernel(built.stage.module, ctx.stage.id, ctx.stage.input_kind)
+    bar = progress_bar(desc=f"{ctx.stage.id} checks",
+                       total=len(p.shapes) * len(p.dtypes) * len(p.seeds) + len(p.shapes))
+
+    def step(label: str) -> None:
+        bar.set_postfix_str(label)
+        bar.update(1)
+
+    results = check_stage(ctx.family, kernel, p.shapes, p.dtypes, p.seeds, ctx.device, progress=step)
+    chains = check_chains(ctx.family, built.stage.module, p.shapes, p.dtypes[0], input_kind=ctx.stage.input_kind,
+                          progress=step)
+    bar.close()
+    return CheckReport(results, chains)
+
+
+def _contenders(ctx: StageContext, builds: dict[str, BuildResult | None], shape, inputs,
+                unavailable: dict[str, str]) -> dict:
+    """Each labelled build that has a loaded module, then the parameter file's library contenders and
+    those the family brings for the stage's input kind. Every build gets the same standard inputs;
+    the family converts them for a stage of another input kind (e.g. an FP8 stage beside its fp16
+    parent). A contender that cannot run here is recorded in `unavailable`."""
+    family = ctx.family
+    contenders = {}
+    for label, result in builds.items():
+        if result is not None and result.module is not None:
+            out = family.new_output(shape, inputs)
+            kind = ctx.registry.get(result.stage_id).input_kind
+            contenders[label] = family.module_launch(result.module, shape, inputs, out, kind)
+    for name in (*ctx.params.timing.contenders, *family.kind_contenders(ctx.stage.input_kind)):
+        try:
+            contenders[family.contender_label(name)] = family.contender(name, shape, inputs)
+        except RuntimeError as exc:
+            unavailable[f"{name}/{shape.tag}"] = str(exc).splitlines()[0][:200]
+    return contenders
+
+
+def timing_step(ctx: StageContext, built: Built) -> TimingReport:
+    """The stage beside its parent and the library contenders."""
+    return time_builds(ctx, {ctx.stage.id: built.stage, PARENT_PREFIX + (ctx.stage.parent or ""): built.parent})
+
+
+def time_builds(ctx: StageContext, builds: dict[str, BuildResult | None], desc: str | None = None) -> TimingReport:
+    """Labelled builds and the library contenders, timed in this process on the same inputs per problem
+    (a tune passes one build per configuration); `ctx.stage.id` labels the report's stage."""
+    spec = ctx.params.timing
+    dtype = ctx.family.torch_dtype(spec.dtype)
+    flush = L2Flusher(ctx.device)
+    report = TimingReport([], ctx.stage.id, ctx.family.library_prefix, spec.primary_mode,
+                          floor_us=time_floor(spec, flush))
+    for shape in progress_bar(ctx.params.timed_shapes(), desc=desc or f"{ctx.stage.id} timing"):
+        inputs = ctx.family.make_inputs(shape, dtype, ctx.params.seeds[0], ctx.device)
+        contenders = _contenders(ctx, builds, shape, inputs, report.unavailable)
+        report.stats += time_contenders(contenders, shape, spec, flush, element_bytes=dtype.itemsize)
+        del inputs, contenders
+        torch.cuda.empty_cache()
+    report.clocks = read_clocks("after_timing_")
+    return report

@@ -1,0 +1,200 @@
+"""Timing with CUDA events, in three modes, for any family's contenders.
+
+- cold: the L2 is flushed before each launch, and the GPU spins before the start
+  event so host dispatch never counts as kernel time; one launch per sample.
+- hot: one launch captured in a CUDA graph and replayed; warm caches, no launch gaps.
+  The GPU spins before the start event here too: without it the host's graph-replay
+  call (~10 us) fell between the events, and an empty kernel read 11-19 us hot on an H100.
+- throughput: THROUGHPUT_LAUNCHES launches captured in one graph, reported per
+  launch: what a model's forward pass sees when the call repeats back to back.
+
+Each contender (the stage, its parent, each library contender) is timed in the
+same process on the same inputs, interleaved per mode, so the ratios between
+them come from one run. The timing floor (an empty kernel by the same recipe)
+is measured beside them: at small problems the cold figure is mostly floor.
+Each row also carries the SM clock and board power nvidia-smi sampled while it
+was timed (stagelab.measure.gpu_clocks): an H100 at its power limit lowers the clock, and
+not by the same amount for every contender.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, replace
+
+import numpy as np
+import torch
+
+from ..core.params import TIMING_MODES
+from .gpu_clocks import ClockMonitor, ClockSummary, smi_device_id
+
+# Flushing twice the L2's size evicts everything the previous launch left there.
+L2_FLUSH_FACTOR = 2
+# Before each cold launch the GPU spins this many cycles (~0.5 ms at 2 GHz) so the host
+# has time to enqueue start event, launch and end event: host-side dispatch (Python, the
+# SDPA backend selection) then never shows up as GPU time between the two events. Seen on
+# an H100 without it: SDPA at 2x8x512x64 timed 86 us cold, its kernels take ~20 us.
+HOST_HIDING_SPIN_CYCLES = 1_000_000
+# Launches per graph in throughput mode: the issue's recipe (20 back-to-back calls).
+THROUGHPUT_LAUNCHES = 20
+# The contender name of the timing floor, an empty kernel timed by each mode's recipe.
+FLOOR = "empty_kernel"
+
+
+@dataclass
+class TimingStats:
+    contender: str
+    shape: str
+    causal: bool
+    mode: str
+    repetitions: int
+    p50_us: float
+    p90_us: float
+    p99_us: float
+    iqr_us: float
+    mean_us: float
+    tflops: float
+    gbps: float
+    # metrics.CLOCK_STATS: what the GPU ran at meanwhile (nan where nvidia-smi could not say)
+    sm_clock_mhz: float = math.nan
+    min_sm_clock_mhz: float = math.nan
+    power_w: float = math.nan
+    power_capped_pct: float = math.nan
+
+    def as_row(self) -> dict:
+        return asdict(self)
+
+    def with_clocks(self, clocks: ClockSummary | None) -> TimingStats:
+        return replace(self, **clocks.as_row()) if clocks else self
+
+
+def summarize(samples_us: list[float], *, contender: str, shape, mode: str, element_bytes: int = 2) -> TimingStats:
+    """Percentiles of the samples; TFLOP/s and GB/s at the median (problem's flops and byte floor)."""
+    a = np.asarray(samples_us, dtype=np.float64)
+    p25, p50, p75, p90, p99 = np.percentile(a, [25, 50, 75, 90, 99])
+    seconds = p50 * 1e-6
+    return TimingStats(
+        contender=contender, shape=shape.tag, causal=bool(getattr(shape, "causal", False)), mode=mode,
+        repetitions=len(a), p50_us=float(p50), p90_us=float(p90), p99_us=float(p99), iqr_us=float(p75 - p25),
+        mean_us=float(a.mean()), tflops=shape.flops() / seconds / 1e12,
+        gbps=shape.bytes_moved(element_bytes) / seconds / 1e9,
+    )
+
+
+def geometric_mean(values: list[float]) -> float:
+    """The mean of ratios (speedups over problems); NaN when any is missing or not positive."""
+    if not values or any(v <= 0 or not math.isfinite(v) for v in values):
+        return float("nan")
+    return math.exp(sum(math.log(v) for v in values) / len(values))
+
+
+class L2Flusher:
+    """A buffer sized from the device's L2; writing it evicts the cache between launches."""
+
+    def __init__(self, device: torch.device):
+        l2_bytes = torch.cuda.get_device_properties(device).L2_cache_size
+        self.buffer = torch.empty(L2_FLUSH_FACTOR * l2_bytes, dtype=torch.uint8, device=device)
+
+    def __call__(self) -> None:
+        self.buffer.zero_()
+
+
+def empty_kernel() -> None:
+    """The floor: a kernel that spins zero cycles."""
+    torch.cuda._sleep(0)
+
+
+def _timed(run: Callable[[], None], repetitions: int, before: Callable[[], None] | None = None) -> list[float]:
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(repetitions)]
+    ends = [torch.cuda.Event(enable_timing=True) for _ in range(repetitions)]
+    for start, end in zip(starts, ends):
+        if before is not None:
+            before()
+        start.record()
+        run()
+        end.record()
+    torch.cuda.synchronize()
+    return [s.elapsed_time(e) * 1e3 for s, e in zip(starts, ends)]
+
+
+def _spin() -> None:
+    """Keep the GPU busy while the host enqueues the start event, the work and the end event."""
+    torch.cuda._sleep(HOST_HIDING_SPIN_CYCLES)
+
+
+def time_cold(fn: Callable[[], None], flush: L2Flusher, *, warmup: int, repetitions: int) -> list[float]:
+    for _ in range(warmup):
+        fn()
+
+    def flush_then_spin() -> None:
+        flush()
+        _spin()
+    return _timed(fn, repetitions, before=flush_then_spin)
+
+
+def _capture(fn: Callable[[], None], launches: int, warmup: int) -> torch.cuda.CUDAGraph:
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(max(warmup, 1)):  # capture needs lazily-created handles to exist already
+            fn()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for _ in range(launches):
+            fn()
+    for _ in range(max(warmup, 1)):
+        graph.replay()
+    return graph
+
+
+def time_hot(fn: Callable[[], None], *, warmup: int, repetitions: int) -> list[float]:
+    """Graph replay of one launch: no launch gaps, warm caches."""
+    return _timed(_capture(fn, 1, warmup).replay, repetitions, before=_spin)
+
+
+def time_throughput(fn: Callable[[], None], *, warmup: int, repetitions: int) -> list[float]:
+    """THROUGHPUT_LAUNCHES launches in one graph, each sample divided by the launch count."""
+    graph = _capture(fn, THROUGHPUT_LAUNCHES, warmup)
+    return [t / THROUGHPUT_LAUNCHES for t in _timed(graph.replay, repetitions, before=_spin)]
+
+
+def time_mode(fn: Callable[[], None], mode: str, flush: L2Flusher | None, *, warmup: int,
+              repetitions: int) -> list[float]:
+    """Samples in microseconds for one contender in one mode ('cold' needs a flusher)."""
+    if mode == "cold":
+        if flush is None:
+            raise ValueError("cold timing needs an L2Flusher")
+        return time_cold(fn, flush, warmup=warmup, repetitions=repetitions)
+    if mode == "throughput":
+        return time_throughput(fn, warmup=warmup, repetitions=repetitions)
+    if mode == "hot":
+        return time_hot(fn, warmup=warmup, repetitions=repetitions)
+    raise ValueError(f"unknown timing mode {mode!r}; known: {list(TIMING_MODES)}")
+
+
+def time_with_clocks(fn: Callable[[], None], mode: str, flush: L2Flusher | None, *, warmup: int, repetitions: int,
+                     contender: str, shape, element_bytes: int, device: str) -> TimingStats:
+    """One contender in one mode, summarized, with the clock and power nvidia-smi (`device`:
+    gpu_clocks.smi_device_id) saw meanwhile."""
+    with ClockMonitor(device) as clocks:
+        samples = time_mode(fn, mode, flush, warmup=warmup, repetitions=repetitions)
+    stats = summarize(samples, contender=contender, shape=shape, mode=mode, element_bytes=element_bytes)
+    return stats.with_clocks(clocks.summary())
+
+
+def time_contenders(contenders: dict[str, Callable[[], None]], shape, spec, flush: L2Flusher,
+                    element_bytes: int = 2) -> list[TimingStats]:
+    """Each contender in each of spec.modes, interleaved per mode so drift hits all of them alike."""
+    device = smi_device_id(torch.cuda.current_device())
+    return [time_with_clocks(fn, mode, flush, warmup=spec.warmup, repetitions=spec.repetitions, contender=name,
+                             shape=shape, element_bytes=element_bytes, device=device)
+            for mode in spec.modes for name, fn in contenders.items()]
+
+
+def time_floor(spec, flush: L2Flusher) -> dict[str, float]:
+    """The empty kernel's p50 per mode: what no launch can go under."""
+    return {mode: float(np.median(time_mode(empty_kernel, mode, flush, warmup=spec.warmup,
+                                            repetitions=spec.repetitions)))
+            for mode in spec.modes}

@@ -1,0 +1,6 @@
+"""record: what a run leaves behind, in MLflow and in the results pages.
+
+Owns the recorder that logs a judged stage, the flattening of results into metrics, the tracking
+store (SQLite or a team server), portable records, provenance, run ownership, the plots, the
+runs view and the results pages. It may import `core`, `measure` and `judge`.
+"""

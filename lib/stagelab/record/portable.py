@@ -1,0 +1,90 @@
+"""A store that travels: a SQLite MLflow store and its artifacts/ folder, copied anywhere.
+
+MLflow writes absolute artifact URIs (file:///<where the run happened>/mlruns/artifacts/...)
+into the database. A store brought back from a GPU machine, or copied to a laptop, would
+open with every artifact missing. Two tools:
+
+- `relocate(db)` (sqlite_store, which the tracking store opens with): point every artifact URI
+  that lives under some `.../artifacts/` folder at the `artifacts/` folder beside this database;
+- `import_store(source_db)`: merge another store's runs into the current one (`stagelab
+  import`), each run once: a re-import finds the runs it already brought by their source id.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from . import tracking
+from ..core.errors import ConfigError
+from .sqlite_store import relocate
+
+SOURCE_RUN_TAG = "stagelab.imported_from_run"
+
+
+def _already_imported(experiment_id: str) -> set[str]:
+    found = tracking.client().search_runs([experiment_id], max_results=50000)
+    return {r.data.tags[SOURCE_RUN_TAG] for r in found if SOURCE_RUN_TAG in r.data.tags}
+
+
+def _copy_run(source, run, experiment_id: str) -> None:
+    dest = tracking.client()
+    created = dest.create_run(experiment_id, start_time=run.info.start_time, run_name=run.info.run_name,
+                              tags={**run.data.tags, SOURCE_RUN_TAG: run.info.run_id})
+    run_id = created.info.run_id
+    tracking.log_params(run_id, run.data.params)
+    tracking.log_metrics(run_id, run.data.metrics, timestamp_ms=run.info.start_time or 0)
+    if source.list_artifacts(run.info.run_id):
+        tracking.log_artifacts(run_id, source.download_artifacts(run.info.run_id, ""))
+    dest.set_terminated(run_id, status=run.info.status, end_time=run.info.end_time)
+
+
+def import_store(source_db: Path, progress=print) -> int:
+    """Copy every run of `source_db` (a mlflow.db with its artifacts/ beside it) that this store
+    does not hold yet; returns how many were copied."""
+    from mlflow.tracking import MlflowClient
+
+    source_db = Path(source_db).resolve()
+    if not source_db.is_file():
+        raise ConfigError(f"no MLflow database at {source_db} (give the mlflow.db of the store to import)")
+    relocate(source_db)  # its artifact URIs name the machine it came from
+    source = MlflowClient(tracking_uri=f"sqlite:///{source_db}")
+    copied = 0
+    for experiment in source.search_experiments():
+        runs = source.search_runs([experiment.experiment_id], max_results=50000)
+        if not runs:
+            continue
+        experiment_id = tracking.init_store(experiment.name)
+        done = _already_imported(experiment_id)
+        for run in runs:
+            if run.info.run_id in done or run.data.tags.get(SOURCE_RUN_TAG) in done:
+                continue
+            _copy_run(source, run, experiment_id)
+            copied += 1
+        progress(f"{experiment.name}: {len(runs)} runs, {copied} copied so far")
+    return copied
+
+
+# A session's record kept in the repository (docs/results/<family>/records/): the SQLite store
+# alone, gzipped; metrics, parameters and tags, which the results page is written from. Its
+# artifacts (notebooks, .ncu-rep files) stay with the store it was taken from.
+RECORD_SUFFIX = ".db.gz"
+
+
+def import_record(record: Path, progress=print) -> int:
+    """import_store for a gzipped mlflow.db (`stagelab backup --to F && gzip -9 F`), unpacked into a
+    scratch folder, since importing rewrites the source's artifact locations."""
+    import gzip
+    import shutil
+    import tempfile
+
+    record = Path(record)
+    if not record.is_file():
+        raise ConfigError(f"no record at {record} (a gzipped mlflow.db, `*{RECORD_SUFFIX}`)")
+    with tempfile.TemporaryDirectory() as scratch:
+        db = Path(scratch) / "mlflow.db"
+        try:
+            with gzip.open(record) as packed, open(db, "wb") as plain:
+                shutil.copyfileobj(packed, plain)
+        except (OSError, EOFError) as err:
+            raise ConfigError(f"{record} is not a gzipped MLflow database: {err}") from err
+        return import_store(db, progress)

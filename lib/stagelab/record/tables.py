@@ -1,0 +1,126 @@
+"""The store's newest runs as tables: the ladder of stages, one row per (stage, problem), and
+the roofline points. Every metric key comes from the schema (metrics.py); the contenders and
+the stage order come from the family. Numbers stay numbers here; core.formatting writes them.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from ..core import metrics as m
+from ..core.family import Family
+from ..core.registry import family_registry
+from . import tracking
+
+
+def latest_runs(experiment: str, params_names: list[str], gpu: str | None) -> tuple[pd.DataFrame, str]:
+    import mlflow
+
+    mlflow.set_tracking_uri(tracking.tracking_uri())
+    found = tracking.client().get_experiment_by_name(experiment)
+    if found is None:
+        raise FileNotFoundError(f"no experiment {experiment!r} in {tracking.tracking_uri()}: run `stagelab run` first")
+    runs = mlflow.search_runs([found.experiment_id], order_by=["attributes.start_time DESC"])
+    if runs.empty:
+        raise FileNotFoundError(f"experiment {experiment!r} has no runs yet")
+    runs = runs[runs["tags.params_file"].isin(params_names) & runs["tags.outcome"].notna()
+                & (runs["tags.outcome"] != "running")]
+    runs = runs[runs.get("tags.gpu", pd.Series("none", index=runs.index)).fillna("none") != "none"]
+    if gpu is None:
+        if runs.empty:
+            raise FileNotFoundError("no finished GPU runs for those parameter files")
+        gpu = runs["tags.gpu"].iloc[0]
+    runs = runs[runs["tags.gpu"] == gpu]
+    # A run stopped from outside (Ctrl-C, a batch's time limit) says nothing of its stage: the newest
+    # run that ended on its own stands for the stage, a killed one only where no other did.
+    stopped = runs["tags.outcome"] == m.OUTCOME_KILLED
+    runs = runs.assign(_stopped=stopped).sort_values("_stopped", kind="stable").drop(columns="_stopped")
+    latest = runs.drop_duplicates(subset=["tags.stage", "tags.params_file"], keep="first")
+    return latest, gpu
+
+
+def _metric(row: pd.Series, key: str):
+    value = row.get(f"metrics.{key}")
+    return None if value is None or pd.isna(value) else float(value)
+
+
+def _stage_order(family: Family) -> dict[str, int]:
+    return {s: i for i, s in enumerate(family_registry(family.name).stages)}
+
+
+def ladder_table(runs: pd.DataFrame, params_name: str, mission_tag: str, family: Family) -> pd.DataFrame:
+    rows = []
+    for _, r in runs[runs["tags.params_file"] == params_name].iterrows():
+        row = {
+            "stage": r["tags.stage"],
+            "outcome": r["tags.outcome"],
+            "mission p50 (µs)": _metric(r, m.MISSION_P50_US.key()),
+            "vs parent (geomean)": _metric(r, m.speedup_geomean(m.PARENT).key()),
+        }
+        for contender in family.contenders:
+            row[f"vs {contender} @mission"] = _metric(r, m.speedup(contender).key(mission_tag))
+        row.update({
+            "max regs": _metric(r, m.MAX_REGISTERS.key()),
+            "max smem (B)": _metric(r, m.MAX_SHARED_MEMORY.key()),
+            "spills (B)": _metric(r, m.TOTAL_SPILLS.key()),
+            "checks failed": _metric(r, m.CHECKS_FAILED.key()),
+            "sanitizer": r.get(f"tags.{m.TAG_SANITIZE}"),
+            "tensor pipe @mission (ncu %)": _metric(r, m.NCU_TENSOR_UTIL.key(mission_tag)),
+        })
+        rows.append(row)
+    frame = pd.DataFrame(rows)
+    if not frame.empty:
+        frame["order"] = frame["stage"].map(_stage_order(family))
+        frame = frame.sort_values("order").drop(columns="order").dropna(axis=1, how="all")
+    return frame
+
+
+def per_shape_table(runs: pd.DataFrame, params_name: str, family: Family, primary_mode: str = "cold",
+                    rate_mode: str | None = None) -> pd.DataFrame:
+    """One row per (stage, problem): p50 and ratios in the primary mode, and the throughput
+    (TFLOP/s or GB/s) in `rate_mode` (throughput mode where it was timed: the cold figure at a
+    small problem is mostly the launch-and-event floor)."""
+    rate_mode = rate_mode or primary_mode
+    rate = m.TFLOPS if family.throughput_unit == "TFLOP/s" else m.GBPS
+    rows = []
+    prefix = f"metrics.{m.P50_US.name}/"
+    for _, r in runs[runs["tags.params_file"] == params_name].iterrows():
+        for col in r.index:
+            if col.startswith(prefix) and not pd.isna(r[col]):
+                shape = col.removeprefix(prefix)
+                row = {"stage": r["tags.stage"], "shape": shape, f"p50 ({primary_mode}, µs)": float(r[col]),
+                       f"{family.throughput_unit} ({rate_mode})": _metric(r, rate.timed(shape, rate_mode, primary_mode)),
+                       # the stage's SM clock meanwhile: power-capped GPUs run contenders at different clocks
+                       f"SM MHz ({rate_mode})": _metric(r, m.SM_CLOCK_MHZ.timed(shape, rate_mode, primary_mode))}
+                for contender in (m.PARENT, *family.contenders):
+                    row[f"vs {contender}"] = _metric(r, m.speedup(contender).key(shape))
+                rows.append(row)
+    frame = pd.DataFrame(rows)
+    if frame.empty:
+        return frame
+    frame = frame.assign(_stage=frame["stage"].map(_stage_order(family)), _shape=frame["shape"])
+    frame = frame.sort_values(["_stage", "_shape"]).drop(columns=["_stage", "_shape"])
+    return frame.dropna(axis=1, how="all")
+
+
+def roofline_points(runs: pd.DataFrame, params_name: str) -> tuple[pd.DataFrame, tuple[float | None, float | None]]:
+    """Per (stage, profiled problem): achieved TFLOP/s and FLOP per DRAM byte under ncu; and the
+    device's peaks (TFLOP/s, GB/s) as the runs recorded them."""
+    rows = []
+    prefix = f"metrics.{m.NCU_TFLOPS.name}/"
+    chosen = runs[runs["tags.params_file"] == params_name]
+    for _, r in chosen.iterrows():
+        for col in r.index:
+            if col.startswith(prefix) and not pd.isna(r[col]):
+                problem = col.removeprefix(prefix)
+                rows.append({"stage": r["tags.stage"], "problem": problem, "tflops": float(r[col]),
+                             "flop_per_byte": _metric(r, m.NCU_ARITHMETIC_INTENSITY.key(problem))})
+    peaks = []
+    for metric in (m.NCU_PEAK_TFLOPS, m.NCU_PEAK_DRAM_GBPS):
+        column = f"metrics.{metric.key()}"
+        peaks.append(float(chosen[column].max()) if column in chosen and chosen[column].notna().any() else None)
+    return pd.DataFrame(rows, columns=["stage", "problem", "tflops", "flop_per_byte"]), (peaks[0], peaks[1])
+
+
+def rate_column(shapes: pd.DataFrame, family: Family) -> str:
+    return next(c for c in shapes.columns if c.startswith(family.throughput_unit))

@@ -1,0 +1,236 @@
+"""Batch runs: execute stage notebooks through papermill, one kernel process each.
+
+The runner initializes the MLflow store and experiment once, closes runs that
+an earlier runner left RUNNING when it died (`repair`), creates each stage's run
+before its notebook starts (so a notebook that dies still leaves a record), runs
+papermill in a session of its own with a time-out while renewing the run's
+heartbeat, logs the executed notebook as an artifact, marks any run the notebook
+did not finish as `error` with its message, and goes on to the next stage.
+With `gpus`, one notebook runs per GPU at a time, each with that GPU alone as its
+CUDA_VISIBLE_DEVICES (`workers`); with `shard`, the batch runs one piece of the sweep.
+SIGINT/SIGTERM stop every running notebook's whole process tree (`stopping`), record
+each run as killed and end the batch, naming the stages that did not run.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pandas as pd
+
+from ..core import metrics
+from ..record import tracking
+from ..core.errors import ConfigError, RunnerStopped
+from ..core.formatting import markdown
+from .execute import execute_notebook, notebook_error
+from .gpus import Gpu
+from ..record.owner import heartbeat_tags
+from ..core.params import RunParams, load_params, with_steps
+from ..core.paths import repo_root, resolve_params_path, runs_dir
+from .progress import BatchProgress
+from ..core.registry import Registry, family_registry
+from .repair import mark_killed, repair_stale_runs
+from .resume import finished_run
+from .shard import Shard
+from ..core.stopping import stop_on_signals
+from .workers import RunningNotebooks, Slot, run_on_slots, slots_for
+
+# Batch summary column -> the metric it shows (speedups: the geometric mean over the timed problems).
+SUMMARY_METRICS = {
+    "mission_p50_us": metrics.MISSION_P50_US,
+    "speedup_vs_parent": metrics.speedup_geomean(metrics.PARENT),
+    "speedup_vs_best": metrics.speedup_geomean(metrics.BEST_CONTENDER),
+    "max_registers": metrics.MAX_REGISTERS,
+    "max_shared_memory_bytes": metrics.MAX_SHARED_MEMORY,
+    "total_spill_bytes": metrics.TOTAL_SPILLS,
+}
+SUMMARY_COLUMNS = ["stage", "outcome", *SUMMARY_METRICS, "seconds", "gpu", "run_id"]
+
+
+@dataclass
+class NotebookResult:
+    stage: str
+    run_id: str
+    outcome: str
+    seconds: float
+    executed: Path | None  # None: a finished run kept by --resume
+    error: str = ""
+    gpu: str = ""  # the GPU index it ran on with --gpus
+
+
+def _record_error(run_id: str, outcome: str, error: str) -> str:
+    """The outcome to report; a run the notebook never finished is closed as `error` with why."""
+    if outcome == metrics.OUTCOME_RUNNING:  # the notebook never reached finish(): record why
+        tracking.set_tags(run_id, {metrics.TAG_OUTCOME: metrics.OUTCOME_ERROR,
+                                   metrics.TAG_OUTCOME_REASON: error or "notebook ended before finish()"})
+        tracking.end_run(run_id, "FAILED")
+        return metrics.OUTCOME_ERROR
+    if error:
+        tracking.set_tags(run_id, {metrics.TAG_NOTEBOOK_ERROR: error})
+    return outcome
+
+
+@dataclass
+class BatchContext:
+    """What every notebook of one batch shares."""
+    params_path: Path
+    experiment_id: str
+    experiment: str
+    folder: Path  # runs/<batch>: executed notebooks and their stderr
+    timeout_s: int
+    kernel_name: str = "python3"
+    running: RunningNotebooks = field(default_factory=RunningNotebooks)
+    tags: dict[str, str] = field(default_factory=dict)  # on every run of the batch (its shard, its steps)
+    steps: str | None = None  # `--steps`: the optional steps instead of the file's, comma-separated
+
+    def parameters(self, stage: str, run_id: str) -> dict[str, str]:
+        steps = {} if self.steps is None else {"steps": self.steps}
+        return {"stage": stage, "params_file": str(self.params_path), "mlflow_run_id": run_id,
+                "experiment": self.experiment, **steps}
+
+
+def _log_notebook(batch: BatchContext, stage: str, run_id: str, executed: Path, stderr: str, seconds: float) -> None:
+    if executed.is_file():
+        tracking.log_artifact(run_id, executed, "notebook")
+    (batch.folder / f"{stage}.stderr.log").write_text(stderr)
+    tracking.log_artifact(run_id, batch.folder / f"{stage}.stderr.log", "notebook")
+    tracking.log_metrics(run_id, {metrics.NOTEBOOK_SECONDS.key(): seconds})
+
+
+def _killed_by_stop(batch: BatchContext, run_id: str) -> bool:
+    """Record a run the batch's stop cut short as killed; False when there was no stop, or the
+    notebook finished its run before the stop reached it."""
+    if batch.running.stopped_by is None or tracking.client().get_run(run_id).info.status != "RUNNING":
+        return False
+    mark_killed(run_id, f"the batch runner received {batch.running.stopped_by} while the notebook ran")
+    return True
+
+
+def _execute_and_record(batch: BatchContext, stage: str, run_id: str, slot: Slot) -> NotebookResult:
+    notebook = repo_root() / "notebooks" / f"{stage}.ipynb"
+    executed = batch.folder / f"{stage}.ipynb"
+    started = time.perf_counter()
+    if not notebook.is_file():
+        code, stderr = 1, f"notebook {notebook} does not exist"
+    else:
+        code, stderr = execute_notebook(notebook, executed, batch.parameters(stage, run_id), batch.timeout_s,
+                                        batch.kernel_name, run_id, running=batch.running, slot=slot)
+    seconds = time.perf_counter() - started
+    _log_notebook(batch, stage, run_id, executed, stderr, seconds)
+    gpu = slot.gpu.index if slot.gpu else ""
+    if _killed_by_stop(batch, run_id):
+        return NotebookResult(stage, run_id, metrics.OUTCOME_KILLED, seconds, executed, "", gpu)
+    error = ""
+    if code is None:
+        error = f"notebook timed out after {batch.timeout_s}s"
+    elif code != 0:
+        error = notebook_error(executed, stderr) if executed.is_file() else stderr.strip()[-2000:]
+    outcome = _record_error(run_id, tracking.get_tag(run_id, metrics.TAG_OUTCOME) or metrics.OUTCOME_RUNNING, error)
+    return NotebookResult(stage, run_id, outcome, seconds, executed, error, gpu)
+
+
+def run_stage_notebook(batch: BatchContext, stage: str, slot: Slot = Slot()) -> NotebookResult:
+    """One stage's notebook on `slot` under its own MLflow run, created here so a notebook that dies
+    still leaves a record. A stop of the batch while the run is open records it as killed."""
+    run_id = tracking.create_run(batch.experiment_id, stage, batch.params_path.stem, timeout_s=batch.timeout_s,
+                                 tags={metrics.TAG_BATCH: batch.folder.name, **heartbeat_tags(), **slot.tags(),
+                                       **batch.tags})
+    return _execute_and_record(batch, stage, run_id, slot)
+
+
+def summary_row(result: NotebookResult) -> dict:
+    logged = tracking.client().get_run(result.run_id).data.metrics
+    return {"stage": result.stage, "outcome": result.outcome,
+            **{column: logged.get(metric.key()) for column, metric in SUMMARY_METRICS.items()},
+            "seconds": round(result.seconds, 1), "gpu": result.gpu, "run_id": result.run_id}
+
+
+def _plan(stages: list[str] | None, params: str | Path) -> tuple[Path, RunParams, Registry, list[str]]:
+    """The parameter file, its family's registry and the stages to run, checked before any work."""
+    params_path = resolve_params_path(params)
+    run_params = load_params(params_path)  # fail before anything starts on a bad file
+    params_path = params_path.resolve()
+    registry = family_registry(run_params.family.name)
+    stages = list(stages or registry.stages)
+    for stage in stages:
+        if stage not in registry.stages:
+            raise ConfigError(f"stage {stage!r} is not in the {registry.family} family that {params_path.name} "
+                              f"describes; its stages: {', '.join(registry.stages)}")
+    return params_path, run_params, registry, stages
+
+
+def _resumed(experiment_id: str, registry: Registry, stage: str, params_name: str) -> NotebookResult | None:
+    """The finished run `--resume` keeps for this stage, as a batch result; None: run it again."""
+    run_id = finished_run(experiment_id, registry, stage, params_name)
+    if run_id is None:
+        return None
+    return NotebookResult(stage, run_id, tracking.get_tag(run_id, metrics.TAG_OUTCOME) or "", 0.0, None)
+
+
+def _write_summary(rows: list[dict], folder: Path) -> pd.DataFrame:
+    summary = pd.DataFrame(rows, columns=SUMMARY_COLUMNS)
+    summary.to_csv(folder / "summary.csv", index=False)
+    (folder / "summary.md").write_text(markdown(summary))
+    return summary
+
+
+def _new_batch(params_path: Path, run_params: RunParams, experiment: str | None, timeout_s: int | None,
+               kernel_name: str, shard: Shard | None, steps: tuple[str, ...] | None = None) -> BatchContext:
+    """The store and experiment opened, and the batch's own runs/ folder made."""
+    experiment = experiment or run_params.family.experiment
+    experiment_id = tracking.init_store(experiment)
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
+    runs_dir().mkdir(parents=True, exist_ok=True)
+    # A folder of its own even when another batch starts in the same second (concurrent runs on one
+    # checkout would otherwise write their executed notebooks over each other's).
+    folder = Path(tempfile.mkdtemp(prefix=f"{stamp}-{params_path.stem}-", dir=runs_dir()))
+    tags = {metrics.TAG_SHARD: str(shard)} if shard else {}
+    if steps is not None:  # the record says the file's steps were overridden, and with what
+        tags[metrics.TAG_STEPS_OVERRIDE] = ",".join(steps) or "none"
+    return BatchContext(params_path, experiment_id, experiment, folder, timeout_s or run_params.timeout_s,
+                        kernel_name, tags=tags, steps=None if steps is None else ",".join(steps))
+
+
+def run_batch(stages: list[str] | None = None, params: str | Path = "params/acceptance.yaml", *,
+              timeout_s: int | None = None, experiment: str | None = None, kernel_name: str = "python3",
+              progress: bool = True, resume: bool = False, gpus: list[Gpu] | None = None,
+              shard: Shard | None = None, steps: list[str] | None = None) -> pd.DataFrame:
+    """Run the stages' notebooks, in order, one at a time or (with `gpus`) one per GPU at a time; a
+    failing notebook is recorded and the batch goes on. With `shard`, only that piece of the stages;
+    with `steps`, these optional steps instead of the parameter file's (checked before any work).
+    On start, runs left RUNNING by a runner that is gone are closed as killed; with `resume`, a
+    stage with a finished run of its current source on this parameter file is not run again.
+    SIGINT/SIGTERM stop the running notebooks, record each as killed and raise RunnerStopped."""
+    params_path, run_params, registry, stages = _plan(stages, params)
+    chosen_steps = None if steps is None else with_steps(run_params, steps).steps
+    stages = shard.pick(stages) if shard else stages
+    batch = _new_batch(params_path, run_params, experiment, timeout_s, kernel_name, shard, chosen_steps)
+    console = BatchProgress(len(stages), params_path.stem + (f", shard {shard}" if shard else ""), progress)
+    results: dict[str, NotebookResult] = {}
+
+    def finished(result: NotebookResult, note: str = "") -> None:
+        results[result.stage] = result
+        console.done(result, note)
+
+    try:
+        with stop_on_signals():
+            for stale in repair_stale_runs():
+                console.say(f"closed {stale.name} ({stale.run_id}) as killed: {stale.gone_reason}")
+            kept = [_resumed(batch.experiment_id, registry, stage, params_path.stem) if resume else None
+                    for stage in stages]
+            for result in filter(None, kept):
+                finished(result, " (resumed: finished at this source)")
+            run_on_slots([stage for stage in stages if stage not in results], slots_for(gpus),
+                         lambda stage, slot: run_stage_notebook(batch, stage, slot), batch.running,
+                         console.start, finished)
+    except RunnerStopped as stop:
+        stop.not_run = [stage for stage in stages if stage not in results]
+        raise
+    finally:
+        console.close()
+        summary = _write_summary([summary_row(results[stage]) for stage in stages if stage in results], batch.folder)
+    return summary

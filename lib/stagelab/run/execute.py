@@ -1,0 +1,48 @@
+"""One stage notebook through papermill: a child session on its GPU slot, the run's heartbeat
+renewed while it runs, and the first error a cell raised when it fails."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+from ..core.paths import repo_root
+from .supervise import wait_with_heartbeat
+from .workers import RunningNotebooks, Slot
+
+
+def notebook_error(executed: Path, stderr: str) -> str:
+    """The first error a cell raised, else papermill's own last lines."""
+    try:
+        import nbformat
+
+        nb = nbformat.read(executed, as_version=4)
+        for cell in nb.cells:
+            for output in cell.get("outputs", []):
+                if output.get("output_type") == "error":
+                    return f"{output.get('ename')}: {output.get('evalue')}"[:2000]
+    except Exception:
+        pass
+    tail = [line for line in stderr.strip().splitlines() if line.strip()][-5:]
+    return "\n".join(tail)[:2000] or "notebook failed without a message"
+
+
+def execute_notebook(notebook: Path, executed: Path, parameters: dict, timeout_s: int,
+                     kernel_name: str = "python3", run_id: str | None = None, *,
+                     running: RunningNotebooks | None = None, slot: Slot = Slot()) -> tuple[int | None, str]:
+    """papermill in a child session on the slot's GPU; returns (exit code or None on time-out, stderr).
+    A batch that is stopping starts no notebook; `running.stop_all` stops one that runs."""
+    cmd = [sys.executable, "-m", "papermill", str(notebook), str(executed), "-k", kernel_name,
+           "--cwd", str(notebook.parent), "--no-progress-bar"]
+    for key, value in parameters.items():
+        cmd += ["-p", key, str(value)]
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "STAGELAB_ROOT": str(repo_root()), **slot.env()}
+    running = running or RunningNotebooks()
+    proc = running.start(cmd, env)
+    if proc is None:
+        return 1, f"not started: the batch runner received {running.stopped_by}"
+    try:
+        return wait_with_heartbeat(proc, timeout_s, run_id)
+    finally:
+        running.ended(proc)

@@ -1,0 +1,72 @@
+"""Numbers for people (core.formatting): never scientific notation, on a page or in a summary."""
+
+import math
+import re
+
+import pandas as pd
+import pytest
+
+from stagelab.core.formatting import latency, markdown, number, table
+
+SCIENTIFIC = re.compile(r"\d[eE][+-]?\d")
+
+
+@pytest.mark.parametrize("value, text", [
+    (5383.2, "5383"), (999.6, "1000"), (123.456, "123"), (1.2, "1.2"), (10.0, "10"), (0.105, "0.105"),
+    (0.0123, "0.0123"), (5.63e-05, "<0.01"), (-3e-5, ">-0.01"), (0.0, "0"), (math.nan, "–"), (None, "–"),
+    (2.5e12, "2500000000000"),
+])
+def test_number_has_three_significant_digits_and_no_exponent(value, text):
+    assert number(value) == text
+
+
+def test_a_latency_reads_in_us_or_ms():
+    assert latency(5.384) == "5.38 µs"
+    assert latency(538.4) == "538 µs"
+    assert latency(5383.0) == "5.38 ms"
+    assert latency(math.nan) == "–"
+
+
+def test_columns_by_their_unit():
+    frame = pd.DataFrame({
+        "stage": ["s0", "s1"],
+        "p50 (cold, µs)": [5.38, 5383.0],           # one unit per column: µs, since not all reach 1 ms
+        "long p50 (µs)": [5383.0, 12345.6],         # every value past 1000 µs: the column reads in ms
+        "TFLOP/s (throughput)": [589.4, math.nan],  # integers, a dash where there is none
+        "max smem (B)": [49152.0, 232448.0],        # KiB
+        "vs flash": [5.63e-05, 1.234],
+        "mission_p50_us": [5.5, 7.25],
+        "total_spill_bytes": [0, 0],
+        "duration_s": [5.4e-06, 2.5e-3],            # seconds read as a latency
+        "reused": [True, False],                    # not numbers: as they are
+    })
+    shown = table(frame)
+    assert list(shown.columns) == ["stage", "p50 (cold, µs)", "long p50 (ms)", "TFLOP/s (throughput)", "max smem (KiB)",
+                                   "vs flash", "mission_p50_us", "total_spill_kib", "duration_us", "reused"]
+    assert shown.iloc[0].tolist() == ["s0", "5.38", "5.38", "589", "48", "<0.01", "5.5", "0", "5.4", "True"]
+    assert shown.iloc[1].tolist() == ["s1", "5383", "12.3", "–", "227", "1.23", "7.25", "0", "2500", "False"]
+
+
+def test_a_markdown_table_has_no_scientific_notation():
+    frame = pd.DataFrame({"stage": ["a", "b", "c"], "x": [5.38e3, 5.63e-05, 1e20], "p50 (µs)": [1e-7, 3e4, 12.0]})
+    text = markdown(frame)
+    assert not SCIENTIFIC.search(text), text
+    assert "nan" not in text
+
+
+def test_the_results_page_has_no_scientific_notation(tmp_store, tmp_path):
+    """The per-problem table once printed 5.38e+03 and 5.63e-05."""
+    from stagelab.core import metrics as m
+    from stagelab.record import tracking
+    from stagelab.record.report import write_report
+
+    experiment_id = tracking.init_store("stagelab-sdpa")
+    run_id = tracking.create_run(experiment_id, "s0_baseline", "acceptance")
+    tracking.set_tags(run_id, {"outcome": "pass", "gpu": "Test GPU 3", "git_commit": "abc"})
+    tracking.log_metrics(run_id, {m.MISSION_P50_US.key(): 5383.0, m.P50_US.key("2x8x512x64"): 5383.0,
+                                  m.TFLOPS.key("2x8x512x64"): 0.0123, m.speedup("flash").key("2x8x512x64"): 5.63e-05,
+                                  m.MAX_SHARED_MEMORY.key(): 232448.0})
+    tracking.end_run(run_id)
+    text = write_report(["acceptance"], out_dir=tmp_path).read_text()
+    assert "mission p50 (ms)" in text and "| 5.38 " in text and "<0.01" in text and "(KiB)" in text
+    assert not SCIENTIFIC.search(text.split("## acceptance")[1]), text
