@@ -15,7 +15,8 @@ folder `kernels/<name>/` (stages, headers, binding, stages.yaml) plus one
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable
+import zlib
+from collections.abc import Callable, Iterable
 from types import ModuleType
 from typing import Any, Protocol
 
@@ -26,6 +27,21 @@ from .paths import kernels_root
 
 # A kernel as the checker and the timer see it: writes its result into `out`.
 KernelFn = Callable[..., None]
+
+# The input distribution every family has: its standard inputs, what `make_inputs` gave before
+# distributions had names (a parameter file without `distributions` checks on it alone).
+DEFAULT_DISTRIBUTION = "normal"
+_SEED_MASK = 2**63 - 1  # torch.Generator.manual_seed takes a non-negative 64-bit integer
+
+
+def input_generator(key: tuple, distribution: str = DEFAULT_DISTRIBUTION) -> torch.Generator:
+    """A CPU generator for one check's inputs: `key` (seed and problem, ints and bools only, whose
+    hash is the same in every process) mixed with the distribution's name, so no two checks share
+    data. The default distribution keeps the key alone: its inputs are those of every earlier run.
+    The name enters through crc32, not hash(), which Python salts per process for strings."""
+    if distribution != DEFAULT_DISTRIBUTION:
+        key = (*key, zlib.crc32(distribution.encode()))
+    return torch.Generator(device="cpu").manual_seed(hash(key) & _SEED_MASK)
 
 
 class BuiltKernel:
@@ -76,6 +92,9 @@ class Family:
     # standard inputs (""): e.g. sdpa's "fp8", quantized inputs judged by their own budget. The lab
     # passes the kind through (stage_kernel, call, module_launch, check_stage); the family decides.
     input_kinds: tuple[str, ...] = ()
+    # Named input distributions `make_inputs` can draw (a parameter file's `distributions` picks
+    # among them); the first is the family's standard inputs.
+    distributions: tuple[str, ...] = (DEFAULT_DISTRIBUTION,)
 
     @property
     def experiment(self) -> str:
@@ -106,9 +125,21 @@ class Family:
         raise NotImplementedError
 
     # -- data and reference ----------------------------------------------------------
-    def make_inputs(self, problem: Problem, dtype: torch.dtype, seed: int,
-                    device: torch.device | str) -> tuple[torch.Tensor, ...]:
+    def make_inputs(self, problem: Problem, dtype: torch.dtype, seed: int, device: torch.device | str,
+                    distribution: str = DEFAULT_DISTRIBUTION) -> tuple[torch.Tensor, ...]:
+        """Fresh inputs for one check, drawn from one of `distributions` (input_generator)."""
         raise NotImplementedError
+
+    def require_distribution(self, distribution: str) -> None:
+        """A clear error for a distribution this family cannot draw."""
+        if distribution not in self.distributions:
+            raise ConfigError(f"the {self.name} family has no input distribution {distribution!r}; "
+                              f"supported: {list(self.distributions)}")
+
+    def distributions_for(self, input_kind: str = "") -> tuple[str, ...]:
+        """The distributions that apply to stages of this input kind (all by default; sdpa keeps
+        `outlier`, a test of per-head FP8 scales, for its FP8 stages)."""
+        return self.distributions
 
     def new_output(self, problem: Problem, inputs: tuple[torch.Tensor, ...]) -> torch.Tensor:
         return torch.empty_like(inputs[0])
@@ -157,13 +188,16 @@ class Family:
         raise NotImplementedError
 
     def check_stage(self, kernel: Any, problems: list[Problem], dtypes, seeds, device,
-                    progress: Callable[[str], None] | None = None) -> list:
-        """The correctness checks of a stage_kernel (its `input_kind` picks the budget); by default
-        the lab's float64-reference budget (checks.check_all)."""
+                    progress: Callable[[str], None] | None = None,
+                    distributions: Iterable[str] = (DEFAULT_DISTRIBUTION,)) -> list:
+        """The correctness checks of a stage_kernel (its `input_kind` picks the budget) on each of
+        the requested distributions that applies to its kind; by default the lab's float64-reference
+        budget (checks.check_all)."""
         from .checks import check_all
 
         self.require_input_kind(kernel.input_kind)
-        return check_all(self, kernel.into, problems, dtypes, seeds, device, progress=progress)
+        return check_all(self, kernel.into, problems, dtypes, seeds, device, progress=progress,
+                         distributions=stage_distributions(self, distributions, kernel.input_kind))
 
     def contender(self, name: str, problem: Problem, inputs: tuple[torch.Tensor, ...]) -> Callable[[], None]:
         """A library implementation to time beside the stage; RuntimeError when unavailable here."""
@@ -177,6 +211,16 @@ class Family:
     def dynamic_shared_memory(self, module: ModuleType, template_args: list[str]) -> int | None:
         """Launch-time shared memory of one kernel instance, named by its template arguments."""
         return None
+
+
+def stage_distributions(family: Family, requested: Iterable[str], input_kind: str = "") -> tuple[str, ...]:
+    """Of the requested distributions (each must be the family's), those a stage of this input kind
+    is checked on, in the requested order."""
+    requested = tuple(requested)
+    for name in requested:
+        family.require_distribution(name)
+    applicable = family.distributions_for(input_kind)
+    return tuple(name for name in requested if name in applicable)
 
 
 def load_family(name: str) -> Family:

@@ -12,7 +12,7 @@ from .build import BuildResult, build_stage
 from .chain import check_chains
 from .envinfo import read_clocks
 from .errors import ConfigError
-from .family import Family
+from .family import Family, stage_distributions
 from .params import RunParams, load_params, with_steps
 from .paths import resolve_params_path
 from .registry import Registry, Stage, find_stage
@@ -89,19 +89,22 @@ def resource_step(ctx: StageContext, built: Built) -> ResourceReport:
 
 
 def check_step(ctx: StageContext, built: Built) -> CheckReport:
-    """The family's checks on every problem, dtype and seed; then one chain of dependent launches
-    per problem in the first dtype (stagelab.chain: what a launch that may start before its
-    predecessor ends must get right)."""
+    """The family's checks on every problem, dtype, seed and input distribution of the parameter
+    file that applies to the stage's inputs; then one chain of dependent launches per problem in
+    the first dtype (stagelab.chain: what a launch that may start before its predecessor ends must
+    get right)."""
     p = ctx.params
     kernel = ctx.family.stage_kernel(built.stage.module, ctx.stage.id, ctx.stage.input_kind)
+    distributions = stage_distributions(ctx.family, p.distributions, ctx.stage.input_kind)
     bar = progress_bar(desc=f"{ctx.stage.id} checks",
-                       total=len(p.shapes) * len(p.dtypes) * len(p.seeds) + len(p.shapes))
+                       total=len(p.shapes) * len(p.dtypes) * len(p.seeds) * len(distributions) + len(p.shapes))
 
     def step(label: str) -> None:
         bar.set_postfix_str(label)
         bar.update(1)
 
-    results = ctx.family.check_stage(kernel, p.shapes, p.dtypes, p.seeds, ctx.device, progress=step)
+    results = ctx.family.check_stage(kernel, p.shapes, p.dtypes, p.seeds, ctx.device, progress=step,
+                                     distributions=distributions)
     chains = check_chains(ctx.family, built.stage.module, p.shapes, p.dtypes[0], input_kind=ctx.stage.input_kind,
                           progress=step)
     bar.close()

@@ -11,9 +11,10 @@ from typing import Any
 
 import torch
 
-from ...family import Family, KernelFn
+from ...family import DEFAULT_DISTRIBUTION, Family, KernelFn, stage_distributions
 from .contenders import FA4, SDPA_BACKENDS
 from .contenders import contender as library_contender
+from .distributions import DISTRIBUTIONS, FP8_ONLY, draw
 from .kernel import KERNEL_DTYPE_CODES, SUPPORTED_TORCH_DTYPES, StageKernel
 from .reference import attention, default_scale
 from .shapes import SUPPORTED_HEAD_DIMS, Shape, parse_shapes
@@ -37,15 +38,22 @@ class SdpaFamily(Family):
                          {"shape": [1, 1, 333, 128], "causal": [False, True]})
     long_params = "params/long.yaml"
     input_kinds = (FP8_INPUTS,)
+    distributions = DISTRIBUTIONS
 
     def parse_problem(self, where: str, entry: Any) -> list[Shape]:
         return parse_shapes(where, entry)
 
-    def make_inputs(self, problem: Shape, dtype: torch.dtype, seed: int, device) -> tuple[torch.Tensor, ...]:
-        """Fresh standard-normal q, k, v; the generator mixes seed and shape so no two checks share data."""
-        generator = torch.Generator(device="cpu").manual_seed(hash((seed, problem.dims, problem.causal)) & (2**63 - 1))
-        tensors = [torch.randn(problem.dims, generator=generator, dtype=torch.float32) for _ in range(3)]
-        return tuple(t.to(device=device, dtype=dtype) for t in tensors)
+    def make_inputs(self, problem: Shape, dtype: torch.dtype, seed: int, device,
+                    distribution: str = DEFAULT_DISTRIBUTION) -> tuple[torch.Tensor, ...]:
+        """Fresh q, k, v from a named distribution (distributions.py; standard normal by default); the
+        generator mixes seed, shape and distribution so no two checks share data."""
+        self.require_distribution(distribution)
+        return tuple(t.to(device=device, dtype=dtype) for t in draw(problem, seed, distribution))
+
+    def distributions_for(self, input_kind: str = "") -> tuple[str, ...]:
+        if input_kind == FP8_INPUTS:
+            return self.distributions
+        return tuple(d for d in self.distributions if d not in FP8_ONLY)
 
     def reference(self, problem: Shape, inputs, compute_dtype: torch.dtype) -> torch.Tensor:
         q, k, v = inputs
@@ -97,13 +105,15 @@ class SdpaFamily(Family):
                                torch.cuda.current_stream().cuda_stream)
         return launch
 
-    def check_stage(self, kernel, problems, dtypes, seeds, device, progress=None) -> list:
+    def check_stage(self, kernel, problems, dtypes, seeds, device, progress=None,
+                    distributions=(DEFAULT_DISTRIBUTION,)) -> list:
         """FP8 stages against the FP8 budget (emulation-relative), the others as every family's."""
         if kernel.input_kind == FP8_INPUTS:
             from .fp8 import check_fp8_all
 
-            return check_fp8_all(kernel.into, problems, dtypes, seeds, device, progress=progress)
-        return super().check_stage(kernel, problems, dtypes, seeds, device, progress)
+            return check_fp8_all(kernel.into, problems, dtypes, seeds, device, progress=progress,
+                                 distributions=stage_distributions(self, distributions, FP8_INPUTS))
+        return super().check_stage(kernel, problems, dtypes, seeds, device, progress, distributions)
 
     def contender(self, name: str, problem: Shape, inputs):
         q, k, v = inputs
