@@ -331,3 +331,31 @@ def test_the_results_page_shows_the_worst_ratio_per_distribution(tmp_store, tmp_
     s9 = next(r for r in rows if "s9_fp8" in r)
     assert "0.77" in s6 and s6.rstrip(" |").endswith("–")  # s6 is not checked on outlier
     assert "13.5" in s9 and "0.52" in s9
+
+
+# -- tools/quick_check.py --distributions ---------------------------------------------------------
+class CpuStage:
+    """A correct fp16 'stage' on the CPU, as quick_check's check step sees a built one."""
+
+    input_kind = FP16_KIND
+
+    def into(self, q, k, v, out, scale, causal):
+        correct(q, k, v, out, scale, causal)
+
+
+class CpuSdpa(type(SDPA)):
+    """sdpa checked on the CPU whatever device the caller names (quick_check asks for cuda)."""
+
+    def check_stage(self, kernel, problems, dtypes, seeds, device, progress=None, distributions=("normal",)):
+        return super().check_stage(kernel, problems, dtypes, seeds, "cpu", progress, distributions)
+
+
+def test_quick_check_checks_every_distribution_that_applies(monkeypatch, capsys):
+    from tool_module import load_tool
+
+    quick_check = load_tool("quick_check")
+    monkeypatch.setattr(quick_check, "CHECK_PROBLEMS", [{"shape": [1, 2, 33, 64], "causal": [True]}])
+    assert quick_check.check(CpuSdpa(), {"s_cpu": CpuStage()}, distributions=["all"])
+    summary = capsys.readouterr().out
+    # 2 dtypes x 2 seeds x the 6 distributions of an fp16 stage (outlier is FP8's)
+    assert "s_cpu: 24/24 ok" in summary and "large" in summary and "outlier" not in summary

@@ -81,7 +81,8 @@ def report_debug(results) -> None:
             worst[key] = r
     for r in worst.values():
         extra = f" vs_fp16 {r.err_vs_fp16:.2e}" if hasattr(r, "err_vs_fp16") else ""
-        print(f"  {'ok' if r.passed else 'FAIL'} {r.shape} {r.dtype} {r.distribution}: err {r.max_abs_err:.2e} budget {r.budget:.2e} "
+        print(f"  {'ok' if r.passed else 'FAIL'} {r.shape} {r.dtype} {r.distribution}: "
+              f"err {r.max_abs_err:.2e} budget {r.budget:.2e} "
               f"lowprec {r.lowprec_err:.2e} ratio {r.err_budget_ratio:.3f}{extra}", flush=True)
 
 

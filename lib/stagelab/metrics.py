@@ -62,8 +62,10 @@ INSTRUCTION_COUNT = Metric("sass", "instructions", "count of one SASS opcode in 
 # -- correctness ----------------------------------------------------------------------
 CHECKS_TOTAL = Metric("checks_total", "count", "correctness checks run")
 CHECKS_FAILED = Metric("checks_failed", "count", "correctness checks failed")
-MAX_ABS_ERR = Metric("max_abs_err", "output units", "worst |out - ref| over seeds, per problem and dtype")
-ERR_BUDGET_RATIO = Metric("err_budget_ratio", "ratio", "worst error / budget per problem and dtype (< 1 passes)")
+MAX_ABS_ERR = Metric("max_abs_err", "output units", "worst |out - ref| over seeds and input distributions, "
+                     "per problem and dtype (a `large` distribution's outputs are hundreds)")
+ERR_BUDGET_RATIO = Metric("err_budget_ratio", "ratio", "worst error / budget over seeds and input distributions, "
+                          "per problem and dtype (< 1 passes)")
 MAX_ERR_BUDGET_RATIO = Metric("max_err_budget_ratio", "ratio", "worst error / budget of the run")
 CHECK_WORST_RATIO = Metric("check_worst_ratio", "ratio", "worst error / budget over every check of one named "
                            "input distribution: check_worst_ratio/<distribution> (< 1 passes)")
