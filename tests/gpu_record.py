@@ -10,6 +10,7 @@ lets the judge decide: the keys, tables, plots and outcome are the recorder's ow
 from __future__ import annotations
 
 from stagelab.measure.checks import CheckResult
+from stagelab.core.family import stage_distributions
 from stagelab.judge.judge import judge
 from stagelab.record.recorder import MlflowRecorder
 from stagelab.measure.results import PARENT_PREFIX, CheckReport, StageResults, TimingReport
@@ -22,11 +23,12 @@ ERROR_OVER_BUDGET = 0.25  # a comfortable pass of the FA3 budget (passing is < 1
 
 def _checks(ctx: StageContext) -> CheckReport:
     p = ctx.params
+    distributions = stage_distributions(ctx.family, p.distributions, ctx.stage.input_kind)
     return CheckReport([CheckResult(shape=s.tag, causal=bool(getattr(s, "causal", False)), dtype=d, seed=seed,
                                     max_abs_err=1e-3, lowprec_err=2e-3, atol=1e-3, budget=4e-3,
                                     err_budget_ratio=ERROR_OVER_BUDGET, nonfinite=0, run_to_run_max_diff=0.0,
-                                    passed=True, reason="")
-                        for s in p.shapes for d in p.dtypes for seed in p.seeds])
+                                    passed=True, reason="", distribution=distribution)
+                        for s in p.shapes for d in p.dtypes for seed in p.seeds for distribution in distributions])
 
 
 def _timing(ctx: StageContext, stage_us: float, parent_us: float | None) -> TimingReport:

@@ -6,6 +6,7 @@ import pytest
 from stagelab.measure import gpu_clocks
 from stagelab.core import metrics as m
 from stagelab.record import tracking
+from stagelab.measure.checks import CheckResult
 from stagelab.families.sdpa import Shape
 from stagelab.record.flatten import timing_metrics
 from stagelab.judge.judge import evidence, judge
@@ -31,6 +32,14 @@ def report(stage_us, parent_us, flash_us=None, cudnn_us=None):
     return TimingReport(stats, "s9_test", "sdpa_", "cold", floor_us={"cold": 4.0})
 
 
+def check_result(passed: bool) -> CheckResult:
+    """One check's verdict at the mission problem (its numbers beside the point here)."""
+    ratio = 0.5 if passed else 2.0
+    return CheckResult(shape=MISSION.tag, causal=False, dtype="float16", seed=0, max_abs_err=ratio, lowprec_err=0.5,
+                       atol=0.0, budget=1.0, err_budget_ratio=ratio, nonfinite=0, run_to_run_max_diff=0.0,
+                       passed=passed, reason="ok" if passed else "error 2 over budget 1")
+
+
 def test_summarize_percentiles_and_throughput():
     stats = summarize([10.0, 20.0, 30.0, 40.0], contender="x", shape=MISSION, mode="hot")
     assert stats.p50_us == 25.0 and stats.iqr_us == pytest.approx(15.0) and stats.shape == "2x8x512x64"
@@ -54,7 +63,7 @@ def test_geomean_over_problems_drives_the_valid_negative():
     slower_then_faster = report({MISSION: 10.0, LONG: 100.0}, {MISSION: 9.0, LONG: 112.0})
     assert slower_then_faster.speedup_geomean(m.PARENT) == pytest.approx((0.9 * 1.12) ** 0.5)
     results = StageResults(built=object(), checks=CheckReport([]), timing=slower_then_faster)
-    results.checks.results.append(type("Passed", (), {"passed": True})())
+    results.checks.results.append(check_result(passed=True))
     e = evidence(results, gpu_available=True, has_parent=True, min_gain=0.05)
     assert e.checks_passed is True and e.speedup_vs_parent == pytest.approx(1.004, abs=1e-3)
     outcome = judge(results, gpu_available=True, has_parent=True, min_gain=0.05)
@@ -65,10 +74,10 @@ def test_geomean_over_problems_drives_the_valid_negative():
 
 
 def test_a_failed_check_beats_any_speed():
-    failed = type("Failed", (), {"passed": False})()
-    results = StageResults(built=object(), checks=CheckReport([failed]),
+    results = StageResults(built=object(), checks=CheckReport([check_result(passed=False)]),
                            timing=report({MISSION: 1.0}, {MISSION: 100.0}))
-    assert judge(results, gpu_available=True, has_parent=True, min_gain=0.05).outcome == "incorrect"
+    outcome = judge(results, gpu_available=True, has_parent=True, min_gain=0.05)
+    assert outcome.outcome == "incorrect" and "normal: 1 of 1 checks" in outcome.reason
 
 
 def test_timing_keys_come_from_the_schema():

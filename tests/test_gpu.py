@@ -29,8 +29,9 @@ def built(request):
 def test_stage_correct_on_acceptance(built):
     family, kernel = built
     acceptance = load_params(repo_root() / family.acceptance_params)
-    results = check_stage(family, kernel, acceptance.shapes, acceptance.dtypes, acceptance.seeds, "cuda")
-    failed = [f"{r.shape} {r.dtype} seed {r.seed}: {r.reason}" for r in results if not r.passed]
+    results = check_stage(family, kernel, acceptance.shapes, acceptance.dtypes, acceptance.seeds, "cuda",
+                          distributions=acceptance.distributions)
+    failed = [r.describe() for r in results if not r.passed]
     assert not failed, "\n".join(failed)
 
 

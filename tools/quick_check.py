@@ -4,11 +4,14 @@ is; this answers "is it right, and roughly how fast" in one short device call.
 
     python3 tools/quick_check.py s5_wgmma s6_tma_warpspec [--time] [--contenders cudnn flash]
     python3 tools/quick_check.py s9_fp8 s6_tma_warpspec --time --debug
+    python3 tools/quick_check.py s9_fp8 --distributions normal large positive outlier
 
 A stage whose registry entry says `inputs: fp8` is checked against the FP8 budget (check_fp8_all:
 2x the FP8 emulation's error + atol, fp16 and bf16 outputs) and timed on the same standard inputs,
 quantized outside the timed launch, beside the fp16 stages. --debug prints each check's error,
-budget and low-precision (FP8: emulation) error, the worst seed per problem and dtype.
+budget and low-precision (FP8: emulation) error, the worst seed per problem and dtype (and input
+distribution). --distributions checks on the family's named input distributions (default normal;
+`all`: every one that applies to the stage's inputs).
 
 Checks every stage on the family's sanitizer problems plus the issue's odd lengths
 (1, 77, 333, 1000, 4097), fp16 and bf16, causal and not, with the project's budget
@@ -34,7 +37,7 @@ from stagelab.measure.chain import check_chains
 from stagelab.measure.checks import check_stage
 from stagelab.core.errors import BuildError
 from stagelab.explore import time_contender, time_kernel
-from stagelab.core.family import load_family
+from stagelab.core.family import DEFAULT_DISTRIBUTION, load_family, stage_distributions
 from stagelab.core.registry import find_stage
 
 CHECK_PROBLEMS = [
@@ -71,30 +74,34 @@ def problems(family, entries):
 
 
 def report_debug(results) -> None:
-    """The worst seed per (problem, dtype): error, budget, the low-precision yardstick's error."""
+    """The worst seed per (problem, dtype, distribution): error, budget, the low-precision yardstick's error."""
     worst = {}
     for r in results:
-        key = (r.shape, r.dtype)
+        key = (r.shape, r.dtype, r.distribution)
         if key not in worst or r.err_budget_ratio > worst[key].err_budget_ratio:
             worst[key] = r
     for r in worst.values():
         extra = f" vs_fp16 {r.err_vs_fp16:.2e}" if hasattr(r, "err_vs_fp16") else ""
-        print(f"  {'ok' if r.passed else 'FAIL'} {r.shape} {r.dtype}: err {r.max_abs_err:.2e} budget {r.budget:.2e} "
+        print(f"  {'ok' if r.passed else 'FAIL'} {r.shape} {r.dtype} {r.distribution}: "
+              f"err {r.max_abs_err:.2e} budget {r.budget:.2e} "
               f"lowprec {r.lowprec_err:.2e} ratio {r.err_budget_ratio:.3f}{extra}", flush=True)
 
 
-def check(family, kernels, debug: bool = False) -> bool:
+def check(family, kernels, debug: bool = False, distributions=(DEFAULT_DISTRIBUTION,)) -> bool:
     all_ok = True
     for stage_id, kernel in kernels.items():
-        results = check_stage(family, kernel, problems(family, CHECK_PROBLEMS), family.dtypes, SEEDS, "cuda")
+        requested = family.distributions if tuple(distributions) == ("all",) else distributions
+        names = stage_distributions(family, requested, kernel.input_kind)
+        results = check_stage(family, kernel, problems(family, CHECK_PROBLEMS), family.dtypes, SEEDS, "cuda",
+                              distributions=names)
         if debug:
             report_debug(results)
         failed = [r for r in results if not r.passed]
-        worst = max(r.err_budget_ratio for r in results)
-        print(f"[check] {stage_id}: {len(results) - len(failed)}/{len(results)} ok, worst err/budget {worst:.3f}",
-              flush=True)
+        worst = {d: max(r.err_budget_ratio for r in results if r.distribution == d) for d in names}
+        print(f"[check] {stage_id}: {len(results) - len(failed)}/{len(results)} ok, worst err/budget "
+              + ", ".join(f"{d} {ratio:.3f}" for d, ratio in worst.items()), flush=True)
         for r in failed:
-            print(f"   FAIL {r.shape} {r.dtype} seed {r.seed}: {r.reason}", flush=True)
+            print(f"   FAIL {r.describe()}", flush=True)
         all_ok &= not failed
     return all_ok
 
@@ -170,6 +177,8 @@ def main(argv=None) -> int:
     ap.add_argument("--only", nargs="*", default=[], metavar="TAG",
                     help="time only these problems of the timing list (e.g. 2x8x512x64 2x8x2048x128_causal)")
     ap.add_argument("--debug", action="store_true", help="print every check's error and budget")
+    ap.add_argument("--distributions", nargs="+", default=[DEFAULT_DISTRIBUTION], metavar="NAME",
+                    help="named input distributions to check on (the family's; `all`: every one)")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="parallel builds")
     ap.add_argument("--variant", action="append", default=[], metavar="LABEL=STAGE:KEY=VAL,KEY=VAL",
                     help="also check and time STAGE built with these defines, under LABEL")
@@ -184,7 +193,7 @@ def main(argv=None) -> int:
     print(f"[build] {len(builds)} builds in {time.monotonic() - started:.0f} s", flush=True)
     kernels = {label: load_kernel(family, build) for label, build in builds.items()}
     print(f"[gpu] {torch.cuda.get_device_name()}", flush=True)
-    ok = check(family, kernels, args.debug)
+    ok = check(family, kernels, args.debug, args.distributions)
     ok &= check_dependent_launches(family, kernels)
     if args.time:
         unknown = set(args.only) - {p.tag for p in problems(family, TIME_PROBLEMS)}

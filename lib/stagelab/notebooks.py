@@ -85,11 +85,13 @@ def common_cells(stage: Stage, params_file: str, knob_example: str) -> tuple[lis
                           "from ptxas; the registry's gates judged on them."),
         new_code_cell("display(run.resources())\nrun.gates()"),
         new_markdown_cell("## 3. Correctness\nFloat64 reference; budget `2*max|out_lowprec-ref| + atol`; "
-                          "outputs poisoned with NaN; fresh inputs per seed; two launches per input."),
+                          "outputs poisoned with NaN; fresh inputs per seed and named input distribution (the parameter "
+                          "file's `distributions`); two launches per input."),
         new_code_cell(
             "checks = run.check()\n"
             "if not checks.empty:\n"
-            "    display(checks[['shape', 'dtype', 'seed', 'max_abs_err', 'budget', 'err_budget_ratio', 'passed', 'reason']])\n"
+            "    display(checks[['shape', 'dtype', 'seed', 'distribution', 'max_abs_err', 'budget', 'err_budget_ratio',\n"
+            "                    'passed', 'reason']])\n"
             "    error_plot(checks, title=f'{stage}: error / budget');"),
         *_step_cells("sanitize", SANITIZE_INTRO),
         new_markdown_cell("## 4. Timing\nStage, parent and every available library contender on the same inputs, "

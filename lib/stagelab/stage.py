@@ -114,6 +114,7 @@ class StageRun:
             return pd.DataFrame()
         self.results.checks = check_step(self.ctx, self.results.built)
         self.recorder.record_checks(self.results.checks)
+        print("\n".join(self.results.checks.summary_lines()))
         chains = self.results.checks.chains
         print(f"dependent launches: {sum(c.passed for c in chains)}/{len(chains)} chains match the synchronised chain")
         for failed in (c for c in chains if not c.passed):

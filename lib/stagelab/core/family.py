@@ -15,7 +15,8 @@ folder `kernels/<name>/` (stages, headers, binding, stages.yaml) plus one
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable
+import zlib
+from collections.abc import Callable, Iterable
 from types import ModuleType
 from typing import Any, Protocol
 
@@ -26,6 +27,21 @@ from .paths import kernels_root
 
 # A kernel as the checker and the timer see it: writes its result into `out`.
 KernelFn = Callable[..., None]
+
+# The input distribution every family has: its standard inputs, what `make_inputs` gave before
+# distributions had names (a parameter file without `distributions` checks on it alone).
+DEFAULT_DISTRIBUTION = "normal"
+_SEED_MASK = 2**63 - 1  # torch.Generator.manual_seed takes a non-negative 64-bit integer
+
+
+def input_generator(key: tuple, distribution: str = DEFAULT_DISTRIBUTION) -> torch.Generator:
+    """A CPU generator for one check's inputs: `key` (seed and problem, ints and bools only, whose
+    hash is the same in every process) mixed with the distribution's name, so no two checks share
+    data. The default distribution keeps the key alone: its inputs are those of every earlier run.
+    The name enters through crc32, not hash(), which Python salts per process for strings."""
+    if distribution != DEFAULT_DISTRIBUTION:
+        key = (*key, zlib.crc32(distribution.encode()))
+    return torch.Generator(device="cpu").manual_seed(hash(key) & _SEED_MASK)
 
 
 def dtype_named(family: str, dtypes: dict[str, torch.dtype], name: str) -> torch.dtype:
@@ -83,6 +99,9 @@ class Family:
     # standard inputs (""): e.g. sdpa's "fp8", quantized inputs judged by their own budget. The lab
     # passes the kind through (stage_kernel, call, module_launch, kind_checks); the family decides.
     input_kinds: tuple[str, ...] = ()
+    # Named input distributions `make_inputs` can draw (a parameter file's `distributions` picks
+    # among them); the first is the family's standard inputs.
+    distributions: tuple[str, ...] = (DEFAULT_DISTRIBUTION,)
 
     @property
     def experiment(self) -> str:
@@ -110,9 +129,21 @@ class Family:
         raise NotImplementedError
 
     # -- data and reference ----------------------------------------------------------
-    def make_inputs(self, problem: Problem, dtype: torch.dtype, seed: int,
-                    device: torch.device | str) -> tuple[torch.Tensor, ...]:
+    def make_inputs(self, problem: Problem, dtype: torch.dtype, seed: int, device: torch.device | str,
+                    distribution: str = DEFAULT_DISTRIBUTION) -> tuple[torch.Tensor, ...]:
+        """Fresh inputs for one check, drawn from one of `distributions` (input_generator)."""
         raise NotImplementedError
+
+    def require_distribution(self, distribution: str) -> None:
+        """A clear error for a distribution this family cannot draw."""
+        if distribution not in self.distributions:
+            raise ConfigError(f"the {self.name} family has no input distribution {distribution!r}; "
+                              f"supported: {list(self.distributions)}")
+
+    def distributions_for(self, input_kind: str = "") -> tuple[str, ...]:
+        """The distributions that apply to stages of this input kind (all by default; sdpa keeps
+        `outlier`, a test of per-head FP8 scales, for its FP8 stages)."""
+        return self.distributions
 
     def new_output(self, problem: Problem, inputs: tuple[torch.Tensor, ...]) -> torch.Tensor:
         return torch.empty_like(inputs[0])
@@ -181,6 +212,16 @@ class Family:
 
 
 FAMILIES_PACKAGE = "stagelab.families"
+
+
+def stage_distributions(family: Family, requested: Iterable[str], input_kind: str = "") -> tuple[str, ...]:
+    """Of the requested distributions (each must be the family's), those a stage of this input kind
+    is checked on, in the requested order."""
+    requested = tuple(requested)
+    for name in requested:
+        family.require_distribution(name)
+    applicable = family.distributions_for(input_kind)
+    return tuple(name for name in requested if name in applicable)
 
 
 def load_family(name: str) -> Family:

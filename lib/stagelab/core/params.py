@@ -4,6 +4,9 @@
     family: sdpa                     # the kernel family (default sdpa); its problems' form follows
     dtypes: [float16, bfloat16]      # correctness is checked in each
     seeds: [0, 1]                    # fresh random inputs per seed (>= 2)
+    distributions: [normal, large]   # named input distributions every check runs on (default
+                                     # [normal]); the family's own, e.g. sdpa's normal, large,
+                                     # positive, peaky, zero_head, tiny, outlier
     shapes:                          # the family's problem entries, e.g. for sdpa:
       - {shape: [1, 8, 512, 64], causal: [false, true]}
     mission: {shape: [2, 8, 512, 64], causal: false}      # headline timing problem, always timed
@@ -23,7 +26,7 @@ from typing import Any
 import yaml
 
 from .errors import ConfigError
-from .family import Family, Problem, load_family
+from .family import DEFAULT_DISTRIBUTION, Family, Problem, load_family
 
 # How a stage may be timed (measure.timing): launches apart with the L2 flushed, back to back,
 # or as many as the GPU takes in one graph.
@@ -33,7 +36,8 @@ TIMING_MODES = ("cold", "hot", "throughput")
 MIN_REPETITIONS = 100
 DEFAULT_FAMILY = "sdpa"
 
-_TOP_KEYS = {"description", "family", "dtypes", "seeds", "shapes", "mission", "timing", "timeout_s", "steps"}
+_TOP_KEYS = {"description", "family", "dtypes", "seeds", "distributions", "shapes", "mission", "timing", "timeout_s",
+             "steps"}
 # Steps a parameter file may switch on: compute-sanitizer (sanitize.py), Nsight Compute (profile.py)
 # and the stage notebook's own exploration cells (notebooks/explore/<stage>.py: variant sweeps).
 OPTIONAL_STEPS = ("sanitize", "profile", "explore")
@@ -66,6 +70,7 @@ class RunParams:
     timing: TimingSpec
     timeout_s: int = 1800
     steps: tuple[str, ...] = ()
+    distributions: tuple[str, ...] = (DEFAULT_DISTRIBUTION,)
 
     @property
     def name(self) -> str:
@@ -187,7 +192,21 @@ def load_params(path: Path | str) -> RunParams:
         timing=_timing(f"{path}: timing", raw.get("timing") or {}, family),
         timeout_s=_positive_int(f"{path}: timeout_s", raw.get("timeout_s", 1800)),
         steps=_steps(f"{path}: steps", raw.get("steps", [])),
+        distributions=_distributions(f"{path}: distributions", raw.get("distributions", [DEFAULT_DISTRIBUTION]),
+                                     family),
     )
+
+
+def _distributions(where: str, value: Any, family: Family) -> tuple[str, ...]:
+    """The family's named input distributions, each once (a name twice would check it twice)."""
+    if isinstance(value, list):
+        repeated = sorted({str(name) for name in value if value.count(name) > 1})
+        if repeated:
+            raise ConfigError(f"{where}: {repeated} listed more than once")
+    try:
+        return _choice_list(where, value, family.distributions)
+    except ConfigError as exc:
+        raise ConfigError(f"{exc} (the {family.name} family's input distributions)") from exc
 
 
 def _steps(where: str, value: Any) -> tuple[str, ...]:

@@ -14,6 +14,7 @@ def evidence(results: StageResults, *, gpu_available: bool, has_parent: bool, mi
         gates_passed=results.resources.passed if results.resources and results.resources.gates else None,
         gpu_available=gpu_available,
         checks_passed=results.checks.passed if results.checks else None,
+        checks_failures=results.checks.failures() if results.checks else "",
         sanitize_passed=sanitize.passed if sanitize else None,
         sanitize_failures=sanitize.failures() if sanitize else "",
         ncu_gates_passed=profile.gates_passed if profile else None,

@@ -5,7 +5,8 @@ Precedence, first match wins:
   resource_fail   a registry gate failed on the ptxas report (registers, shared memory, spills)
   no_gpu          built and resource-checked; no GPU, so correctness and timing did not run
   incorrect       compute-sanitizer found errors (memcheck, racecheck, synccheck), or any
-                  correctness check failed (a fast wrong kernel is a failure)
+                  correctness check failed on any input distribution (a fast wrong kernel is a
+                  failure; the reason names the distributions that failed)
   resource_fail   (again, once a GPU ran) an Nsight Compute gate failed (e.g. tensor_util_min)
   valid_negative  correct, but its gain over the parent is below the registry's min_gain
   pass            correct, within its gates, and (when it has a parent) faster by min_gain
@@ -27,6 +28,7 @@ class Evidence:
     gates_passed: bool | None = None
     gpu_available: bool = False
     checks_passed: bool | None = None
+    checks_failures: str = ""                # which checks failed (by input distribution), for the reason
     sanitize_passed: bool | None = None      # None: not sanitized (no GPU, no compute-sanitizer)
     sanitize_failures: str = ""              # which tools failed, for the reason
     ncu_gates_passed: bool | None = None     # None: no ncu gates, or not profiled
@@ -51,7 +53,8 @@ def decide(e: Evidence) -> Outcome:
     if e.sanitize_passed is False:
         return Outcome("incorrect", f"compute-sanitizer found errors ({e.sanitize_failures})")
     if e.checks_passed is not True:
-        return Outcome("incorrect", "at least one correctness check failed")
+        detail = f" ({e.checks_failures})" if e.checks_failures else ""
+        return Outcome("incorrect", f"at least one correctness check failed{detail}")
     if e.ncu_gates_passed is False:
         return Outcome("resource_fail", "an Nsight Compute gate failed on the profiled problems")
     if not e.has_parent:

@@ -9,7 +9,10 @@ computed plainly in the input dtype (what a straightforward fp16/bf16
 implementation gets wrong), atol is twice the dtype's own rounding error at the
 family's output magnitude, nothing non-finite appears, and a second launch on
 the same inputs gives the same bits. The output is poisoned with NaN before each
-launch, so an element the kernel never wrote fails as non-finite.
+launch, so an element the kernel never wrote fails as non-finite. Every (problem, dtype,
+seed) is checked on each named input distribution the parameter file asks for (the
+family's `make_inputs`: e.g. sdpa's `large`, logits in the hundreds), with the same budget;
+each result carries its distribution.
 
 The pieces (error_budget, poisoned_launch, judge_launches, check_each) serve any judgement
 of this kind: families/sdpa/fp8 uses them with a plain FP8 emulation as out_lowprec.
@@ -21,9 +24,11 @@ from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 from typing import Any
 
+import math
+
 import torch
 
-from ..core.family import Family, KernelFn, Problem
+from ..core.family import DEFAULT_DISTRIBUTION, Family, KernelFn, Problem, stage_distributions
 
 
 def rounding_atol(ref: torch.Tensor, dtype: torch.dtype, magnitude: float) -> float:
@@ -61,6 +66,14 @@ class LaunchVerdict:
     reasons: tuple[str, ...]
 
 
+def error_budget_ratio(max_err: float, bound: float) -> float:
+    """max_err / bound; a zero bound (an all-zero exact output: atol is then 0 too) is met only by
+    a zero error, which is a ratio of 0, and any other error is infinitely over it."""
+    if bound > 0:
+        return max_err / bound
+    return 0.0 if max_err == 0 else float("inf")
+
+
 @dataclass
 class CheckResult:
     shape: str
@@ -76,29 +89,44 @@ class CheckResult:
     run_to_run_max_diff: float
     passed: bool
     reason: str
+    distribution: str = DEFAULT_DISTRIBUTION  # the named input distribution the inputs were drawn from
 
     def as_row(self) -> dict:
-        return asdict(self)
+        """The result as a table row, its distribution beside the seed."""
+        row = asdict(self)
+        distribution = row.pop("distribution")
+        ordered = {}
+        for key, value in row.items():
+            ordered[key] = value
+            if key == "seed":
+                ordered["distribution"] = distribution
+        return ordered
 
     @classmethod
     def judged(cls, shape: Problem, dtype_name: str, seed: int, budget: ErrorBudget,
-               verdict: LaunchVerdict, **extra) -> CheckResult:
+               verdict: LaunchVerdict, distribution: str = DEFAULT_DISTRIBUTION, **extra) -> CheckResult:
         """A result from its budget and verdict; `extra` fills a subclass's own fields."""
         bound = budget.bound
         return cls(
             shape=shape.tag, causal=bool(getattr(shape, "causal", False)), dtype=dtype_name, seed=seed,
             max_abs_err=verdict.max_err, lowprec_err=budget.lowprec_err, atol=budget.atol, budget=bound,
-            err_budget_ratio=verdict.max_err / bound if bound > 0 else float("inf"),
+            err_budget_ratio=error_budget_ratio(verdict.max_err, bound),
             nonfinite=verdict.nonfinite, run_to_run_max_diff=verdict.run_diff,
-            passed=not verdict.reasons, reason="; ".join(verdict.reasons) or "ok", **extra)
+            passed=not verdict.reasons, reason="; ".join(verdict.reasons) or "ok", distribution=distribution,
+            **extra)
 
     @classmethod
-    def crashed(cls, shape: Problem, dtype_name: str, seed: int, exc: Exception) -> CheckResult:
+    def crashed(cls, shape: Problem, dtype_name: str, seed: int, exc: Exception,
+                distribution: str = DEFAULT_DISTRIBUTION) -> CheckResult:
         return cls(
             shape=shape.tag, causal=bool(getattr(shape, "causal", False)), dtype=dtype_name, seed=seed,
             max_abs_err=float("inf"), lowprec_err=float("nan"), atol=float("nan"), budget=float("nan"),
             err_budget_ratio=float("inf"), nonfinite=-1, run_to_run_max_diff=float("nan"), passed=False,
-            reason=f"launch raised {type(exc).__name__}: {exc}")
+            reason=f"launch raised {type(exc).__name__}: {exc}", distribution=distribution)
+
+    def describe(self) -> str:
+        """One line for a person: which check, on which inputs, and its verdict."""
+        return f"{self.shape} {self.dtype} seed {self.seed} {self.distribution}: {self.reason}"
 
 
 def poisoned_launch(out: torch.Tensor, launch: Callable[[torch.Tensor], None]) -> torch.Tensor:
@@ -118,6 +146,9 @@ def judge_launches(first: torch.Tensor, second: torch.Tensor, ref: torch.Tensor,
     both_finite = torch.isfinite(first) & torch.isfinite(second)
     run_diff = (first.double() - second.double()).abs()[both_finite].max().item() if both_finite.any() else 0.0
     reasons = []
+    if not math.isfinite(bound):  # NaN compares false: a broken yardstick must not pass everything
+        reasons.append(f"the budget is {bound}: the low-precision yardstick is not finite on these inputs, "
+                       "so the output cannot be judged")
     if nonfinite:
         reasons.append(f"{nonfinite} non-finite or unwritten output elements")
     elif max_err > bound:
@@ -129,10 +160,11 @@ def judge_launches(first: torch.Tensor, second: torch.Tensor, ref: torch.Tensor,
 
 
 def check_shape(family: Family, kernel: KernelFn, shape: Problem, dtype_name: str, seed: int,
-                device: torch.device | str) -> CheckResult:
-    """One problem, one dtype, one seed: two poisoned launches judged against the budget."""
+                device: torch.device | str, distribution: str = DEFAULT_DISTRIBUTION) -> CheckResult:
+    """One problem, one dtype, one seed, one input distribution: two poisoned launches judged
+    against the budget."""
     dtype = family.torch_dtype(dtype_name)
-    inputs = family.make_inputs(shape, dtype, seed, device)
+    inputs = family.make_inputs(shape, dtype, seed, device, distribution)
     ref = family.reference(shape, inputs, torch.float64)
     budget = error_budget(ref, family.reference(shape, inputs, dtype), dtype, family.atol_magnitude(ref))
 
@@ -141,7 +173,8 @@ def check_shape(family: Family, kernel: KernelFn, shape: Problem, dtype_name: st
 
     first = poisoned_launch(family.new_output(shape, inputs), launch)
     second = poisoned_launch(family.new_output(shape, inputs), launch)
-    return CheckResult.judged(shape, dtype_name, seed, budget, judge_launches(first, second, ref, budget.bound))
+    return CheckResult.judged(shape, dtype_name, seed, budget, judge_launches(first, second, ref, budget.bound),
+                              distribution)
 
 
 def _context_lost(exc: Exception) -> bool:
@@ -149,41 +182,53 @@ def _context_lost(exc: Exception) -> bool:
     return "illegal" in message or "unspecified launch failure" in message
 
 
-def check_each(check: Callable[[Problem, str, int], CheckResult], shapes: Iterable[Problem],
+def check_each(check: Callable[[Problem, str, int, str], CheckResult], shapes: Iterable[Problem],
                dtypes: Iterable[str], seeds: Iterable[int], progress: Callable[[str], None] | None = None,
-               result_type: type[CheckResult] = CheckResult) -> list[CheckResult]:
-    """`check(problem, dtype_name, seed)` on every combination; a launch that raises is recorded
-    as a failed check (of result_type), not propagated."""
+               result_type: type[CheckResult] = CheckResult,
+               distributions: Iterable[str] = (DEFAULT_DISTRIBUTION,)) -> list[CheckResult]:
+    """`check(problem, dtype_name, seed, distribution)` on every combination; a launch that raises
+    is recorded as a failed check (of result_type), not propagated."""
+    distributions = tuple(distributions)
     results = []
     for shape in shapes:
         for dtype_name in dtypes:
             for seed in seeds:
-                if progress:
-                    progress(f"{shape.tag} {dtype_name} seed {seed}")
-                try:
-                    results.append(check(shape, dtype_name, seed))
-                except Exception as exc:  # a crashing kernel is a failed check with its message
-                    results.append(result_type.crashed(shape, dtype_name, seed, exc))
-                    if _context_lost(exc):
-                        raise  # the CUDA context is gone; nothing after this can be trusted
+                for distribution in distributions:
+                    if progress:
+                        progress(f"{shape.tag} {dtype_name} seed {seed} {distribution}")
+                    try:
+                        results.append(check(shape, dtype_name, seed, distribution))
+                    except Exception as exc:  # a crashing kernel is a failed check with its message
+                        results.append(result_type.crashed(shape, dtype_name, seed, exc, distribution))
+                        if _context_lost(exc):
+                            raise  # the CUDA context is gone; nothing after this can be trusted
     return results
 
 
 def check_all(family: Family, kernel: KernelFn, shapes: Iterable[Problem], dtypes: Iterable[str],
               seeds: Iterable[int], device: torch.device | str,
-              progress: Callable[[str], None] | None = None) -> list[CheckResult]:
-    """Every (problem, dtype, seed) of one family's kernel."""
-    def check(shape: Problem, dtype_name: str, seed: int) -> CheckResult:
-        return check_shape(family, kernel, shape, dtype_name, seed, device)
-    return check_each(check, shapes, dtypes, seeds, progress)
+              progress: Callable[[str], None] | None = None,
+              distributions: Iterable[str] = (DEFAULT_DISTRIBUTION,)) -> list[CheckResult]:
+    """Every (problem, dtype, seed, input distribution) of one family's kernel."""
+    distributions = tuple(distributions)
+    for distribution in distributions:  # a misspelt name fails before any launch
+        family.require_distribution(distribution)
+
+    def check(shape: Problem, dtype_name: str, seed: int, distribution: str) -> CheckResult:
+        return check_shape(family, kernel, shape, dtype_name, seed, device, distribution)
+    return check_each(check, shapes, dtypes, seeds, progress, distributions=distributions)
 
 
 def check_stage(family: Family, kernel: Any, problems: list[Problem], dtypes, seeds, device,
-                progress: Callable[[str], None] | None = None) -> list[CheckResult]:
-    """The correctness checks of a family's stage_kernel: its input kind's own checks where the
-    family has some (Family.kind_checks), else the lab's float64-reference budget."""
+                progress: Callable[[str], None] | None = None,
+                distributions: Iterable[str] = (DEFAULT_DISTRIBUTION,)) -> list[CheckResult]:
+    """The correctness checks of a family's stage_kernel on each requested distribution that applies
+    to its input kind: the kind's own checks where the family has some (Family.kind_checks), else
+    the lab's float64-reference budget."""
     family.require_input_kind(kernel.input_kind)
+    applicable = stage_distributions(family, distributions, kernel.input_kind)
     own_checks = family.kind_checks(kernel.input_kind)
     if own_checks is not None:
-        return own_checks(kernel.into, problems, dtypes, seeds, device, progress=progress)
-    return check_all(family, kernel.into, problems, dtypes, seeds, device, progress=progress)
+        return own_checks(kernel.into, problems, dtypes, seeds, device, progress=progress, distributions=applicable)
+    return check_all(family, kernel.into, problems, dtypes, seeds, device, progress=progress,
+                     distributions=applicable)

@@ -16,6 +16,8 @@ from .sanitize import SanitizeReport
 from .timing import TimingStats, geometric_mean
 
 PARENT_PREFIX = "parent:"
+# The first failed check's line in an outcome's reason is cut here (an index list can be long).
+FIRST_FAILURE_CHARS = 300
 
 
 @dataclass
@@ -54,6 +56,42 @@ class CheckReport:
 
     def frame(self) -> pd.DataFrame:
         return pd.DataFrame([c.as_row() for c in self.results])
+
+    def failures(self) -> str:
+        """What failed, for the outcome's reason: the failed checks per input distribution (and the
+        first of them in full), then the chains; '' when nothing failed."""
+        counts: dict[str, list[int]] = {}
+        for result in self.results:
+            failed_total = counts.setdefault(result.distribution, [0, 0])
+            failed_total[0] += not result.passed
+            failed_total[1] += 1
+        parts = [f"{name}: {failed} of {total} checks" for name, (failed, total) in counts.items() if failed]
+        first = next((r for r in self.results if not r.passed), None)
+        if first is not None:
+            parts.append(f"first: {first.describe()[:FIRST_FAILURE_CHARS]}")
+        failed_chains = sum(not c.passed for c in self.chains)
+        if failed_chains:
+            parts.append(f"dependent-launch chains: {failed_chains} of {len(self.chains)}")
+        return "; ".join(parts)
+
+    def worst_by_distribution(self) -> dict[str, float]:
+        """The worst error / budget of each input distribution checked, in the order checked."""
+        worst: dict[str, float] = {}
+        for result in self.results:
+            worst[result.distribution] = max(worst.get(result.distribution, 0.0), result.err_budget_ratio)
+        return worst
+
+    def summary_lines(self, most_failures: int = 20) -> list[str]:
+        """For a person: the worst error / budget per input distribution, then the failed checks
+        (the first `most_failures` of them)."""
+        worst = self.worst_by_distribution()
+        lines = ["worst error / budget per input distribution (< 1 passes): "
+                 + (", ".join(f"{name} {ratio:.3g}" for name, ratio in worst.items()) or "none checked")]
+        failed = [r for r in self.results if not r.passed]
+        lines += ["  FAIL " + r.describe() for r in failed[:most_failures]]
+        if len(failed) > most_failures:
+            lines.append(f"  ... and {len(failed) - most_failures} more failed checks (the correctness table has all)")
+        return lines
 
     def chain_frame(self) -> pd.DataFrame:
         return pd.DataFrame([c.as_row() for c in self.chains])

@@ -10,6 +10,7 @@ from ..core.context import StageContext
 from .chain import check_chains
 from .checks import check_stage
 from ..core.envinfo import read_clocks
+from ..core.family import stage_distributions
 from ..core.registry import Stage
 from ..core.resources import evaluate_gates
 from ..core.sass import WATCHED_OPCODES
@@ -47,19 +48,22 @@ def resource_step(ctx: StageContext, built: Built) -> ResourceReport:
 
 
 def check_step(ctx: StageContext, built: Built) -> CheckReport:
-    """The family's checks on every problem, dtype and seed; then one chain of dependent launches
-    per problem in the first dtype (stagelab.measure.chain: what a launch that may start before its
-    predecessor ends must get right)."""
+    """The family's checks on every problem, dtype, seed and input distribution of the parameter
+    file that applies to the stage's inputs; then one chain of dependent launches per problem in
+    the first dtype (stagelab.measure.chain: what a launch that may start before its predecessor ends must
+    get right)."""
     p = ctx.params
     kernel = ctx.family.stage_kernel(built.stage.module, ctx.stage.id, ctx.stage.input_kind)
+    distributions = stage_distributions(ctx.family, p.distributions, ctx.stage.input_kind)
     bar = progress_bar(desc=f"{ctx.stage.id} checks",
-                       total=len(p.shapes) * len(p.dtypes) * len(p.seeds) + len(p.shapes))
+                       total=len(p.shapes) * len(p.dtypes) * len(p.seeds) * len(distributions) + len(p.shapes))
 
     def step(label: str) -> None:
         bar.set_postfix_str(label)
         bar.update(1)
 
-    results = check_stage(ctx.family, kernel, p.shapes, p.dtypes, p.seeds, ctx.device, progress=step)
+    results = check_stage(ctx.family, kernel, p.shapes, p.dtypes, p.seeds, ctx.device, progress=step,
+                          distributions=distributions)
     chains = check_chains(ctx.family, built.stage.module, p.shapes, p.dtypes[0], input_kind=ctx.stage.input_kind,
                           progress=step)
     bar.close()

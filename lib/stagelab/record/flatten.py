@@ -33,6 +33,10 @@ def resource_metrics(report: ResourceReport) -> dict[str, float]:
     return out
 
 
+# What an infinite error / budget ratio (a crashed or non-finite check) is logged as.
+INFINITE_RATIO = 1e9
+
+
 def check_metrics(report: CheckReport) -> dict[str, float]:
     out: dict[str, float] = {}
     if report.chains:
@@ -48,7 +52,10 @@ def check_metrics(report: CheckReport) -> dict[str, float]:
         out[m.MAX_ABS_ERR.key(shape, dtype)] = row["max_abs_err"]
         out[m.ERR_BUDGET_RATIO.key(shape, dtype)] = row["err_budget_ratio"]
     # inf (a crashed or non-finite check) is not a number MLflow stores: cap it visibly
-    out[m.MAX_ERR_BUDGET_RATIO.key()] = frame["err_budget_ratio"].replace(float("inf"), 1e9).max()
+    ratios = frame["err_budget_ratio"].replace(float("inf"), INFINITE_RATIO)
+    out[m.MAX_ERR_BUDGET_RATIO.key()] = ratios.max()
+    for distribution, worst in ratios.groupby(frame["distribution"], sort=False).max().items():
+        out[m.CHECK_WORST_RATIO.key(distribution)] = worst
     return out
 
 

@@ -31,13 +31,15 @@ def latency_plot(timing: pd.DataFrame, path: Path | None = None, *, mode: str | 
 
 
 def error_plot(checks: pd.DataFrame, path: Path | None = None, title: str = ""):
-    """Error over budget per check: below 1.0 passes."""
+    """Error over budget per check: below 1.0 passes. Coloured by input distribution where there
+    are several, else by dtype."""
     import matplotlib.pyplot as plt
     import seaborn as sns
 
-    fig, ax = plt.subplots(figsize=(max(6, 0.6 * len(checks) / 2 + 3), 4))
     data = checks.assign(label=checks["shape"] + " " + checks["dtype"])
-    sns.stripplot(data=data, x="label", y="err_budget_ratio", hue="dtype", ax=ax, size=7)
+    hue = "distribution" if "distribution" in data and data["distribution"].nunique() > 1 else "dtype"
+    fig, ax = plt.subplots(figsize=(max(6, 0.6 * data["label"].nunique() + 3), 4))
+    sns.stripplot(data=data, x="label", y="err_budget_ratio", hue=hue, ax=ax, size=7)
     ax.axhline(1.0, color="red", linestyle="--", linewidth=1)
     ax.set_ylabel("max|out-ref| / budget (pass < 1)")
     ax.set_xlabel("")

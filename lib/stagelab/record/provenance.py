@@ -22,6 +22,7 @@ def run_params(ctx: StageContext) -> dict[str, object]:
         "params_file": _relative(p.path),
         "dtypes": ",".join(p.dtypes),
         "seeds": ",".join(map(str, p.seeds)),
+        "distributions": ",".join(p.distributions),
         "shapes": ";".join(s.tag for s in p.shapes),
         "mission_shape": p.mission.tag,
         "timing_dtype": p.timing.dtype,

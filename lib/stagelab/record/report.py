@@ -20,7 +20,7 @@ from ..core.family import Family, load_family
 from ..core.formatting import markdown
 from ..core.paths import repo_root
 from . import tracking
-from .tables import ladder_table, latest_runs, per_shape_table, rate_column
+from .tables import distribution_table, ladder_table, latest_runs, per_shape_table, rate_column
 
 
 def _with_contender_rows(shapes: pd.DataFrame, family: Family, value: str) -> pd.DataFrame:
@@ -92,6 +92,10 @@ def _params_section(runs: pd.DataFrame, name: str, family: Family) -> tuple[list
     commits = sorted(set(subset["tags.git_commit"].fillna("?").str[:10]))
     lines = [f"## {name}", "", f"Runs from commit(s) {', '.join(commits)}; mission problem `{mission}`; "
              f"p50 and ratios in {primary} mode.", "", markdown(ladder_table(runs, name, mission, family)), ""]
+    distributions = distribution_table(runs, name, family)
+    if not distributions.empty:
+        lines += ["Worst error / budget per input distribution, over every problem, dtype and seed (< 1 passes; "
+                  "– : the stage was not checked on it):", "", markdown(distributions), ""]
     shapes = per_shape_table(runs, name, family, primary, rate_mode)
     if not shapes.empty:
         lines += ["Per problem:", "", markdown(shapes), ""]

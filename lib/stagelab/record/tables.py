@@ -75,6 +75,22 @@ def ladder_table(runs: pd.DataFrame, params_name: str, mission_tag: str, family:
     return frame
 
 
+def distribution_table(runs: pd.DataFrame, params_name: str, family: Family) -> pd.DataFrame:
+    """One row per stage: the worst error / budget over the checks of each named input distribution
+    (columns in the family's order); a distribution no run of the file was checked on is left out."""
+    rows = [{"stage": r["tags.stage"],
+             **{name: _metric(r, m.CHECK_WORST_RATIO.key(name)) for name in family.distributions}}
+            for _, r in runs[runs["tags.params_file"] == params_name].iterrows()]
+    frame = pd.DataFrame(rows)
+    if frame.empty:
+        return frame
+    frame = frame.dropna(axis=1, how="all")
+    if list(frame.columns) == ["stage"]:  # runs from before distributions had names
+        return pd.DataFrame()
+    frame["order"] = frame["stage"].map(_stage_order(family))
+    return frame.sort_values("order").drop(columns="order")
+
+
 def per_shape_table(runs: pd.DataFrame, params_name: str, family: Family, primary_mode: str = "cold",
                     rate_mode: str | None = None) -> pd.DataFrame:
     """One row per (stage, problem): p50 and ratios in the primary mode, and the throughput

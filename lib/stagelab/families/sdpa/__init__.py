@@ -11,9 +11,10 @@ from typing import Any
 
 import torch
 
-from ...core.family import Family, KernelFn
+from ...core.family import DEFAULT_DISTRIBUTION, Family, KernelFn
 from .contenders import FA4, SDPA_BACKENDS
 from .contenders import contender as library_contender
+from .distributions import DISTRIBUTIONS, FP8_ONLY
 from .inputs import FA3_ATOL_MAGNITUDE, FAMILY_NAME, call_plain, make_inputs
 from .kernel import KERNEL_DTYPE_CODES, SUPPORTED_TORCH_DTYPES, StageKernel
 from .reference import attention, default_scale
@@ -34,12 +35,21 @@ class SdpaFamily(Family):
                          {"shape": [1, 1, 333, 128], "causal": [False, True]})
     long_params = "params/long.yaml"
     input_kinds = (FP8_INPUTS,)
+    distributions = DISTRIBUTIONS
 
     def parse_problem(self, where: str, entry: Any) -> list[Shape]:
         return parse_shapes(where, entry)
 
-    def make_inputs(self, problem: Shape, dtype: torch.dtype, seed: int, device) -> tuple[torch.Tensor, ...]:
-        return make_inputs(problem, dtype, seed, device)
+    def make_inputs(self, problem: Shape, dtype: torch.dtype, seed: int, device,
+                    distribution: str = DEFAULT_DISTRIBUTION) -> tuple[torch.Tensor, ...]:
+        """Fresh q, k, v from a named distribution (distributions.py; standard normal by default)."""
+        self.require_distribution(distribution)
+        return make_inputs(problem, dtype, seed, device, distribution)
+
+    def distributions_for(self, input_kind: str = "") -> tuple[str, ...]:
+        if input_kind == FP8_INPUTS:
+            return self.distributions
+        return tuple(d for d in self.distributions if d not in FP8_ONLY)
 
     def reference(self, problem: Shape, inputs, compute_dtype: torch.dtype) -> torch.Tensor:
         q, k, v = inputs

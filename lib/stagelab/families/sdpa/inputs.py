@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import torch
 
-from ...core.family import KernelFn, dtype_named
+from ...core.family import DEFAULT_DISTRIBUTION, KernelFn, dtype_named
+from .distributions import draw
 from .kernel import SUPPORTED_TORCH_DTYPES
 from .reference import default_scale
 from .shapes import Shape
@@ -24,11 +25,11 @@ def torch_dtype(name: str) -> torch.dtype:
     return dtype_named(FAMILY_NAME, SUPPORTED_TORCH_DTYPES, name)
 
 
-def make_inputs(problem: Shape, dtype: torch.dtype, seed: int, device) -> tuple[torch.Tensor, ...]:
-    """Fresh standard-normal q, k, v; the generator mixes seed and shape so no two checks share data."""
-    generator = torch.Generator(device="cpu").manual_seed(hash((seed, problem.dims, problem.causal)) & (2**63 - 1))
-    tensors = [torch.randn(problem.dims, generator=generator, dtype=torch.float32) for _ in range(3)]
-    return tuple(t.to(device=device, dtype=dtype) for t in tensors)
+def make_inputs(problem: Shape, dtype: torch.dtype, seed: int, device,
+                distribution: str = DEFAULT_DISTRIBUTION) -> tuple[torch.Tensor, ...]:
+    """Fresh q, k, v from a named distribution (distributions.py); the generator mixes seed, shape
+    and distribution so no two checks share data."""
+    return tuple(t.to(device=device, dtype=dtype) for t in draw(problem, seed, distribution))
 
 
 def call_plain(kernel: KernelFn, problem: Shape, inputs: tuple[torch.Tensor, ...], out: torch.Tensor) -> None:

@@ -14,14 +14,12 @@ from typing import Any
 import torch
 
 from ...core.errors import ConfigError, InputError
-from ...core.family import BuiltKernel, Family, KernelFn
+from ...core.family import DEFAULT_DISTRIBUTION, BuiltKernel, Family, KernelFn
+from .distributions import DISTRIBUTIONS, draw
 
 SUPPORTED_TORCH_DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16}
 # SoftmaxDtype in kernels/softmax/softmax_api.h, by kernel template argument.
 KERNEL_DTYPE_CODES = {"fp16": 0, "bf16": 1}
-# Inputs are standard normal times this: logits spread over about +-12, so rows are peaked
-# (a few elements near 1) and long tails near 0 both occur, as in attention or classification.
-INPUT_SPREAD = 4.0
 # Per element: a max compare, a subtract, an exp, an add to the sum and a divide.
 FLOPS_PER_ELEMENT = 5
 _PROBLEM_KEYS = {"shape"}
@@ -105,14 +103,15 @@ class SoftmaxFamily(Family):
     knob_example = '{"BLOCK_THREADS": 128}'
     # A row narrower than one block's stride and one wider, both odd.
     sanitize_problems = ({"shape": [5, 77]}, {"shape": [3, 4097]})
+    distributions = DISTRIBUTIONS
 
     def parse_problem(self, where: str, entry: Any) -> list[Rows]:
         return parse_rows(where, entry)
 
-    def make_inputs(self, problem: Rows, dtype: torch.dtype, seed: int, device) -> tuple[torch.Tensor, ...]:
-        generator = torch.Generator(device="cpu").manual_seed(hash((seed, problem.rows, problem.cols)) & (2**63 - 1))
-        x = torch.randn((problem.rows, problem.cols), generator=generator, dtype=torch.float32) * INPUT_SPREAD
-        return (x.to(device=device, dtype=dtype),)
+    def make_inputs(self, problem: Rows, dtype: torch.dtype, seed: int, device,
+                    distribution: str = DEFAULT_DISTRIBUTION) -> tuple[torch.Tensor, ...]:
+        self.require_distribution(distribution)
+        return (draw(problem.rows, problem.cols, seed, distribution).to(device=device, dtype=dtype),)
 
     def reference(self, problem: Rows, inputs, compute_dtype: torch.dtype) -> torch.Tensor:
         return plain_softmax(inputs[0], compute_dtype)

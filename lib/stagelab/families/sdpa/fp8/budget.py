@@ -1,6 +1,6 @@
 """How an FP8 attention stage is judged: FA3's budget with a plain FP8 emulation as the yardstick.
 
-On fresh random inputs (with one all-zero head planted), quantized head by head:
+On fresh random inputs of a named distribution (with one all-zero head planted), quantized head by head:
 
     max|out - ref| <= 2 * max|out_emulated - ref| + atol
 
@@ -20,7 +20,9 @@ from dataclasses import dataclass
 import torch
 
 from ....measure.checks import CheckResult, check_each, error_budget, judge_launches, poisoned_launch
-from ....core.family import KernelFn
+from ....core.errors import ConfigError
+from ....core.family import DEFAULT_DISTRIBUTION, KernelFn
+from ..distributions import DISTRIBUTIONS
 from ..inputs import FA3_ATOL_MAGNITUDE, call_plain, make_inputs, torch_dtype
 from ..reference import attention, default_scale
 from ..shapes import Shape
@@ -70,10 +72,12 @@ def fp16_baseline_output(shape: Shape, inputs, fp16_kernel: KernelFn | None) -> 
 
 
 def check_fp8_shape(kernel: Fp8KernelFn, shape: Shape, dtype_name: str, seed: int,
-                    device: torch.device | str, fp16_kernel: KernelFn | None = None) -> Fp8CheckResult:
-    """One problem, one output dtype, one seed: two poisoned launches judged against the budget."""
+                    device: torch.device | str, fp16_kernel: KernelFn | None = None,
+                    distribution: str = DEFAULT_DISTRIBUTION) -> Fp8CheckResult:
+    """One problem, one output dtype, one seed, one input distribution: two poisoned launches
+    judged against the budget."""
     dtype = torch_dtype(dtype_name)
-    inputs = plant_zero_head(make_inputs(shape, dtype, seed, device))
+    inputs = plant_zero_head(make_inputs(shape, dtype, seed, device, distribution))
     fp8 = quantize_qkv(*inputs)
     scale = default_scale(shape.head_dim)
     ref = attention(*fp8.dequantized(torch.float64), scale, shape.causal, torch.float64)
@@ -87,14 +91,22 @@ def check_fp8_shape(kernel: Fp8KernelFn, shape: Shape, dtype_name: str, seed: in
     verdict = judge_launches(first, second, ref, budget.bound)
     baseline, baseline_name = fp16_baseline_output(shape, inputs, fp16_kernel)
     err_vs_fp16 = (first.double() - baseline.double()).abs().max().item()
-    return Fp8CheckResult.judged(shape, dtype_name, seed, budget, verdict,
+    return Fp8CheckResult.judged(shape, dtype_name, seed, budget, verdict, distribution,
                                  err_vs_fp16=err_vs_fp16, fp16_baseline=baseline_name)
 
 
 def check_fp8_all(kernel: Fp8KernelFn, shapes: Iterable[Shape], dtypes: Iterable[str], seeds: Iterable[int],
                   device: torch.device | str, fp16_kernel: KernelFn | None = None,
-                  progress: Callable[[str], None] | None = None) -> list[CheckResult]:
-    """Every (problem, output dtype, seed); a launch that raises is a failed check."""
-    def check(shape: Shape, dtype_name: str, seed: int) -> CheckResult:
-        return check_fp8_shape(kernel, shape, dtype_name, seed, device, fp16_kernel)
-    return check_each(check, shapes, dtypes, seeds, progress, result_type=Fp8CheckResult)
+                  progress: Callable[[str], None] | None = None,
+                  distributions: Iterable[str] = (DEFAULT_DISTRIBUTION,)) -> list[CheckResult]:
+    """Every (problem, output dtype, seed, input distribution); a launch that raises is a failed check."""
+    distributions = tuple(distributions)
+    unknown = [d for d in distributions if d not in DISTRIBUTIONS]  # a misspelt name fails before any launch
+    if unknown:
+        raise ConfigError(f"the sdpa family has no input distribution {unknown[0]!r}; "
+                          f"supported: {list(DISTRIBUTIONS)}")
+
+    def check(shape: Shape, dtype_name: str, seed: int, distribution: str) -> CheckResult:
+        return check_fp8_shape(kernel, shape, dtype_name, seed, device, fp16_kernel, distribution)
+    return check_each(check, shapes, dtypes, seeds, progress, result_type=Fp8CheckResult,
+                      distributions=distributions)

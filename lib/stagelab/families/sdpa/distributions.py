@@ -1,0 +1,138 @@
+"""Named input distributions of the sdpa family's checks: Q, K and V in float32 on the CPU, fresh per
+seed, drawn from a generator keyed by seed, problem and distribution (family.input_generator).
+
+- `normal`: Q, K, V ~ N(0, 1), the inputs every check had before distributions had names (same
+  generator, same values).
+- `large`: logits q.k/sqrt(d) in the hundreds and V in the hundreds, the regime where a kernel's
+  max, exponent range and scale folding are tested (FP8's failure of issue 28).
+- `positive`: Q, K, V uniform on (0, 1]: no signs to cancel, so rounding errors add coherently.
+- `peaky`: near-one-hot rows: each query has one key whose logit stands far above all others.
+- `zero_head`: N(0, 1) with one (batch, head) of K and V all zeros (Q untouched): a row of equal
+  logits and a zero output, and for FP8 the quantizer's zero-scale case in K and V alone.
+- `tiny`: Q, K, V ~ N(0, (1e-3)^2): logits near zero (uniform rows) and outputs around 1e-3.
+- `outlier`: N(0, 1) with a few channels of K and V 100x the rest, as activations with outlier
+  features have; the per-head FP8 scale is then set by those channels (FP8 stages only).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import torch
+
+from ...core.family import DEFAULT_DISTRIBUTION, input_generator
+from .shapes import Shape
+
+NORMAL = DEFAULT_DISTRIBUTION
+LARGE = "large"
+POSITIVE = "positive"
+PEAKY = "peaky"
+ZERO_HEAD = "zero_head"
+TINY = "tiny"
+OUTLIER = "outlier"
+
+# large: with q_i, k_i independent N(0, s^2), q.k sums d products of variance s^4, so q.k/sqrt(d)
+# has standard deviation s^2 whatever the head dimension. A logit spread of 256 puts a row's
+# scores hundreds apart (its maximum over 2048 keys near 3.5 * 256 = 900): s = sqrt(256) = 16.
+# The issue's s = 30 (spread 900) risks overflowing the plain fp16 yardstick, which forms q.k
+# before the scale: its spread s^2 * sqrt(128) would be 10^4, 6.4 spreads short of fp16's 65504;
+# at s = 16 it is 2900, 22 spreads short.
+LARGE_LOGIT_STD = 256.0
+LARGE_QK_STD = math.sqrt(LARGE_LOGIT_STD)
+LARGE_V_STD = 200.0  # outputs, averages of few V rows in such peaked rows, are then in the hundreds too
+TINY_STD = 1e-3
+# peaky: each query is its chosen key k_j scaled so that their logit is PEAK_LOGIT. Another key's
+# logit is then PEAK_LOGIT * Z / |k_j| with Z ~ N(0, 1), so the gap to the peak is
+# PEAK_LOGIT * (1 - Z / |k_j|). The worst row meets the largest Z of up to 8192 keys,
+# sqrt(2 ln 8192) = 4.2, with a short chosen key (|k_j| ~ sqrt(64) - 3 = 5 at d = 64): a gap of
+# PEAK_LOGIT * 0.16 = 10 at 64, so even that row is one-hot to within e^-10 = 5e-5 (tests check
+# 1e-3), while the logits stay tens, not `large`'s hundreds.
+PEAK_LOGIT = 64.0
+# outlier: a few fixed channels (the same in every token and head, as outlier features are) of K
+# and V scaled up. Not Q too: Q's and K's outliers in one channel would multiply into logits of
+# 10^4 and overflow the plain fp16 yardstick's q.k.
+OUTLIER_CHANNELS = 4
+OUTLIER_FACTOR = 100.0
+
+Inputs = tuple[torch.Tensor, torch.Tensor, torch.Tensor]
+
+
+def _normal(shape: Shape, generator: torch.Generator, std: float = 1.0) -> torch.Tensor:
+    return torch.randn(shape.dims, generator=generator, dtype=torch.float32) * std
+
+
+def normal(shape: Shape, generator: torch.Generator) -> Inputs:
+    return tuple(_normal(shape, generator) for _ in range(3))  # x * 1.0 is x: the values of earlier runs
+
+
+def large(shape: Shape, generator: torch.Generator) -> Inputs:
+    q, k = (_normal(shape, generator, LARGE_QK_STD) for _ in range(2))
+    return q, k, _normal(shape, generator, LARGE_V_STD)
+
+
+def positive(shape: Shape, generator: torch.Generator) -> Inputs:
+    # 1 - U[0, 1): float32's uniform steps are 2^-24, which fp16 still holds, so no element is 0.
+    return tuple(1.0 - torch.rand(shape.dims, generator=generator, dtype=torch.float32) for _ in range(3))
+
+
+def chosen_keys(shape: Shape, generator: torch.Generator) -> torch.Tensor:
+    """For each query row, one key it may see: any key, or under the causal mask one at or before it."""
+    visible = torch.arange(1, shape.seq_len + 1) if shape.causal else torch.full((shape.seq_len,), shape.seq_len)
+    uniform = torch.rand(shape.dims[:3], generator=generator, dtype=torch.float64)
+    return (uniform * visible).long().clamp(max=shape.seq_len - 1)
+
+
+def peaky(shape: Shape, generator: torch.Generator) -> Inputs:
+    k, v = _normal(shape, generator), _normal(shape, generator)
+    chosen = chosen_keys(shape, generator)
+    k_chosen = k.gather(2, chosen[..., None].expand(shape.dims))
+    # q = c * k_j with c = PEAK_LOGIT * sqrt(d) / |k_j|^2, so that q.k_j / sqrt(d) = PEAK_LOGIT
+    q = k_chosen * (PEAK_LOGIT * math.sqrt(shape.head_dim) / k_chosen.square().sum(-1, keepdim=True))
+    return q, k, v
+
+
+def zeroed_head(shape: Shape, generator: torch.Generator) -> tuple[int, int]:
+    """(batch, head) of the zeroed K/V head: any but the last where there are several, since the
+    FP8 check zeroes the last head of Q, K and V itself (fp8.plant_zero_head): it sees both cases."""
+    choices = max(1, shape.batch * shape.heads - 1)
+    return divmod(int(torch.randint(choices, (1,), generator=generator)), shape.heads)
+
+
+def zero_head(shape: Shape, generator: torch.Generator) -> Inputs:
+    q, k, v = (_normal(shape, generator) for _ in range(3))
+    batch, head = zeroed_head(shape, generator)
+    k[batch, head] = 0
+    v[batch, head] = 0
+    return q, k, v
+
+
+def tiny(shape: Shape, generator: torch.Generator) -> Inputs:
+    return tuple(_normal(shape, generator, TINY_STD) for _ in range(3))
+
+
+def outlier_channels(shape: Shape, generator: torch.Generator) -> torch.Tensor:
+    return torch.randperm(shape.head_dim, generator=generator)[:OUTLIER_CHANNELS]
+
+
+def outlier(shape: Shape, generator: torch.Generator) -> Inputs:
+    q, k, v = (_normal(shape, generator) for _ in range(3))
+    channels = outlier_channels(shape, generator)
+    k[..., channels] *= OUTLIER_FACTOR
+    v[..., channels] *= OUTLIER_FACTOR
+    return q, k, v
+
+
+DRAWS: dict[str, Callable[[Shape, torch.Generator], Inputs]] = {
+    NORMAL: normal, LARGE: large, POSITIVE: positive, PEAKY: peaky, ZERO_HEAD: zero_head, TINY: tiny,
+    OUTLIER: outlier,
+}
+DISTRIBUTIONS = tuple(DRAWS)
+# What an fp16/bf16 stage is checked on: `outlier` tests per-head FP8 scales, so FP8 stages alone.
+FP8_ONLY = (OUTLIER,)
+
+
+def draw(shape: Shape, seed: int, distribution: str) -> Inputs:
+    """Q, K and V in float32 on the CPU for one check (the caller converts and moves them)."""
+    generator = input_generator((seed, shape.dims, shape.causal), distribution)
+    return DRAWS[distribution](shape, generator)
