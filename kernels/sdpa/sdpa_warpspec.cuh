@@ -148,15 +148,6 @@ constexpr bool kSliceMergeTwo = WS_SLICE_MERGE != 0;
 #define WS_LATE_MERGER 0
 #endif
 constexpr bool kLateMerger = WS_LATE_MERGER != 0;
-// O stored straight from the accumulators, 4 bytes per lane and row (1), in blocks that are not
-// persistent; 0 (the default here): staged through shared memory into 16-byte stores. Why: the
-// staging round trip (shared stores, __syncwarp, shared loads) and the fence before the next
-// item's TMA sit on a short block's critical path (the timeline: 0.50 us to normalise and store
-// at the mission), while a block that is not persistent has no next item.
-#ifndef WS_DIRECT_STORE
-#define WS_DIRECT_STORE 0
-#endif
-constexpr bool kDirectStore = WS_DIRECT_STORE != 0;
 constexpr bool kWaitKInTurn = WS_WAIT_K_IN_TURN != 0;
 constexpr bool kRescaleInTurn = WS_RESCALE_IN_TURN != 0;
 
@@ -634,14 +625,10 @@ struct Consumer {
                static_cast<int64_t>(wt.q_begin) * p.out_strides.seq;
       int row_base = wg_row0() + warp_in_wg * Tile::kWarpRows;
       if constexpr (kLateEpilogueAddresses) asm volatile("" : "+r"(row_base));
-      if constexpr (kDirectStore && !Cfg::kPersistent)
-        tile.store_o_direct(row_base, o_g, p.out_strides.seq, p.seq_len - wt.q_begin, l);
-      else
-        tile.template store_o<Cfg::kBlockM>(smem + L::kQOffset, row_base, o_g, p.out_strides.seq,
-                                            p.seq_len - wt.q_begin, lane, l);
+      tile.template store_o<Cfg::kBlockM>(smem + L::kQOffset, row_base, o_g, p.out_strides.seq,
+                                          p.seq_len - wt.q_begin, lane, l);
     }
-    if constexpr (!(kDirectStore && !Cfg::kPersistent))
-      fence_proxy_async_shared();  // the staging writes precede the next Q's TMA overwrite
+    fence_proxy_async_shared();  // the staging writes precede the next Q's TMA overwrite
     release(empty_q_bar(bars));
     WS_STAMP_IF(ctid % kWarpgroupThreads == 0 && wg_row0() == 0, kStored);
   }
