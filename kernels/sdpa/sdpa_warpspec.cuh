@@ -139,15 +139,6 @@ constexpr bool kPdlLateTrigger = WS_PDL == 2;
 #define WS_SLICE_MERGE 0
 #endif
 constexpr bool kSliceMergeTwo = WS_SLICE_MERGE != 0;
-// The key split's merge by the warpgroup that holds the item's last key tile (1), the other
-// parking its partial as soon as its own tiles are done. 0 (the default here): warpgroup 0
-// merges. Why: the timeline (tools/microbench/sdpa_timeline.cu) has warpgroup 1 finishing its
-// tiles 0.23 us after warpgroup 0 at the mission (its tiles arrive later), and warpgroup 0
-// waiting 0.40 us for its partial.
-#ifndef WS_LATE_MERGER
-#define WS_LATE_MERGER 0
-#endif
-constexpr bool kLateMerger = WS_LATE_MERGER != 0;
 constexpr bool kWaitKInTurn = WS_WAIT_K_IN_TURN != 0;
 constexpr bool kRescaleInTurn = WS_RESCALE_IN_TURN != 0;
 
@@ -682,10 +673,7 @@ struct Consumer {
     const int t = ctid % kWarpgroupThreads;
     float4* o_part = reinterpret_cast<float4*>(smem + L::kMergeOffset);
     float4* stat = reinterpret_cast<float4*>(smem + L::kMergeStatOffset) + t;
-    // kLateMerger: the owner of the item's last key tile (ring index tiles - 1) merges, the other parks
-    bool parks = cwg == 1;
-    if constexpr (kLateMerger) parks = cwg != (wt.kt_end - wt.kt_begin - 1) % Cfg::kConsumerWGs;
-    if (parks) {
+    if (cwg == 1) {
       park_partial(o_part, t);
       *stat = make_float4(tile.row_max[0], tile.row_max[1], l[0], l[1]);
       bar_arrive(kKeySplitMerge, kPairThreads);  // orders the stores above before the merger's reads
