@@ -569,13 +569,6 @@ Build / SASS (UTMALDG, HGMMA, SYNCS, USETMAXREG; LDS/LD through mapa for DSMEM):
 #ifndef KEY_SPLIT_BLOCK_N
 #define KEY_SPLIT_BLOCK_N 128
 #endif
-// head_dim 64's own key split (its log, KEY_SPLIT_WGS_D64): warpgroups per tile and keys per tile
-#ifndef KEY_SPLIT_WGS_D64
-#define KEY_SPLIT_WGS_D64 KEY_SPLIT_WGS
-#endif
-#ifndef KEY_SPLIT_BLOCK_N_D64
-#define KEY_SPLIT_BLOCK_N_D64 KEY_SPLIT_BLOCK_N
-#endif
 // The key split's blocks in clusters of two query tiles of a head sharing K/V by TMA multicast,
 // where that fits (sdpa_warpspec::multicast_fits); 0: off (its log, KEY_SPLIT_MULTICAST)
 #ifndef KEY_SPLIT_MULTICAST
@@ -659,21 +652,16 @@ static_assert(SPLITS == 0 || SPLITS == 1 || SPLITS == 2 || SPLITS == 4, "SPLITS:
 // blocks fit 132 SMs in one wave either way. Ring depth per warpgroup is
 // stages / 2: 4 x 128 keys at D=64 (64 KiB per ring), 2 at D=128 (64 KiB).
 static_assert(KEY_SPLIT_WGS == 1 || KEY_SPLIT_WGS == 2, "KEY_SPLIT_WGS: 1 (off) or 2 warpgroups per query tile");
-// Four warpgroups leave 112 registers each (fit_consumer_regs): for head_dim 64's 64-key tiles.
-static_assert(KEY_SPLIT_WGS_D64 == KEY_SPLIT_WGS || (KEY_SPLIT_WGS == 2 && KEY_SPLIT_WGS_D64 == 4),
-              "KEY_SPLIT_WGS_D64: KEY_SPLIT_WGS, or 4 where KEY_SPLIT_WGS is 2");
 static_assert(KEY_SPLIT_WGS == 1 || SPLITS == 1, "key split and cluster split (SPLITS) are exclusive");
-static_assert(KEY_SPLIT_PINGPONG == 0 || (KEY_SPLIT_WGS == 2 && KEY_SPLIT_WGS_D64 == 2),
+static_assert(KEY_SPLIT_PINGPONG == 0 || KEY_SPLIT_WGS == 2,
               "KEY_SPLIT_PINGPONG: turns between exactly two key-split warpgroups");
 template <int D>
-constexpr int kKeySplitWGs = D == 64 ? KEY_SPLIT_WGS_D64 : KEY_SPLIT_WGS;
-template <int D>
 using KeySplitConfig = sdpa_warpspec::KeySplit<
-    Config<kKeySplitWGs<D>, D == 64 ? KEY_SPLIT_BLOCK_N_D64 : KEY_SPLIT_BLOCK_N,
+    Config<KEY_SPLIT_WGS, KEY_SPLIT_BLOCK_N,
            D == 64 ? KEY_SPLIT_STAGES_D64 : KEY_SPLIT_STAGES_D128, /*pingpong=*/KEY_SPLIT_PINGPONG != 0,
            /*persistent=*/false,
            /*blocks per SM=*/1, kProducerRegs,
-           sdpa_warpspec::fit_consumer_regs(kKeySplitWGs<D>, kProducerRegs, /*min_blocks=*/1, CONSUMER_REGS)>>;
+           sdpa_warpspec::fit_consumer_regs(KEY_SPLIT_WGS, kProducerRegs, /*min_blocks=*/1, CONSUMER_REGS)>>;
 constexpr bool kKeySplit = KEY_SPLIT_WGS > 1;
 // SHORT_CLUSTER_TILE: two consumer warpgroups of 64 rows each (a 128-row tile), one block per SM, the
 // item's key tiles split over a cluster of two CTAs combined over DSMEM (split-KV). Why: an SM takes
@@ -769,7 +757,7 @@ extern "C" const char* sdpa_stage_config() {
       BLOCK_N_D64) " BLOCK_N_D128=" SDPA_STR(BLOCK_N_D128) " STAGES_D64=" SDPA_STR(STAGES_D64) " STAGES_D128=" SDPA_STR(
       STAGES_D128) " DENSE_BLOCK_N_D128=" SDPA_STR(DENSE_BLOCK_N_D128) " (0: BLOCK_N_D128); short: BLOCK_M=64 BLOCK_N=128 split-KV cluster SPLITS=" SDPA_STR(SPLITS) " (0=auto)"
       " FORCE_POLICY=" SDPA_STR(FORCE_POLICY) " PINGPONG=" SDPA_STR(PINGPONG) " PINGPONG_MAX_SEQ=" SDPA_STR(PINGPONG_MAX_SEQ) " KEY_SPLIT_WGS=" SDPA_STR(
-          KEY_SPLIT_WGS) " KEY_SPLIT_BLOCK_N=" SDPA_STR(KEY_SPLIT_BLOCK_N) " KEY_SPLIT_WGS_D64=" SDPA_STR(KEY_SPLIT_WGS_D64) " KEY_SPLIT_BLOCK_N_D64=" SDPA_STR(KEY_SPLIT_BLOCK_N_D64) " KEY_SPLIT_STAGES_D64=" SDPA_STR(
+          KEY_SPLIT_WGS) " KEY_SPLIT_BLOCK_N=" SDPA_STR(KEY_SPLIT_BLOCK_N) " KEY_SPLIT_STAGES_D64=" SDPA_STR(
           KEY_SPLIT_STAGES_D64) " KEY_SPLIT_STAGES_D128=" SDPA_STR(KEY_SPLIT_STAGES_D128)
          " CONSUMER_WGS_D64=" SDPA_STR(CONSUMER_WGS_D64) " (long, head_dim 64; 3: consumer 160; 0: 2 or 3 by the wave count)"
          " CAUSAL_PAIRS=" SDPA_STR(CAUSAL_PAIRS) " (long, causal: query tiles j and m-1-j per unit)"

@@ -130,15 +130,6 @@ static_assert(WS_PDL >= 0 && WS_PDL <= 2, "WS_PDL: 0 (plain launch), 1 (PDL, ear
 constexpr bool kPdl = WS_PDL != 0;
 constexpr bool kPdlEarlyTrigger = WS_PDL == 1;
 constexpr bool kPdlLateTrigger = WS_PDL == 2;
-// The key split's epilogue by slices (1): each warpgroup parks, for every other warpgroup, the
-// slice of O's columns that one stores (and its row stats), all meet on one barrier, and each
-// merges and stores its own slice. 0 (the default here): with two warpgroups, warpgroup 1 parks
-// all of its O and warpgroup 0 merges and stores all of it, alone; more than two always slice.
-// Why: the epilogue is serial after the last P.V of every warpgroup.
-#ifndef WS_SLICE_MERGE
-#define WS_SLICE_MERGE 0
-#endif
-constexpr bool kSliceMergeTwo = WS_SLICE_MERGE != 0;
 constexpr bool kWaitKInTurn = WS_WAIT_K_IN_TURN != 0;
 constexpr bool kRescaleInTurn = WS_RESCALE_IN_TURN != 0;
 
@@ -172,8 +163,7 @@ struct Config {
   static constexpr int kRingReleasers = kConsumerWarps;
   // Three warpgroups (192 rows, FlashAttention-3's head-dim-64 block) leave each
   // consumer 160 registers (fit_consumer_regs): enough at D=64, not at D=128.
-  // Four only as a key split's (KeySplit: four warpgroups on one 64-row tile, 112 registers each).
-  static_assert(kConsumerWGs >= 1 && kConsumerWGs <= 4, "one to three consumer warpgroups (64, 128 or 192 rows)");
+  static_assert(kConsumerWGs >= 1 && kConsumerWGs <= 3, "one to three consumer warpgroups (64, 128 or 192 rows)");
   static_assert(kBlockM <= kMaxTmaBoxRows, "Q is loaded as one TMA box of kBlockM rows per column block");
   static_assert(!kPingpong || kConsumerWGs == 2, "pingpong needs two consumer warpgroups");
   static_assert(kStages >= 2, "a buffer is refilled while the other is read: >= 2 per ring");
@@ -184,7 +174,7 @@ struct Config {
                 "the setmaxnreg split must fit the registers the block holds from launch on (fit_consumer_regs)");
 };
 
-// A Config whose two (or four) consumer warpgroups split the key tiles of ONE
+// A Config whose two consumer warpgroups split the key tiles of ONE
 // 64-row query tile (the header's kKeySplit). A derived type rather than a
 // Config parameter, so the other configs' kernels keep their names and code.
 template <class Base>
@@ -193,8 +183,7 @@ struct KeySplit : Base {
   static constexpr int kBlockM = kWgmmaM;  // both warpgroups on the same rows
   static constexpr int kRingStride = Base::kConsumerWGs;
   static constexpr int kRingReleasers = kWarpgroupWarps;  // only the owning warpgroup consumes a slot
-  static_assert(Base::kConsumerWGs == 2 || Base::kConsumerWGs == 4,
-                "key split: two or four warpgroups (O's n8 column tiles divide evenly into their slices)");
+  static_assert(Base::kConsumerWGs == 2, "key split: two warpgroups (one parks its partial, one merges)");
   // Turns here only order the two warpgroups' GEMM issue (s8's KEY_SPLIT_PINGPONG). Warpgroup 0 owns
   // ceil(tiles / 2) tiles, so it takes at most one turn more than warpgroup 1: its turn k waits for
   // warpgroup 1's turn k - 1, which exists; a trailing arrive stays unmatched, as in s7.
@@ -233,24 +222,11 @@ struct Layout {
   static constexpr int kVOffset = kKOffset + Cfg::kStages * kKVBytes;
   static constexpr int kBarOffset = kVOffset + Cfg::kStages * kKVBytes;
   static constexpr int kBarriers = 2 + 4 * Cfg::kStages;  // full_q, empty_q, then four rings
-  // Key split, past the barriers: the parked fp32 O and (max, max, sum, sum) per thread. Two
-  // warpgroups: warpgroup 1's O (kOAcc = D/2 per thread) and stats. By slices (kSliceMerge): each
-  // of N warpgroups parks N-1 slices of D/N columns, one for each other warpgroup: (N-1) * D/2
-  // floats per thread in all, the same bytes when N = 2; and every warpgroup's stats.
-  static constexpr bool kSliceMerge = Cfg::kKeySplit && (kSliceMergeTwo || Cfg::kConsumerWGs > 2);
+  // Key split, past the barriers: warpgroup 1's parked fp32 O (kOAcc = D/2 per thread) and its
+  // (max, max, sum, sum) per thread.
   static constexpr int kMergeOffset = kBarOffset + kBarriers * kBarBytes;
-  static constexpr int kMergeSlotBytes =
-      kWarpgroupThreads * (D / 2) * 4 / (Cfg::kConsumerWGs > 1 ? Cfg::kConsumerWGs : 1);
-  static constexpr int kMergeStatOffset =
-      kMergeOffset + (kSliceMerge ? Cfg::kConsumerWGs * (Cfg::kConsumerWGs - 1) * kMergeSlotBytes
-                                  : kWarpgroupThreads * (D / 2) * 4);
-  static constexpr int kMergeStatAreas = kSliceMerge ? Cfg::kConsumerWGs : 1;
-  // Slot of the slice warpgroup `from` parks for warpgroup `to` (from != to).
-  __host__ __device__ static constexpr int merge_slot(int from, int to) {
-    return from * (Cfg::kConsumerWGs - 1) + (to < from ? to : to - 1);
-  }
-  static constexpr int kMergeBytes =
-      Cfg::kKeySplit ? kMergeStatOffset - kMergeOffset + kMergeStatAreas * kWarpgroupThreads * 16 : 0;
+  static constexpr int kMergeStatOffset = kMergeOffset + kWarpgroupThreads * (D / 2) * 4;
+  static constexpr int kMergeBytes = Cfg::kKeySplit ? kMergeStatOffset - kMergeOffset + kWarpgroupThreads * 16 : 0;
   static constexpr int kSmemBytes = kBarOffset + kBarriers * kBarBytes + kMergeBytes + kSw128Align;  // + slack
   // Split-KV partials (fp32 O per consumer thread + row max / sum) reuse the K ring.
   static constexpr int kPartialOBytes = Cfg::kConsumerThreads * (D / 2) * 4;
@@ -663,10 +639,6 @@ struct Consumer {
   // past their last wgmma, so warpgroup 0 may stage O through the Q buffer.
   __device__ __forceinline__ void merge_and_store(const WorkTile& wt) {
     static_assert(Cfg::kKeySplit, "the key-split epilogue");
-    if constexpr (L::kSliceMerge) {
-      merge_and_store_slice_of<0>(wt);
-      return;
-    }
     constexpr int kPairThreads = 2 * kWarpgroupThreads;
     float l[Tile::kRowsPerThread];
     tile.reduced_row_sums(l);
@@ -690,82 +662,25 @@ struct Consumer {
     WS_STAMP_IF(t == 0, kFolded);
     store(wt, l);
   }
-  // By slices: warpgroup kMine keeps O's n8 column tiles [kMine * S, (kMine + 1) * S), S = D / 8 / N,
-  // parks every other slice for its owner, and folds the owners' parked slices of its own into it
-  // one peer at a time (a template, so every o_acc index stays a compile-time constant).
-  template <int kMine>
-  __device__ __forceinline__ void merge_and_store_slice_of(const WorkTile& wt) {
-    if constexpr (kMine < Cfg::kConsumerWGs) {
-      if (cwg == kMine)
-        merge_and_store_slice<kMine>(wt);
-      else
-        merge_and_store_slice_of<kMine + 1>(wt);
-    }
-  }
-  template <int kMine>
-  __device__ __forceinline__ void merge_and_store_slice(const WorkTile& wt) {
-    constexpr int kWGs = Cfg::kConsumerWGs;
-    constexpr int kSlice = Tile::kOTiles / kWGs;  // n8 tiles (one float4 of o_acc each) per slice
-    static_assert(kSlice * kWGs == Tile::kOTiles, "O's n8 column tiles split evenly over the warpgroups");
-    static_assert(L::kMergeSlotBytes == kSlice * kWarpgroupThreads * 16, "one float4 per n8 tile per thread");
-    float l[Tile::kRowsPerThread];
-    tile.reduced_row_sums(l);
-    const int t = ctid % kWarpgroupThreads;
-    float4* o_area = reinterpret_cast<float4*>(smem + L::kMergeOffset);
-    float4* stat_area = reinterpret_cast<float4*>(smem + L::kMergeStatOffset);
-    constexpr int kSlotFloat4s = kSlice * kWarpgroupThreads;
-#pragma unroll
-    for (int owner = 0; owner < kWGs; ++owner) {
-      if (owner != kMine) park_partial<kSlice>(o_area + L::merge_slot(kMine, owner) * kSlotFloat4s, t, owner * kSlice);
-    }
-    stat_area[kMine * kWarpgroupThreads + t] = make_float4(tile.row_max[0], tile.row_max[1], l[0], l[1]);
-    bar_sync(kKeySplitMerge, Cfg::kConsumerThreads);  // every slice and stat parked; all past their last wgmma
-    WS_STAMP_IF(ctid == 0, kMergeReady);
-#pragma unroll
-    for (int peer = 0; peer < kWGs; ++peer) {
-      if (peer == kMine) continue;
-      const float4 st = stat_area[peer * kWarpgroupThreads + t];
-      float w_mine[2], w_peer[2];
-      merge_stats(0, st.x, st.z, l, w_mine, w_peer);
-      merge_stats(1, st.y, st.w, l, w_mine, w_peer);
-      fold_partial<kSlice>(o_area + L::merge_slot(peer, kMine) * kSlotFloat4s, t, w_mine, w_peer, kMine * kSlice);
-    }
-    WS_STAMP_IF(ctid == 0, kFolded);
-    const SdpaProblem& p = prm.p;
-    if (wt.q_begin < p.seq_len) {
-      T* o_g = sdpa_head_ptr(static_cast<T*>(p.out), p.out_strides, wt.b, wt.h) +
-               static_cast<int64_t>(wt.q_begin) * p.out_strides.seq;
-      tile.template store_o<Cfg::kBlockM, kMine * kSlice, kSlice>(smem + L::kQOffset, warp_in_wg * Tile::kWarpRows,
-                                                                   o_g, p.out_strides.seq, p.seq_len - wt.q_begin,
-                                                                   lane, l);
-    }
-    fence_proxy_async_shared();  // the staging writes precede the next Q's TMA overwrite
-    release(empty_q_bar(bars));
-    WS_STAMP_IF(t == 0 && kMine == 0, kStored);
-  }
-  // O = O_mine * w_mine + O_peer * w_peer, row by row (accumulators 4i, 4i+1: row g; 4i+2, 4i+3: row g+8).
-  // Over O's n8 column tiles [first, first + kTiles) (one float4 of o_acc each; `first` is a
-  // compile-time constant once inlined and unrolled), from the parked float4s at `part`.
-  template <int kTiles = Tile::kOTiles>
+  // O = O_mine * w_mine + O_peer * w_peer, row by row (accumulators 4i, 4i+1: row g; 4i+2, 4i+3: row g+8),
+  // from the parked float4s at `part`.
   __device__ __forceinline__ void fold_partial(const float4* part, int t, const float (&w_mine)[2],
-                                               const float (&w_peer)[2], int first = 0) {
+                                               const float (&w_peer)[2]) {
 #pragma unroll
-    for (int i = 0; i < kTiles; ++i) {
+    for (int i = 0; i < Tile::kOTiles; ++i) {
       const float4 v = part[i * kWarpgroupThreads + t];
-      float* o = tile.o_acc + 4 * (first + i);
+      float* o = tile.o_acc + 4 * i;
       o[0] = o[0] * w_mine[0] + v.x * w_peer[0];
       o[1] = o[1] * w_mine[0] + v.y * w_peer[0];
       o[2] = o[2] * w_mine[1] + v.z * w_peer[1];
       o[3] = o[3] * w_mine[1] + v.w * w_peer[1];
     }
   }
-  // The n8 column tiles [first, first + kTiles) of this warpgroup's O, parked at `dst` as
-  // thread-fastest float4s (conflict-free) for a peer to fold in.
-  template <int kTiles = Tile::kOTiles>
-  __device__ __forceinline__ void park_partial(float4* dst, int t, int first = 0) const {
+  // This warpgroup's O, parked at `dst` as thread-fastest float4s (conflict-free) for the merger.
+  __device__ __forceinline__ void park_partial(float4* dst, int t) const {
 #pragma unroll
-    for (int i = 0; i < kTiles; ++i) {
-      const float* o = tile.o_acc + 4 * (first + i);
+    for (int i = 0; i < Tile::kOTiles; ++i) {
+      const float* o = tile.o_acc + 4 * i;
       dst[i * kWarpgroupThreads + t] = make_float4(o[0], o[1], o[2], o[3]);
     }
   }
