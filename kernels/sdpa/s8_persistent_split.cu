@@ -569,11 +569,6 @@ Build / SASS (UTMALDG, HGMMA, SYNCS, USETMAXREG; LDS/LD through mapa for DSMEM):
 #ifndef KEY_SPLIT_BLOCK_N
 #define KEY_SPLIT_BLOCK_N 128
 #endif
-// The key split's blocks in clusters of two query tiles of a head sharing K/V by TMA multicast,
-// where that fits (sdpa_warpspec::multicast_fits); 0: off (its log, KEY_SPLIT_MULTICAST)
-#ifndef KEY_SPLIT_MULTICAST
-#define KEY_SPLIT_MULTICAST 0
-#endif
 #ifndef KEY_SPLIT_STAGES_D64
 #define KEY_SPLIT_STAGES_D64 4
 #endif
@@ -672,10 +667,6 @@ constexpr bool kKeySplit = KEY_SPLIT_WGS > 1;
 using ClusterTileConfig = Config<2, 128, 2, /*pingpong=*/false, /*persistent=*/false, /*blocks per SM=*/1, kProducerRegs,
                                  CONSUMER_REGS>;
 constexpr int kClusterTileSplits = 2;
-static_assert(KEY_SPLIT_MULTICAST == 0 || (KEY_SPLIT_MULTICAST == 1 && kKeySplit),
-              "KEY_SPLIT_MULTICAST: 0, or 1 with the key split (KEY_SPLIT_WGS=2)");
-template <int D>
-using MulticastKeySplitConfig = sdpa_warpspec::Multicast<KeySplitConfig<D>>;
 static_assert(FORCE_POLICY >= 0 && FORCE_POLICY <= 2, "FORCE_POLICY: 0 by shape, 1 long, 2 short");
 
 enum Policy : int { kByShape = 0, kLong = 1, kShort = 2 };
@@ -737,10 +728,6 @@ extern "C" cudaError_t sdpa_forward(const SdpaProblem* problem, cudaStream_t str
         if (!wgs3_pays_off<D>(*problem, sms)) return sdpa_warpspec::launch<T, D, LongConfig2<D>>(*problem, 1, stream);
       }
       return sdpa_warpspec::launch<T, D, LongConfig<D>>(*problem, 1, stream);
-    }
-    if constexpr (KEY_SPLIT_MULTICAST != 0) {
-      if (sdpa_warpspec::multicast_fits<MulticastKeySplitConfig<D>>(*problem))
-        return sdpa_warpspec::launch<T, D, MulticastKeySplitConfig<D>>(*problem, 1, stream);
     }
     if constexpr (SHORT_CLUSTER_TILE != 0) {  // a CTA with no key tile left would be idle: never more splits than tiles
       const int key_tiles = sdpa_ceil_div(problem->seq_len, ClusterTileConfig::kBlockN);

@@ -153,7 +153,6 @@ struct Config {
   static constexpr int kConsumerRegs = kConsumerRegs_;
   static constexpr int kThreads = (1 + kConsumerWGs) * kWarpgroupThreads;  // producer first
   static constexpr bool kKeySplit = false;  // KeySplit<Config> below turns it on
-  static constexpr int kMulticastCtas = 1;   // Multicast<Config> below: CTAs sharing each K/V tile
   static constexpr int kBlockM = kConsumerWGs * kWgmmaM;
   // Ring indices between a warpgroup's consecutive key tiles, and the warps
   // that consume (and release) each ring slot.
@@ -195,19 +194,6 @@ struct KeySplit : Base {
   // parity wait on a slot never races a phase the other one has not consumed
   // (a wait one phase ahead would pass at once).
   static_assert(Base::kStages % Base::kConsumerWGs == 0, "key split: ring slots divide evenly between warpgroups");
-};
-
-// A Config whose blocks come in clusters of two query tiles of one head that
-// share every K/V tile: each CTA's producer issues half of a tile's rows by TMA
-// multicast into both CTAs, and each CTA's "full" barrier expects the whole
-// tile. Launched only where both tiles need the same key tiles (no causal
-// mask, an even number of query tiles per head) and every key tile has a ring
-// slot of its own (no refill, so no CTA waits for its peer's consumers).
-template <class Base>
-struct Multicast : Base {
-  static constexpr int kMulticastCtas = 2;
-  static_assert(!Base::kPersistent, "multicast: one work item per CTA, a cluster's two items in one head");
-  static_assert(Base::kBlockN % (2 * 8) == 0, "each CTA's half tile is whole 8-row swizzle atoms");
 };
 
 template <typename T, int D, class Cfg>
@@ -336,31 +322,6 @@ __device__ __forceinline__ void tma_load_tile(uint32_t dst, const CUtensorMap* m
     tma_load_4d(dst + cb * kRows * kSw128RowBytes, map, bar, cb * kSw128BlockElems, row0, h, b);
 }
 
-// Multicast: this CTA's half of a kRows-row tile, into both CTAs of the cluster
-// (rank r issues rows [r * kRows / 2, (r + 1) * kRows / 2) of every column
-// block); this CTA's barrier expects the whole tile, the peer's half included.
-template <int kRows, int kColumnBlocks>
-__device__ __forceinline__ void tma_load_tile_multicast(uint32_t dst, const CUtensorMap* half_map, uint32_t bar,
-                                                        int row0, int h, int b, uint32_t rank) {
-  constexpr int kHalf = kRows / 2;
-  constexpr uint16_t kBothCtas = 0b11;
-  mbarrier_arrive_expect_tx(bar, kRows * kColumnBlocks * kSw128RowBytes);
-#pragma unroll
-  for (int cb = 0; cb < kColumnBlocks; ++cb)
-    tma_load_4d_multicast(dst + (cb * kRows + rank * kHalf) * kSw128RowBytes, half_map, bar, cb * kSw128BlockElems,
-                          row0 + rank * kHalf, h, b, kBothCtas);
-}
-
-// One K or V tile into its ring slot: the whole tile, or this CTA's multicast half.
-template <class Cfg, int kColumnBlocks>
-__device__ __forceinline__ void load_kv_tile(uint32_t dst, const CUtensorMap* map, uint32_t bar, int row0, int h,
-                                             int b) {
-  if constexpr (Cfg::kMulticastCtas > 1)
-    tma_load_tile_multicast<Cfg::kBlockN, kColumnBlocks>(dst, map, bar, row0, h, b, cluster_ctarank());
-  else
-    tma_load_tile<Cfg::kBlockN, kColumnBlocks>(dst, map, bar, row0, h, b);
-}
-
 // Producer: one thread issues Q and every K/V tile of each work item in order.
 template <typename T, int D, class Cfg, bool kCausal>
 __device__ __forceinline__ void produce(const Params& prm, uint32_t s_base, int split, int splits) {
@@ -383,11 +344,11 @@ __device__ __forceinline__ void produce(const Params& prm, uint32_t s_base, int 
       const uint32_t freed = ring_parity<kStages>(ring) ^ 1;  // a fresh buffer counts as freed
       const uint32_t slot = (ring % kStages) * L::kKVBytes;
       mbarrier_wait(ring_bar<kStages>(bars, kEmptyK, ring), freed);
-      load_kv_tile<Cfg, kBlocks>(s_base + L::kKOffset + slot, &prm.k_map, ring_bar<kStages>(bars, kFullK, ring),
-                                 n * Cfg::kBlockN, wt.h, wt.b);
+      tma_load_tile<Cfg::kBlockN, kBlocks>(s_base + L::kKOffset + slot, &prm.k_map,
+                                           ring_bar<kStages>(bars, kFullK, ring), n * Cfg::kBlockN, wt.h, wt.b);
       mbarrier_wait(ring_bar<kStages>(bars, kEmptyV, ring), freed);
-      load_kv_tile<Cfg, kBlocks>(s_base + L::kVOffset + slot, &prm.v_map, ring_bar<kStages>(bars, kFullV, ring),
-                                 n * Cfg::kBlockN, wt.h, wt.b);
+      tma_load_tile<Cfg::kBlockN, kBlocks>(s_base + L::kVOffset + slot, &prm.v_map,
+                                           ring_bar<kStages>(bars, kFullV, ring), n * Cfg::kBlockN, wt.h, wt.b);
     }
   });
   WS_STAMP_IF(true, kLoadsIssued);
@@ -728,7 +689,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) warpspec_kerne
   const uint32_t s_base = (raw_base + (kSw128Align - 1)) & ~static_cast<uint32_t>(kSw128Align - 1);
   unsigned char* smem = smem_raw + (s_base - raw_base);
   uint32_t splits = 1, split = 0;
-  if constexpr (!Cfg::kPersistent && Cfg::kMulticastCtas == 1) {  // a multicast cluster is not a key split
+  if constexpr (!Cfg::kPersistent) {
     asm volatile("mov.u32 %0, %%cluster_nctarank;\n" : "=r"(splits));
     split = cluster_ctarank();
   }
@@ -747,8 +708,6 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) warpspec_kerne
   }
   __syncthreads();  // the last block-wide barrier: roles diverge below
   WS_STAMP_IF(threadIdx.x == 0, kPrologue);
-  // Multicast: the peer's copies complete on our barriers, so both CTAs' inits come first.
-  if constexpr (Cfg::kMulticastCtas > 1) cluster_sync();
   if constexpr (kPdlEarlyTrigger) grid_launch_dependents();
   // Broadcast so ptxas can prove every role branch warp-uniform (wgmma and
   // setmaxnreg under a divergent-looking branch get serialized or ignored).
@@ -814,17 +773,8 @@ cudaError_t launch_instance(const Params& prm, int splits, cudaStream_t stream) 
   if (err != cudaSuccess) return err;
   const int blocks = Cfg::kPersistent ? min(WorkOrder<Cfg, kCausal>::units(prm), sm_count() * Cfg::kMinBlocks)
                                       : prm.work_items * splits;
-  const unsigned cluster = static_cast<unsigned>(Cfg::kMulticastCtas > 1 ? Cfg::kMulticastCtas : splits);
-  return launch_kernel(kernel, dim3(static_cast<unsigned>(blocks)), Cfg::kThreads, smem, cluster, stream, prm);
-}
-
-// Where a Multicast config may run: both CTAs of a cluster (consecutive query
-// tiles) in one head and needing the same key tiles, each key tile in a ring
-// slot of its own.
-template <class Cfg>
-inline bool multicast_fits(const SdpaProblem& p) {
-  const int m_tiles = sdpa_ceil_div(p.seq_len, Cfg::kBlockM);
-  return !p.causal && m_tiles % Cfg::kMulticastCtas == 0 && sdpa_ceil_div(p.seq_len, Cfg::kBlockN) <= Cfg::kStages;
+  return launch_kernel(kernel, dim3(static_cast<unsigned>(blocks)), Cfg::kThreads, smem, static_cast<unsigned>(splits),
+                       stream, prm);
 }
 
 // Tensor maps, work count and the (causal, scale sign) instance for one config.
@@ -832,19 +782,15 @@ inline bool multicast_fits(const SdpaProblem& p) {
 template <typename T, int D, class Cfg>
 cudaError_t launch(const SdpaProblem& p, int splits, cudaStream_t stream) {
   if (splits < 1 || splits > kMaxClusterSplits) return cudaErrorInvalidValue;
-  if (splits > 1 && (Cfg::kPersistent || Cfg::kKeySplit || Cfg::kMulticastCtas > 1 || !Layout<T, D, Cfg>::kCanSplit))
-    return cudaErrorInvalidValue;
-  if (Cfg::kMulticastCtas > 1 && !multicast_fits<Cfg>(p)) return cudaErrorInvalidValue;
+  if (splits > 1 && (Cfg::kPersistent || Cfg::kKeySplit || !Layout<T, D, Cfg>::kCanSplit)) return cudaErrorInvalidValue;
   Params prm{};
   prm.p = p;
   prm.m_tiles = sdpa_ceil_div(p.seq_len, Cfg::kBlockM);
   prm.work_items = prm.m_tiles * p.heads * p.batch;
   const CUtensorMapDataType dtype = tensor_map_dtype(p.dtype);
-  // A multicast CTA loads half of each K/V tile's rows (tma_load_tile_multicast)
-  const uint32_t kv_box_rows = Cfg::kBlockN / Cfg::kMulticastCtas;
   cudaError_t err = encode_tensor_map(&prm.q_map, p.q, p.q_strides, p, dtype, Cfg::kBlockM);
-  if (err == cudaSuccess) err = encode_tensor_map(&prm.k_map, p.k, p.k_strides, p, dtype, kv_box_rows);
-  if (err == cudaSuccess) err = encode_tensor_map(&prm.v_map, p.v, p.v_strides, p, dtype, kv_box_rows);
+  if (err == cudaSuccess) err = encode_tensor_map(&prm.k_map, p.k, p.k_strides, p, dtype, Cfg::kBlockN);
+  if (err == cudaSuccess) err = encode_tensor_map(&prm.v_map, p.v, p.v_strides, p, dtype, Cfg::kBlockN);
   if (err != cudaSuccess) return err;
   const bool positive = p.softmax_scale > 0.0f;
   if (p.causal)
