@@ -579,11 +579,6 @@ Build / SASS (UTMALDG, HGMMA, SYNCS, USETMAXREG; LDS/LD through mapa for DSMEM):
 #ifndef KEY_SPLIT_PINGPONG
 #define KEY_SPLIT_PINGPONG 0
 #endif
-// The short policy as 128-row tiles whose key range a cluster of two CTAs splits (its log,
-// SHORT_CLUSTER_TILE); 0: the key split above
-#ifndef SHORT_CLUSTER_TILE
-#define SHORT_CLUSTER_TILE 0
-#endif
 
 namespace {
 
@@ -658,15 +653,6 @@ using KeySplitConfig = sdpa_warpspec::KeySplit<
            /*blocks per SM=*/1, kProducerRegs,
            sdpa_warpspec::fit_consumer_regs(KEY_SPLIT_WGS, kProducerRegs, /*min_blocks=*/1, CONSUMER_REGS)>>;
 constexpr bool kKeySplit = KEY_SPLIT_WGS > 1;
-// SHORT_CLUSTER_TILE: two consumer warpgroups of 64 rows each (a 128-row tile), one block per SM, the
-// item's key tiles split over a cluster of two CTAs combined over DSMEM (split-KV). Why: an SM takes
-// in about 64 bytes per clock from L2 (tools/microbench/tma_latency.cu: a block's Q and eight K/V
-// tiles land ~2100 clocks after issue), and the key split's 64-row tile makes every SM take in its
-// head's whole K and V (136 KiB at the mission); here each CTA takes Q's 16 KiB and half the keys
-// (64 KiB), for the same rows x keys of work per SM.
-using ClusterTileConfig = Config<2, 128, 2, /*pingpong=*/false, /*persistent=*/false, /*blocks per SM=*/1, kProducerRegs,
-                                 CONSUMER_REGS>;
-constexpr int kClusterTileSplits = 2;
 static_assert(FORCE_POLICY >= 0 && FORCE_POLICY <= 2, "FORCE_POLICY: 0 by shape, 1 long, 2 short");
 
 enum Policy : int { kByShape = 0, kLong = 1, kShort = 2 };
@@ -697,8 +683,7 @@ struct SmemOf {  // the largest footprint of the instances this build may launch
     constexpr int policies = std::max({Layout<T, D, LongConfig<D>>::kSmemBytes, Layout<T, D, LongConfig2<D>>::kSmemBytes,
                                        D == 128 && kDenseOwnTile ? Layout<T, D, LongConfigDense128>::kSmemBytes : 0,
                                        kShortPingpong ? Layout<T, D, LongPingpongConfig<D>>::kSmemBytes : 0,
-                                       Layout<T, D, ShortConfig>::kSmemBytes,
-                                       SHORT_CLUSTER_TILE != 0 ? Layout<T, D, ClusterTileConfig>::kSmemBytes : 0});
+                                       Layout<T, D, ShortConfig>::kSmemBytes});
     if constexpr (kKeySplit) {  // KeySplitConfig exists only when the knob is on
       return static_cast<size_t>(std::max(policies, Layout<T, D, KeySplitConfig<D>>::kSmemBytes));
     }
@@ -728,10 +713,6 @@ extern "C" cudaError_t sdpa_forward(const SdpaProblem* problem, cudaStream_t str
         if (!wgs3_pays_off<D>(*problem, sms)) return sdpa_warpspec::launch<T, D, LongConfig2<D>>(*problem, 1, stream);
       }
       return sdpa_warpspec::launch<T, D, LongConfig<D>>(*problem, 1, stream);
-    }
-    if constexpr (SHORT_CLUSTER_TILE != 0) {  // a CTA with no key tile left would be idle: never more splits than tiles
-      const int key_tiles = sdpa_ceil_div(problem->seq_len, ClusterTileConfig::kBlockN);
-      return sdpa_warpspec::launch<T, D, ClusterTileConfig>(*problem, std::min(kClusterTileSplits, key_tiles), stream);
     }
     if constexpr (kKeySplit) return sdpa_warpspec::launch<T, D, KeySplitConfig<D>>(*problem, 1, stream);
     const int splits = SPLITS > 0 ? SPLITS : auto_splits(*problem, sms);
