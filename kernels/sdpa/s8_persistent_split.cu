@@ -575,10 +575,6 @@ Build / SASS (UTMALDG, HGMMA, SYNCS, USETMAXREG; LDS/LD through mapa for DSMEM):
 #ifndef KEY_SPLIT_STAGES_D128
 #define KEY_SPLIT_STAGES_D128 2
 #endif
-// The key split's two warpgroups take turns issuing their GEMMs (its log, KEY_SPLIT_PINGPONG)
-#ifndef KEY_SPLIT_PINGPONG
-#define KEY_SPLIT_PINGPONG 0
-#endif
 
 namespace {
 
@@ -643,12 +639,10 @@ static_assert(SPLITS == 0 || SPLITS == 1 || SPLITS == 2 || SPLITS == 4, "SPLITS:
 // stages / 2: 4 x 128 keys at D=64 (64 KiB per ring), 2 at D=128 (64 KiB).
 static_assert(KEY_SPLIT_WGS == 1 || KEY_SPLIT_WGS == 2, "KEY_SPLIT_WGS: 1 (off) or 2 warpgroups per query tile");
 static_assert(KEY_SPLIT_WGS == 1 || SPLITS == 1, "key split and cluster split (SPLITS) are exclusive");
-static_assert(KEY_SPLIT_PINGPONG == 0 || KEY_SPLIT_WGS == 2,
-              "KEY_SPLIT_PINGPONG: turns between exactly two key-split warpgroups");
 template <int D>
 using KeySplitConfig = sdpa_warpspec::KeySplit<
     Config<KEY_SPLIT_WGS, KEY_SPLIT_BLOCK_N,
-           D == 64 ? KEY_SPLIT_STAGES_D64 : KEY_SPLIT_STAGES_D128, /*pingpong=*/KEY_SPLIT_PINGPONG != 0,
+           D == 64 ? KEY_SPLIT_STAGES_D64 : KEY_SPLIT_STAGES_D128, /*pingpong=*/false,
            /*persistent=*/false,
            /*blocks per SM=*/1, kProducerRegs,
            sdpa_warpspec::fit_consumer_regs(KEY_SPLIT_WGS, kProducerRegs, /*min_blocks=*/1, CONSUMER_REGS)>>;

@@ -183,10 +183,7 @@ struct KeySplit : Base {
   static constexpr int kRingStride = Base::kConsumerWGs;
   static constexpr int kRingReleasers = kWarpgroupWarps;  // only the owning warpgroup consumes a slot
   static_assert(Base::kConsumerWGs == 2, "key split: two warpgroups (one parks its partial, one merges)");
-  // Turns here only order the two warpgroups' GEMM issue (s8's KEY_SPLIT_PINGPONG). Warpgroup 0 owns
-  // ceil(tiles / 2) tiles, so it takes at most one turn more than warpgroup 1: its turn k waits for
-  // warpgroup 1's turn k - 1, which exists; a trailing arrive stays unmatched, as in s7.
-  static_assert(!Base::kPingpong || Base::kConsumerWGs == 2, "key split with turns: two warpgroups");
+  static_assert(!Base::kPingpong, "key split: no turns (both warpgroups take every other tile of one item)");
   // Ring index i is warpgroup i % kConsumerWGs's from 0 on; a persistent block carries
   // the ring position across items, which would shift that ownership.
   static_assert(!Base::kPersistent, "key split: one work item per block (ring index 0 = warpgroup 0)");
