@@ -546,11 +546,6 @@ Build / SASS (UTMALDG, HGMMA, SYNCS, USETMAXREG; LDS/LD through mapa for DSMEM):
 #ifndef SPLITS
 #define SPLITS 1
 #endif
-// Keys per K/V tile of the long policy at head_dim 128 without a causal mask
-// (0: BLOCK_N_D128). Its log says why dense and causal may differ.
-#ifndef DENSE_BLOCK_N_D128
-#define DENSE_BLOCK_N_D128 0
-#endif
 #ifndef FORCE_POLICY
 #define FORCE_POLICY 0
 #endif
@@ -601,10 +596,6 @@ template <int D>
 using LongConfig = LongConfigOf<D, kLongConsumerWGs<D>>;
 template <int D>
 using LongConfig2 = LongConfigOf<D, 2>;
-// Dense head_dim 128 with its own key tile (DENSE_BLOCK_N_D128), when it differs.
-constexpr int kDenseBlockN128 = DENSE_BLOCK_N_D128 == 0 ? BLOCK_N_D128 : DENSE_BLOCK_N_D128;
-constexpr bool kDenseOwnTile = kDenseBlockN128 != BLOCK_N_D128;
-using LongConfigDense128 = LongConfigOf<128, 2, kDenseBlockN128>;
 // Up to PINGPONG_MAX_SEQ keys, the long policy's warpgroups take turns (its log).
 static_assert(PINGPONG_MAX_SEQ >= 0, "PINGPONG_MAX_SEQ: 0 (off) or the longest sequence that takes turns");
 constexpr bool kShortPingpong = PINGPONG_MAX_SEQ > 0 && PINGPONG == 0;
@@ -675,7 +666,6 @@ struct SmemOf {  // the largest footprint of the instances this build may launch
     using sdpa_warpspec::Layout;
     // 0 for an instance this build leaves out
     constexpr int policies = std::max({Layout<T, D, LongConfig<D>>::kSmemBytes, Layout<T, D, LongConfig2<D>>::kSmemBytes,
-                                       D == 128 && kDenseOwnTile ? Layout<T, D, LongConfigDense128>::kSmemBytes : 0,
                                        kShortPingpong ? Layout<T, D, LongPingpongConfig<D>>::kSmemBytes : 0,
                                        Layout<T, D, ShortConfig>::kSmemBytes});
     if constexpr (kKeySplit) {  // KeySplitConfig exists only when the knob is on
@@ -700,9 +690,6 @@ extern "C" cudaError_t sdpa_forward(const SdpaProblem* problem, cudaStream_t str
         if (problem->seq_len <= PINGPONG_MAX_SEQ && !dense128)
           return sdpa_warpspec::launch<T, D, LongPingpongConfig<D>>(*problem, 1, stream);
       }
-      if constexpr (D == 128 && kDenseOwnTile) {
-        if (!problem->causal) return sdpa_warpspec::launch<T, D, LongConfigDense128>(*problem, 1, stream);
-      }
       if constexpr (D == 64 && CONSUMER_WGS_D64 == 0) {
         if (!wgs3_pays_off<D>(*problem, sms)) return sdpa_warpspec::launch<T, D, LongConfig2<D>>(*problem, 1, stream);
       }
@@ -717,7 +704,7 @@ extern "C" cudaError_t sdpa_forward(const SdpaProblem* problem, cudaStream_t str
 extern "C" const char* sdpa_stage_config() {
   return "s8_persistent_split long: persistent grid=SMs, longest-first, BLOCK_M=128 pingpong BLOCK_N_D64=" SDPA_STR(
       BLOCK_N_D64) " BLOCK_N_D128=" SDPA_STR(BLOCK_N_D128) " STAGES_D64=" SDPA_STR(STAGES_D64) " STAGES_D128=" SDPA_STR(
-      STAGES_D128) " DENSE_BLOCK_N_D128=" SDPA_STR(DENSE_BLOCK_N_D128) " (0: BLOCK_N_D128); short: BLOCK_M=64 BLOCK_N=128 split-KV cluster SPLITS=" SDPA_STR(SPLITS) " (0=auto)"
+      STAGES_D128) "; short: BLOCK_M=64 BLOCK_N=128 split-KV cluster SPLITS=" SDPA_STR(SPLITS) " (0=auto)"
       " FORCE_POLICY=" SDPA_STR(FORCE_POLICY) " PINGPONG=" SDPA_STR(PINGPONG) " PINGPONG_MAX_SEQ=" SDPA_STR(PINGPONG_MAX_SEQ) " KEY_SPLIT_WGS=" SDPA_STR(
           KEY_SPLIT_WGS) " KEY_SPLIT_BLOCK_N=" SDPA_STR(KEY_SPLIT_BLOCK_N) " KEY_SPLIT_STAGES_D64=" SDPA_STR(
           KEY_SPLIT_STAGES_D64) " KEY_SPLIT_STAGES_D128=" SDPA_STR(KEY_SPLIT_STAGES_D128)
