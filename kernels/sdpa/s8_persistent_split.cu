@@ -549,9 +549,6 @@ Build / SASS (UTMALDG, HGMMA, SYNCS, USETMAXREG; LDS/LD through mapa for DSMEM):
 #ifndef FORCE_POLICY
 #define FORCE_POLICY 0
 #endif
-#ifndef PINGPONG
-#define PINGPONG 0
-#endif
 // The long policy's pingpong instance (two consumer warpgroups) for sequences up to this length,
 // but dense head_dim 128 (0: off; its log)
 #ifndef PINGPONG_MAX_SEQ
@@ -581,11 +578,10 @@ constexpr int kProducerRegs = PRODUCER_REGS;
 // 0: 2 or 3 per problem, by wgs3_pays_off below (both instantiated).
 static_assert(CONSUMER_WGS_D64 >= 0 && CONSUMER_WGS_D64 <= 3 && CONSUMER_WGS_D64 != 1,
               "CONSUMER_WGS_D64: 2 (128 rows), 3 (192 rows) or 0 (by the wave count)");
-static_assert(CONSUMER_WGS_D64 == 2 || PINGPONG == 0, "three consumer warpgroups need PINGPONG 0");
 constexpr int kLongBlocksPerSm = 1;
 template <int D>
 constexpr int kLongBlockN = D == 64 ? BLOCK_N_D64 : BLOCK_N_D128;
-template <int D, int WGs, int BlockN = kLongBlockN<D>, bool Pingpong = PINGPONG != 0>
+template <int D, int WGs, int BlockN = kLongBlockN<D>, bool Pingpong = false>
 using LongConfigOf = Config<WGs, BlockN, D == 64 ? STAGES_D64 : STAGES_D128,
                             /*pingpong=*/Pingpong, /*persistent=*/true, kLongBlocksPerSm, kProducerRegs,
                             sdpa_warpspec::fit_consumer_regs(WGs, kProducerRegs, kLongBlocksPerSm, CONSUMER_REGS)>;
@@ -598,7 +594,7 @@ template <int D>
 using LongConfig2 = LongConfigOf<D, 2>;
 // Up to PINGPONG_MAX_SEQ keys, the long policy's warpgroups take turns (its log).
 static_assert(PINGPONG_MAX_SEQ >= 0, "PINGPONG_MAX_SEQ: 0 (off) or the longest sequence that takes turns");
-constexpr bool kShortPingpong = PINGPONG_MAX_SEQ > 0 && PINGPONG == 0;
+constexpr bool kShortPingpong = PINGPONG_MAX_SEQ > 0;
 template <int D>
 using LongPingpongConfig = LongConfigOf<D, 2, kLongBlockN<D>, /*Pingpong=*/true>;
 
@@ -705,7 +701,7 @@ extern "C" const char* sdpa_stage_config() {
   return "s8_persistent_split long: persistent grid=SMs, longest-first, BLOCK_M=128 pingpong BLOCK_N_D64=" SDPA_STR(
       BLOCK_N_D64) " BLOCK_N_D128=" SDPA_STR(BLOCK_N_D128) " STAGES_D64=" SDPA_STR(STAGES_D64) " STAGES_D128=" SDPA_STR(
       STAGES_D128) "; short: BLOCK_M=64 BLOCK_N=128 split-KV cluster SPLITS=" SDPA_STR(SPLITS) " (0=auto)"
-      " FORCE_POLICY=" SDPA_STR(FORCE_POLICY) " PINGPONG=" SDPA_STR(PINGPONG) " PINGPONG_MAX_SEQ=" SDPA_STR(PINGPONG_MAX_SEQ) " KEY_SPLIT_WGS=" SDPA_STR(
+      " FORCE_POLICY=" SDPA_STR(FORCE_POLICY) " PINGPONG_MAX_SEQ=" SDPA_STR(PINGPONG_MAX_SEQ) " KEY_SPLIT_WGS=" SDPA_STR(
           KEY_SPLIT_WGS) " KEY_SPLIT_BLOCK_N=" SDPA_STR(KEY_SPLIT_BLOCK_N) " KEY_SPLIT_STAGES_D64=" SDPA_STR(
           KEY_SPLIT_STAGES_D64) " KEY_SPLIT_STAGES_D128=" SDPA_STR(KEY_SPLIT_STAGES_D128)
          " CONSUMER_WGS_D64=" SDPA_STR(CONSUMER_WGS_D64) " (long, head_dim 64; 3: consumer 160; 0: 2 or 3 by the wave count)"
