@@ -709,8 +709,6 @@ extern "C" const char* sdpa_stage_config() {
          " WS_RESCALE_THRESHOLD_D64=" SDPA_STR(WS_RESCALE_THRESHOLD_D64) " WS_RESCALE_THRESHOLD_D128=" SDPA_STR(
              WS_RESCALE_THRESHOLD_D128) " (O rescaled when a row max grows by more than 2^t; 0: every tile)"
          " WS_PDL=" SDPA_STR(WS_PDL) " (programmatic dependent launch; 2: trigger before the epilogue)"
-         " WS_EXP2_POLY_EVERY_D64=" SDPA_STR(WS_EXP2_POLY_EVERY_D64) " WS_EXP2_POLY_EVERY_D128=" SDPA_STR(
-             WS_EXP2_POLY_EVERY_D128) " (every k-th n8 tile's exponentials on the FMA pipe; 0: none)"
          " setmaxnreg producer/consumer: long 24/240, short 24/232 (2 blocks per SM), key split 24/240";
 }
 

@@ -105,17 +105,6 @@ static_assert(WS_RESCALE_THRESHOLD_D64 >= 0 && WS_RESCALE_THRESHOLD_D64 <= 15 &&
               "WS_RESCALE_THRESHOLD_D64/_D128: 0 (off) to 15 (p < 2^15 keeps fp16's 65504 clear)");
 template <int D>
 constexpr int kRescaleThresholdOf = D == 64 ? WS_RESCALE_THRESHOLD_D64 : WS_RESCALE_THRESHOLD_D128;
-// Exponentials on the FMA pipe per head dim (sdpa_wgmma_tile.cuh's kPolyEvery: every k-th n8
-// tile's by ex2_poly3; 0 = all on MUFU, the default here). Why: at head_dim 64 a key tile's
-// exponentials take twice as long on MUFU (16 per clock per SM) as its GEMMs on the tensor cores.
-#ifndef WS_EXP2_POLY_EVERY_D64
-#define WS_EXP2_POLY_EVERY_D64 0
-#endif
-#ifndef WS_EXP2_POLY_EVERY_D128
-#define WS_EXP2_POLY_EVERY_D128 0
-#endif
-template <int D>
-constexpr int kPolyEveryOf = D == 64 ? WS_EXP2_POLY_EVERY_D64 : WS_EXP2_POLY_EVERY_D128;
 // Programmatic dependent launch (sdpa_tma.cuh): launched with programmatic stream
 // serialization, every block waits for the previous grid before its first global access and
 // lets the next launch in (launch_dependents), so the next launch's block dispatch and prologue
@@ -431,7 +420,7 @@ struct Consumer {
     wgmma_wait<0>();
     fence_regs(tile.s_acc);
     release(ring_bar<kStages>(bars, kEmptyK, ring));
-    tile.template softmax</*kExp2Offset=*/0, kPolyEveryOf<D>>(key0, prm.p.seq_len);
+    tile.softmax(key0, prm.p.seq_len);
     tile.pack_p();
   }
   // S(idx) and P.V of this warpgroup's previous tile (ring index idx - kRingStride)
@@ -464,7 +453,7 @@ struct Consumer {
     wgmma_wait<1>();  // S(idx) done; P(idx-1).V(idx-1) may still run
     fence_regs(tile.s_acc);
     release(ring_bar<kStages>(bars, kEmptyK, idx));
-    tile.template softmax</*kExp2Offset=*/0, kPolyEveryOf<D>>(key0, prm.p.seq_len);
+    tile.softmax(key0, prm.p.seq_len);
     schedule_boundary(prm.p.seq_len < 0);  // keep the wait below the softmax (sdpa_wgmma.cuh)
     wgmma_wait<0>();
     fence_regs(tile.o_acc);
