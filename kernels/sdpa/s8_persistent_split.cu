@@ -706,8 +706,8 @@ extern "C" const char* sdpa_stage_config() {
           KEY_SPLIT_STAGES_D64) " KEY_SPLIT_STAGES_D128=" SDPA_STR(KEY_SPLIT_STAGES_D128)
          " CONSUMER_WGS_D64=" SDPA_STR(CONSUMER_WGS_D64) " (long, head_dim 64; 3: consumer 160; 0: 2 or 3 by the wave count)"
          " CAUSAL_PAIRS=" SDPA_STR(CAUSAL_PAIRS) " (long, causal: query tiles j and m-1-j per unit)"
-         " WS_RESCALE_THRESHOLD_D64=" SDPA_STR(WS_RESCALE_THRESHOLD_D64) " WS_RESCALE_THRESHOLD_D128=" SDPA_STR(
-             WS_RESCALE_THRESHOLD_D128) " (O rescaled when a row max grows by more than 2^t; 0: every tile)"
+         " WS_RESCALE_THRESHOLD_D128=" SDPA_STR(WS_RESCALE_THRESHOLD_D128)
+         " (O rescaled when a row max grows by more than 2^t; 0: every tile)"
          " WS_PDL=" SDPA_STR(WS_PDL) " (programmatic dependent launch; 2: trigger before the epilogue)"
          " setmaxnreg producer/consumer: long 24/240, short 24/232 (2 blocks per SM), key split 24/240";
 }

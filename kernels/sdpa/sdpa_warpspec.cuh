@@ -92,19 +92,16 @@ constexpr int fit_consumer_regs(int consumer_wgs, int producer_regs, int min_blo
 #ifndef CAUSAL_PAIRS
 #define CAUSAL_PAIRS 0
 #endif
-// Conditional O rescale per head dim (sdpa_wgmma_tile.cuh's kRescaleThreshold, log2 units;
-// 0 = every tile, the default here; s8 turns it on at head_dim 128, where it measured faster).
-#ifndef WS_RESCALE_THRESHOLD_D64
-#define WS_RESCALE_THRESHOLD_D64 0
-#endif
+// Conditional O rescale at head_dim 128 (sdpa_wgmma_tile.cuh's kRescaleThreshold, log2 units;
+// 0 = every tile, the default here; s8 turns it on, where it measured faster). head_dim 64
+// rescales every tile.
 #ifndef WS_RESCALE_THRESHOLD_D128
 #define WS_RESCALE_THRESHOLD_D128 0
 #endif
-static_assert(WS_RESCALE_THRESHOLD_D64 >= 0 && WS_RESCALE_THRESHOLD_D64 <= 15 && WS_RESCALE_THRESHOLD_D128 >= 0 &&
-                  WS_RESCALE_THRESHOLD_D128 <= 15,
-              "WS_RESCALE_THRESHOLD_D64/_D128: 0 (off) to 15 (p < 2^15 keeps fp16's 65504 clear)");
+static_assert(WS_RESCALE_THRESHOLD_D128 >= 0 && WS_RESCALE_THRESHOLD_D128 <= 15,
+              "WS_RESCALE_THRESHOLD_D128: 0 (off) to 15 (p < 2^15 keeps fp16's 65504 clear)");
 template <int D>
-constexpr int kRescaleThresholdOf = D == 64 ? WS_RESCALE_THRESHOLD_D64 : WS_RESCALE_THRESHOLD_D128;
+constexpr int kRescaleThresholdOf = D == 64 ? 0 : WS_RESCALE_THRESHOLD_D128;
 // Programmatic dependent launch (sdpa_tma.cuh): launched with programmatic stream
 // serialization, every block waits for the previous grid before its first global access and
 // lets the next launch in (launch_dependents), so the next launch's block dispatch and prologue
