@@ -532,10 +532,6 @@ Build / SASS (UTMALDG, HGMMA, SYNCS, USETMAXREG; LDS/LD through mapa for DSMEM):
 #ifndef WS_RESCALE_THRESHOLD_D128
 #define WS_RESCALE_THRESHOLD_D128 8
 #endif
-// s8's causal persistent blocks take query tiles in pairs j, m-1-j (its log)
-#ifndef CAUSAL_PAIRS
-#define CAUSAL_PAIRS 1
-#endif
 // s8 launches with programmatic dependent launch, the trigger before the epilogue (its log, WS_PDL)
 #ifndef WS_PDL
 #define WS_PDL 2
@@ -705,7 +701,7 @@ extern "C" const char* sdpa_stage_config() {
           KEY_SPLIT_WGS) " KEY_SPLIT_BLOCK_N=" SDPA_STR(KEY_SPLIT_BLOCK_N) " KEY_SPLIT_STAGES_D64=" SDPA_STR(
           KEY_SPLIT_STAGES_D64) " KEY_SPLIT_STAGES_D128=" SDPA_STR(KEY_SPLIT_STAGES_D128)
          " CONSUMER_WGS_D64=" SDPA_STR(CONSUMER_WGS_D64) " (long, head_dim 64; 3: consumer 160; 0: 2 or 3 by the wave count)"
-         " CAUSAL_PAIRS=" SDPA_STR(CAUSAL_PAIRS) " (long, causal: query tiles j and m-1-j per unit)"
+         " (long, causal: query tiles j and m-1-j per unit)"
          " WS_RESCALE_THRESHOLD_D128=" SDPA_STR(WS_RESCALE_THRESHOLD_D128)
          " (O rescaled when a row max grows by more than 2^t; 0: every tile)"
          " WS_PDL=" SDPA_STR(WS_PDL) " (programmatic dependent launch; 2: trigger before the epilogue)"

@@ -448,7 +448,7 @@ extern "C" const char* sdpa_stage_config() {
          " VT_IN_KERNEL=" SDPA_STR(VT_IN_KERNEL)
          " (0: a pre-pass transposes V to Vt in scratch; 1: the producer warpgroup's warps 1-3 in shared"
          " memory; keys permuted per 32) VT_BATCH=" SDPA_STR(VT_BATCH)
-         " PERSISTENT=" SDPA_STR(PERSISTENT) " CAUSAL_PAIRS=" SDPA_STR(CAUSAL_PAIRS)
+         " PERSISTENT=" SDPA_STR(PERSISTENT)
          " EARLY_PACK=" SDPA_STR(EARLY_PACK)
          " WS_PDL=" SDPA_STR(WS_PDL) " (programmatic dependent launch; 2: trigger before the epilogue)";
 }

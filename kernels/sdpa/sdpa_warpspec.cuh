@@ -88,10 +88,6 @@ constexpr int fit_consumer_regs(int consumer_wgs, int producer_regs, int min_blo
 #ifndef WS_RESCALE_IN_TURN
 #define WS_RESCALE_IN_TURN 0
 #endif
-// Persistent causal scheduling (WorkOrder): 1 = pairs of query tiles j, m-1-j.
-#ifndef CAUSAL_PAIRS
-#define CAUSAL_PAIRS 0
-#endif
 // Conditional O rescale at head_dim 128 (sdpa_wgmma_tile.cuh's kRescaleThreshold, log2 units;
 // 0 = every tile, the default here; s8 turns it on, where it measured faster). head_dim 64
 // rescales every tile.
@@ -249,7 +245,7 @@ __device__ __forceinline__ WorkTile decode_work(const Params& prm, int w, int sp
   return make_work<Cfg, kCausal>(prm, w / prm.m_tiles, prm.m_tiles - 1 - w % prm.m_tiles, split, splits);
 }
 
-// Causal pairs (CAUSAL_PAIRS=1, persistent configs): a block takes query tiles
+// Causal pairs (persistent configs): a block takes query tiles
 // j and m-1-j of one head back to back, a unit whose key tiles sum to about the
 // same for every j, so the static stripes balance. Without it, block b's items
 // b, b+grid, ... of a head-major, longest-first order are as long as their
@@ -259,7 +255,7 @@ __device__ __forceinline__ WorkTile decode_work(const Params& prm, int w, int sp
 // mean, and s8 measured 342 TFLOP/s there against 582 dense (H100).
 template <class Cfg, bool kCausal>
 struct WorkOrder {
-  static constexpr bool kPairs = Cfg::kPersistent && kCausal && CAUSAL_PAIRS != 0;
+  static constexpr bool kPairs = Cfg::kPersistent && kCausal;
 
   // Units the blocks stripe over: items, or pairs of items (a middle tile alone).
   __host__ __device__ static int units(const Params& prm) {
