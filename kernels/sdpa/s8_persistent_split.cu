@@ -557,12 +557,6 @@ Build / SASS (UTMALDG, HGMMA, SYNCS, USETMAXREG; LDS/LD through mapa for DSMEM):
 #ifndef KEY_SPLIT_BLOCK_N
 #define KEY_SPLIT_BLOCK_N 128
 #endif
-#ifndef KEY_SPLIT_STAGES_D64
-#define KEY_SPLIT_STAGES_D64 4
-#endif
-#ifndef KEY_SPLIT_STAGES_D128
-#define KEY_SPLIT_STAGES_D128 2
-#endif
 
 namespace {
 
@@ -618,14 +612,17 @@ static_assert(SPLITS == 0 || SPLITS == 1 || SPLITS == 2 || SPLITS == 4, "SPLITS:
 // over every other key tile. Three warpgroups no longer fit two blocks per SM
 // (2 * 128 * (24 + 2 * 116) = 65536 leaves 116 registers, under the S, P and O
 // fragments), so one block per SM with s6's 24/240 split; the mission's 128
-// blocks fit 132 SMs in one wave either way. Ring depth per warpgroup is
-// stages / 2: 4 x 128 keys at D=64 (64 KiB per ring), 2 at D=128 (64 KiB).
+// blocks fit 132 SMs in one wave either way. Each of the K and V rings holds
+// 64 KiB: 4 x 128 keys at D=64, 2 at D=128 (8 and 4 with 64-key tiles); ring
+// depth per warpgroup is stages / 2.
 static_assert(KEY_SPLIT_WGS == 1 || KEY_SPLIT_WGS == 2, "KEY_SPLIT_WGS: 1 (off) or 2 warpgroups per query tile");
 static_assert(KEY_SPLIT_WGS == 1 || SPLITS == 1, "key split and cluster split (SPLITS) are exclusive");
+constexpr int kKeySplitRingBytes = 64 * 1024;
+template <int D>
+constexpr int kKeySplitStages = kKeySplitRingBytes / (KEY_SPLIT_BLOCK_N * D * 2);  // 2-byte elements
 template <int D>
 using KeySplitConfig = sdpa_warpspec::KeySplit<
-    Config<KEY_SPLIT_WGS, KEY_SPLIT_BLOCK_N,
-           D == 64 ? KEY_SPLIT_STAGES_D64 : KEY_SPLIT_STAGES_D128, /*pingpong=*/false,
+    Config<KEY_SPLIT_WGS, KEY_SPLIT_BLOCK_N, kKeySplitStages<D>, /*pingpong=*/false,
            /*persistent=*/false,
            /*blocks per SM=*/1, kProducerRegs,
            sdpa_warpspec::fit_consumer_regs(KEY_SPLIT_WGS, kProducerRegs, /*min_blocks=*/1, CONSUMER_REGS)>>;
@@ -698,8 +695,7 @@ extern "C" const char* sdpa_stage_config() {
       BLOCK_N_D64) " BLOCK_N_D128=" SDPA_STR(BLOCK_N_D128) " STAGES_D64=" SDPA_STR(STAGES_D64) " STAGES_D128=" SDPA_STR(
       STAGES_D128) "; short: BLOCK_M=64 BLOCK_N=128 split-KV cluster SPLITS=" SDPA_STR(SPLITS) " (0=auto)"
       " FORCE_POLICY=" SDPA_STR(FORCE_POLICY) " PINGPONG_MAX_SEQ=" SDPA_STR(PINGPONG_MAX_SEQ) " KEY_SPLIT_WGS=" SDPA_STR(
-          KEY_SPLIT_WGS) " KEY_SPLIT_BLOCK_N=" SDPA_STR(KEY_SPLIT_BLOCK_N) " KEY_SPLIT_STAGES_D64=" SDPA_STR(
-          KEY_SPLIT_STAGES_D64) " KEY_SPLIT_STAGES_D128=" SDPA_STR(KEY_SPLIT_STAGES_D128)
+          KEY_SPLIT_WGS) " KEY_SPLIT_BLOCK_N=" SDPA_STR(KEY_SPLIT_BLOCK_N)
          " CONSUMER_WGS_D64=" SDPA_STR(CONSUMER_WGS_D64) " (long, head_dim 64; 3: consumer 160; 0: 2 or 3 by the wave count)"
          " (long, causal: query tiles j and m-1-j per unit)"
          " WS_RESCALE_THRESHOLD_D128=" SDPA_STR(WS_RESCALE_THRESHOLD_D128)
