@@ -375,9 +375,6 @@ Scope: head_dim 64 and 128, fp16 or bf16 output, causal or not, any
 #ifndef PINGPONG
 #define PINGPONG 1
 #endif
-#ifndef PINGPONG_D64
-#define PINGPONG_D64 PINGPONG
-#endif
 #ifndef FOLD_P_SCALE
 #define FOLD_P_SCALE 1
 #endif
@@ -407,7 +404,7 @@ namespace {
 
 constexpr int kConsumerWarpgroups = 2;
 template <int D>
-constexpr bool kPingpong = (D == 64 ? PINGPONG_D64 : PINGPONG) != 0;
+constexpr bool kPingpong = D == 128 && PINGPONG != 0;  // head_dim 64 takes no turns
 constexpr bool kPersistent = PERSISTENT != 0;
 constexpr int kBlocksPerSm = 1;
 
@@ -442,7 +439,7 @@ extern "C" const char* sdpa_stage_config() {
          " BLOCK_N_D64=" SDPA_STR(BLOCK_N_D64) " BLOCK_N_D128=" SDPA_STR(BLOCK_N_D128)
          " STAGES_D64=" SDPA_STR(STAGES_D64) " STAGES_D128=" SDPA_STR(STAGES_D128)
          " setmaxnreg producer=" SDPA_STR(PRODUCER_REGS) " consumer=" SDPA_STR(CONSUMER_REGS)
-         " PINGPONG=" SDPA_STR(PINGPONG) " PINGPONG_D64=" SDPA_STR(PINGPONG_D64)
+         " PINGPONG=" SDPA_STR(PINGPONG)
          " FOLD_P_SCALE=" SDPA_STR(FOLD_P_SCALE) " EXP2_POLY_EVERY=" SDPA_STR(EXP2_POLY_EVERY)
          " RESCALE_THRESHOLD=" SDPA_STR(RESCALE_THRESHOLD) " ROW_SUM_MMA=" SDPA_STR(ROW_SUM_MMA)
          " VT_IN_KERNEL=" SDPA_STR(VT_IN_KERNEL)
