@@ -381,9 +381,6 @@ Scope: head_dim 64 and 128, fp16 or bf16 output, causal or not, any
 #ifndef EXP2_POLY_EVERY
 #define EXP2_POLY_EVERY 0
 #endif
-#ifndef ROW_SUM_MMA
-#define ROW_SUM_MMA 0
-#endif
 #ifndef VT_IN_KERNEL
 #define VT_IN_KERNEL 0
 #endif
@@ -409,7 +406,7 @@ template <int D>
 using S9Config = sdpa_fp8::Fp8Config<
     sdpa_warpspec::Config<kConsumerWarpgroups, D == 64 ? BLOCK_N_D64 : BLOCK_N_D128, D == 64 ? STAGES_D64 : STAGES_D128,
                           kPingpong<D>, kPersistent, kBlocksPerSm, PRODUCER_REGS, CONSUMER_REGS>,
-    FOLD_P_SCALE != 0, EXP2_POLY_EVERY, /*rescale threshold=*/0, ROW_SUM_MMA != 0, VT_IN_KERNEL != 0, VT_BATCH,
+    FOLD_P_SCALE != 0, EXP2_POLY_EVERY, /*rescale threshold=*/0, /*row sums by wgmma=*/false, VT_IN_KERNEL != 0, VT_BATCH,
     EARLY_PACK != 0>;
 
 }  // namespace
@@ -438,7 +435,6 @@ extern "C" const char* sdpa_stage_config() {
          " setmaxnreg producer=" SDPA_STR(PRODUCER_REGS) " consumer=" SDPA_STR(CONSUMER_REGS)
          " PINGPONG=" SDPA_STR(PINGPONG)
          " FOLD_P_SCALE=" SDPA_STR(FOLD_P_SCALE) " EXP2_POLY_EVERY=" SDPA_STR(EXP2_POLY_EVERY)
-         " ROW_SUM_MMA=" SDPA_STR(ROW_SUM_MMA)
          " VT_IN_KERNEL=" SDPA_STR(VT_IN_KERNEL)
          " (0: a pre-pass transposes V to Vt in scratch; 1: the producer warpgroup's warps 1-3 in shared"
          " memory; keys permuted per 32) VT_BATCH=" SDPA_STR(VT_BATCH)
