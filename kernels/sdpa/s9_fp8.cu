@@ -390,9 +390,6 @@ Scope: head_dim 64 and 128, fp16 or bf16 output, causal or not, any
 #ifndef PERSISTENT
 #define PERSISTENT 0
 #endif
-#ifndef EARLY_PACK
-#define EARLY_PACK 0
-#endif
 
 namespace {
 
@@ -407,7 +404,7 @@ using S9Config = sdpa_fp8::Fp8Config<
     sdpa_warpspec::Config<kConsumerWarpgroups, D == 64 ? BLOCK_N_D64 : BLOCK_N_D128, D == 64 ? STAGES_D64 : STAGES_D128,
                           kPingpong<D>, kPersistent, kBlocksPerSm, PRODUCER_REGS, CONSUMER_REGS>,
     FOLD_P_SCALE != 0, EXP2_POLY_EVERY, /*rescale threshold=*/0, /*row sums by wgmma=*/false, VT_IN_KERNEL != 0, VT_BATCH,
-    EARLY_PACK != 0>;
+    /*early pack=*/false>;
 
 }  // namespace
 
@@ -439,7 +436,6 @@ extern "C" const char* sdpa_stage_config() {
          " (0: a pre-pass transposes V to Vt in scratch; 1: the producer warpgroup's warps 1-3 in shared"
          " memory; keys permuted per 32) VT_BATCH=" SDPA_STR(VT_BATCH)
          " PERSISTENT=" SDPA_STR(PERSISTENT)
-         " EARLY_PACK=" SDPA_STR(EARLY_PACK)
          " WS_PDL=" SDPA_STR(WS_PDL) " (programmatic dependent launch; 2: trigger before the epilogue)";
 }
 
