@@ -384,9 +384,6 @@ Scope: head_dim 64 and 128, fp16 or bf16 output, causal or not, any
 #ifndef VT_IN_KERNEL
 #define VT_IN_KERNEL 0
 #endif
-#ifndef VT_BATCH
-#define VT_BATCH 1
-#endif
 #ifndef PERSISTENT
 #define PERSISTENT 0
 #endif
@@ -398,12 +395,13 @@ template <int D>
 constexpr bool kPingpong = D == 128 && PINGPONG != 0;  // head_dim 64 takes no turns
 constexpr bool kPersistent = PERSISTENT != 0;
 constexpr int kBlocksPerSm = 1;
+constexpr int kVtBatch = 2;  // units in flight per transposing warp
 
 template <int D>
 using S9Config = sdpa_fp8::Fp8Config<
     sdpa_warpspec::Config<kConsumerWarpgroups, D == 64 ? BLOCK_N_D64 : BLOCK_N_D128, D == 64 ? STAGES_D64 : STAGES_D128,
                           kPingpong<D>, kPersistent, kBlocksPerSm, PRODUCER_REGS, CONSUMER_REGS>,
-    FOLD_P_SCALE != 0, EXP2_POLY_EVERY, /*rescale threshold=*/0, /*row sums by wgmma=*/false, VT_IN_KERNEL != 0, VT_BATCH,
+    FOLD_P_SCALE != 0, EXP2_POLY_EVERY, /*rescale threshold=*/0, /*row sums by wgmma=*/false, VT_IN_KERNEL != 0, kVtBatch,
     /*early pack=*/false>;
 
 }  // namespace
@@ -434,7 +432,7 @@ extern "C" const char* sdpa_stage_config() {
          " FOLD_P_SCALE=" SDPA_STR(FOLD_P_SCALE) " EXP2_POLY_EVERY=" SDPA_STR(EXP2_POLY_EVERY)
          " VT_IN_KERNEL=" SDPA_STR(VT_IN_KERNEL)
          " (0: a pre-pass transposes V to Vt in scratch; 1: the producer warpgroup's warps 1-3 in shared"
-         " memory; keys permuted per 32) VT_BATCH=" SDPA_STR(VT_BATCH)
+         " memory; keys permuted per 32)"
          " PERSISTENT=" SDPA_STR(PERSISTENT)
          " WS_PDL=" SDPA_STR(WS_PDL) " (programmatic dependent launch; 2: trigger before the epilogue)";
 }
