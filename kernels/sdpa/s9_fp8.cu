@@ -384,16 +384,13 @@ Scope: head_dim 64 and 128, fp16 or bf16 output, causal or not, any
 #ifndef VT_IN_KERNEL
 #define VT_IN_KERNEL 0
 #endif
-#ifndef PERSISTENT
-#define PERSISTENT 0
-#endif
 
 namespace {
 
 constexpr int kConsumerWarpgroups = 2;
 template <int D>
 constexpr bool kPingpong = D == 128 && PINGPONG != 0;  // head_dim 64 takes no turns
-constexpr bool kPersistent = PERSISTENT != 0;
+constexpr bool kPersistent = true;  // one block per SM walking the work items
 constexpr int kBlocksPerSm = 1;
 constexpr int kVtBatch = 2;  // units in flight per transposing warp
 
@@ -433,7 +430,6 @@ extern "C" const char* sdpa_stage_config() {
          " VT_IN_KERNEL=" SDPA_STR(VT_IN_KERNEL)
          " (0: a pre-pass transposes V to Vt in scratch; 1: the producer warpgroup's warps 1-3 in shared"
          " memory; keys permuted per 32)"
-         " PERSISTENT=" SDPA_STR(PERSISTENT)
          " WS_PDL=" SDPA_STR(WS_PDL) " (programmatic dependent launch; 2: trigger before the epilogue)";
 }
 
