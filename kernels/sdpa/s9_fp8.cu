@@ -381,9 +381,6 @@ Scope: head_dim 64 and 128, fp16 or bf16 output, causal or not, any
 #ifndef EXP2_POLY_EVERY
 #define EXP2_POLY_EVERY 0
 #endif
-#ifndef VT_IN_KERNEL
-#define VT_IN_KERNEL 0
-#endif
 
 namespace {
 
@@ -392,13 +389,15 @@ template <int D>
 constexpr bool kPingpong = D == 128 && PINGPONG != 0;  // head_dim 64 takes no turns
 constexpr bool kPersistent = true;  // one block per SM walking the work items
 constexpr int kBlocksPerSm = 1;
+// V transposed in shared memory by the producer warpgroup's warps 1-3, no pre-pass
+constexpr bool kVtInKernel = true;
 constexpr int kVtBatch = 2;  // units in flight per transposing warp
 
 template <int D>
 using S9Config = sdpa_fp8::Fp8Config<
     sdpa_warpspec::Config<kConsumerWarpgroups, D == 64 ? BLOCK_N_D64 : BLOCK_N_D128, D == 64 ? STAGES_D64 : STAGES_D128,
                           kPingpong<D>, kPersistent, kBlocksPerSm, PRODUCER_REGS, CONSUMER_REGS>,
-    FOLD_P_SCALE != 0, EXP2_POLY_EVERY, /*rescale threshold=*/0, /*row sums by wgmma=*/false, VT_IN_KERNEL != 0, kVtBatch,
+    FOLD_P_SCALE != 0, EXP2_POLY_EVERY, /*rescale threshold=*/0, /*row sums by wgmma=*/false, kVtInKernel, kVtBatch,
     /*early pack=*/false>;
 
 }  // namespace
@@ -407,7 +406,7 @@ using S9Config = sdpa_fp8::Fp8Config<
 extern "C" cudaError_t sdpa_forward(const SdpaProblem*, cudaStream_t) { return cudaErrorNotSupported; }
 
 extern "C" cudaError_t sdpa_fp8_forward(const SdpaFp8Problem* problem, cudaStream_t stream) {
-  const cudaError_t ok = sdpa_fp8::check(problem, VT_IN_KERNEL != 0);
+  const cudaError_t ok = sdpa_fp8::check(problem, kVtInKernel);
   if (ok != cudaSuccess || sdpa_problem_is_empty(problem->attn)) return ok;
   return sdpa_dispatch(problem->attn, [&](auto tag, auto hd) {
     using T = typename decltype(tag)::type;
@@ -417,7 +416,7 @@ extern "C" cudaError_t sdpa_fp8_forward(const SdpaFp8Problem* problem, cudaStrea
 }
 
 extern "C" int64_t sdpa_fp8_scratch_bytes(const SdpaFp8Problem* problem) {
-  return problem == nullptr ? 0 : sdpa_fp8::scratch_bytes(problem->attn, VT_IN_KERNEL != 0);
+  return problem == nullptr ? 0 : sdpa_fp8::scratch_bytes(problem->attn, kVtInKernel);
 }
 
 extern "C" const char* sdpa_stage_config() {
@@ -427,9 +426,7 @@ extern "C" const char* sdpa_stage_config() {
          " setmaxnreg producer=" SDPA_STR(PRODUCER_REGS) " consumer=" SDPA_STR(CONSUMER_REGS)
          " PINGPONG=" SDPA_STR(PINGPONG)
          " FOLD_P_SCALE=" SDPA_STR(FOLD_P_SCALE) " EXP2_POLY_EVERY=" SDPA_STR(EXP2_POLY_EVERY)
-         " VT_IN_KERNEL=" SDPA_STR(VT_IN_KERNEL)
-         " (0: a pre-pass transposes V to Vt in scratch; 1: the producer warpgroup's warps 1-3 in shared"
-         " memory; keys permuted per 32)"
+         " Vt by the producer warpgroup's warps 1-3 in shared memory (keys permuted per 32)"
          " WS_PDL=" SDPA_STR(WS_PDL) " (programmatic dependent launch; 2: trigger before the epilogue)";
 }
 
