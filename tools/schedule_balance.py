@@ -1,10 +1,10 @@
 """How evenly s8's persistent long policy spreads causal work over the SMs, with and without
-CAUSAL_PAIRS: the derivation behind the numbers in s8_persistent_split.cu's log.
+causal pairs (WorkOrder's kPairs): the derivation behind the numbers in s8's trials.
 
     python tools/schedule_balance.py                 # long.yaml's causal shapes, 132 SMs
     python tools/schedule_balance.py --sms 114 --block-m 128 --block-n 128 2,8,2048,128
 
-It mirrors sdpa_warpspec.cuh's WorkOrder: items are (query tile, head) in head-major order, a
+It mirrors sdpa_warpspec_config.cuh's WorkOrder: items are (query tile, head) in head-major order, a
 head's tiles longest first; block b takes units b, b + grid, ...; with pairs a unit is a head's
 tiles j and m-1-j. An item costs its key tiles (causal: ceil(min(q_end, S) / BLOCK_N)). The
 printed balance is mean / max block load: the fraction of the SMs' time doing work, if every

@@ -57,29 +57,11 @@ Knobs (-D overrides)
                       (65536 - 24 * 128) / 384 = 162, rounded down to 8).
                       head_dim 128 stays at 2 (its O alone is 64 registers).
 
-Log (versions; how to run them)
-  v1  today's record (CONSUMER_WGS_D64=2). H100, throughput mode: 430 TFLOP/s
-      at (4,16,4096,64) vs cuDNN 446 (0.96x), the one long shape below cuDNN;
-      577 vs 582 (4,16,4096,128), 614 vs 606 (1,32,8192,128).
-  v2  (knob, measured, off) CONSUMER_WGS_D64=3, registry variant wg3_d64.
-      Why: at D=64 a K/V tile feeds only 128 query rows, so the loads, the
-      mbarrier traffic and the per-tile overhead weigh more per FLOP than at
-      D=128; 192 rows spread each tile over 1.5x the math. Per consumer at
-      D=64, BLOCK_N=128: S 64 + O 32 + P 32 = 128 accumulator/fragment
-      registers of the 160. Built (nvcc 13.0): 160 consumer registers, 0
-      spills, no LDL/STL, no C75xx advisory, HGMMA/UTMALDG/SYNCS/USETMAXREG
-      present; shared memory 121 KiB (Q 24 + K/V ring 96). The default build's
-      SASS (s6, s7, s8) is identical to before the knob. The epilogue's
-      staging addresses are kept after the key loop at 3 warpgroups
-      (hoisted, they spilled 80 bytes). s8's long policy takes the same knob
-      (variant wg3_d64; PINGPONG must stay 0). Check and time in one call:
-        PYTHONPATH=lib python3 tools/quick_check.py s6_tma_warpspec --time \
-          --contenders cudnn --variant wg3=s6_tma_warpspec:CONSUMER_WGS_D64=3 \
-          --variant s8wg3=s8_persistent_split:CONSUMER_WGS_D64=3
-      Measured (H100, throughput mode, one run): 446 vs 422 TFLOP/s at
-      (4,16,4096,64) (cuDNN 429), but 10.86 vs 9.00 us at the mission shape
-      (2,8,512,64): 48 blocks of 192 rows instead of 64 of 128 on 132 SMs.
-      Left off here; s8, whose mission runs its short policy, takes it.
+CONSUMER_WGS_D64=3 (registry variant wg3_d64) builds at 160 consumer
+  registers with no spill: each K/V tile feeds 192 rows, but the mission
+  shape gets fewer, larger blocks on the SMs; s8's long policy takes it by
+  the wave count. Trials: the stage's MLflow record (`stagelab journal
+  s6_tma_warpspec`).
 
 Shared memory: (BLOCK_M + 2 * STAGES * BLOCK_N) * D * 2 bytes + the barriers
   + 1024 (slack to align the tiles to the 1024-byte swizzle atom).

@@ -64,32 +64,21 @@ __device__ __forceinline__ void mbarrier_arrive_expect_tx(uint32_t bar, uint32_t
 __device__ __forceinline__ void mbarrier_arrive(uint32_t bar) {
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
 }
-// MBARRIER_SUSPEND_NS > 0: try_wait's suspendTimeHint, the longest a waiting thread may stay
-// suspended before try_wait gives up (it resumes as soon as the phase completes either way).
-// 0: no hint, the hardware's own limit (the operand is then passed but not named in the asm).
-#ifndef MBARRIER_SUSPEND_NS
-#define MBARRIER_SUSPEND_NS 0
-#endif
-#if MBARRIER_SUSPEND_NS > 0
-#define SDPA_TRY_WAIT_HINT ", %3"
-#else
-#define SDPA_TRY_WAIT_HINT ""
-#endif
 __device__ __forceinline__ bool mbarrier_try_wait(uint32_t bar, uint32_t parity) {
   uint32_t done;
   asm volatile(
       "{\n.reg .pred p;\n"
-      "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2" SDPA_TRY_WAIT_HINT ";\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
       "selp.u32 %0, 1, 0, p;\n}\n"
       : "=r"(done)
-      : "r"(bar), "r"(parity), "n"(MBARRIER_SUSPEND_NS)
+      : "r"(bar), "r"(parity)
       : "memory");
   return done != 0;
 }
 // try_wait suspends the thread for a while before it gives up, but the hardware's own limit is
 // short: ncu counted ~130 turns of this loop per key-tile wait in s9's producer warp (log v12),
 // issue slots its sub-partition's consumer warps could have used; a longer suspend
-// (MBARRIER_SUSPEND_NS) measured no faster (s9_fp8.cu's log v12).
+// (try_wait's suspendTimeHint) measured no faster (s9's trials).
 __device__ __forceinline__ void mbarrier_wait(uint32_t bar, uint32_t parity) {
   while (!mbarrier_try_wait(bar, parity)) {
   }

@@ -36,336 +36,9 @@
 // (statically striped over the persistent blocks).
 #pragma once
 
-#include <cstdint>
-
-#include <cuda_runtime.h>
-
-#include "sdpa_api.h"
-#include "sdpa_common.cuh"
-#include "sdpa_export.cuh"
-#include "sdpa_mma.cuh"
-#include "sdpa_tma.cuh"
-#include "sdpa_wgmma.cuh"
-#include "sdpa_wgmma_tile.cuh"
-#include "sdpa_timeline.cuh"
+#include "sdpa_warpspec_config.cuh"
 
 namespace sdpa_warpspec {
-
-using namespace sdpa_wgmma;
-using namespace sdpa_tma;
-
-constexpr int kWarpSize = 32;
-constexpr int kRegisterFile = 64 * 1024;  // 32-bit registers per SM
-constexpr int kMaxClusterSplits = 4;      // key-range splits per work item (cluster size)
-constexpr int kBarBytes = 8;
-constexpr int kMaxTmaBoxRows = 256;       // cuTensorMapEncodeTiled's limit per box dimension
-constexpr int kRegGranule = 8;            // setmaxnreg counts are multiples of 8
-
-// Registers a block holds from launch on: every thread gets the cap that
-// __launch_bounds__(threads, min_blocks) leaves, rounded down to the granule.
-// setmaxnreg only moves registers between a block's own warps: an .inc that
-// asks for more than the .dec calls freed waits forever (a 5-warpgroup block
-// gets 96 per thread, 61,440 in all, not the register file's 65,536).
-constexpr int entry_regs_per_block(int threads, int min_blocks) {
-  return kRegisterFile / min_blocks / threads / kRegGranule * kRegGranule * threads;
-}
-// The most registers each consumer thread may ask of setmaxnreg.inc, at most
-// `wanted`: what the block's registers at entry leave per consumer thread once
-// its producer warpgroup holds its share, rounded down to the granule. One block
-// per SM, producer at 24: 2 warpgroups (168 * 384 - 24 * 128) / 256 = 240;
-// 3 warpgroups (128 * 512 - 24 * 128) / 384 = 162 -> 160; 4 (96 * 640 - 24 * 128)
-// / 512 = 114 -> 112.
-constexpr int fit_consumer_regs(int consumer_wgs, int producer_regs, int min_blocks, int wanted) {
-  const int per_block = entry_regs_per_block((1 + consumer_wgs) * kWarpgroupThreads, min_blocks);
-  const int fit = (per_block / kWarpgroupThreads - producer_regs) / consumer_wgs / kRegGranule * kRegGranule;
-  return wanted < fit ? wanted : fit;
-}
-// Pingpong details, measured in s7's notebook: where K(n)'s wait and O's
-// rescale sit relative to a warpgroup's turn.
-#ifndef WS_WAIT_K_IN_TURN
-#define WS_WAIT_K_IN_TURN 0
-#endif
-#ifndef WS_RESCALE_IN_TURN
-#define WS_RESCALE_IN_TURN 0
-#endif
-// Persistent causal scheduling (WorkOrder): 1 = pairs of query tiles j, m-1-j.
-#ifndef CAUSAL_PAIRS
-#define CAUSAL_PAIRS 0
-#endif
-// Conditional O rescale per head dim (sdpa_wgmma_tile.cuh's kRescaleThreshold, log2 units;
-// 0 = every tile, the default here; s8 turns it on at head_dim 128, where it measured faster).
-#ifndef WS_RESCALE_THRESHOLD_D64
-#define WS_RESCALE_THRESHOLD_D64 0
-#endif
-#ifndef WS_RESCALE_THRESHOLD_D128
-#define WS_RESCALE_THRESHOLD_D128 0
-#endif
-static_assert(WS_RESCALE_THRESHOLD_D64 >= 0 && WS_RESCALE_THRESHOLD_D64 <= 15 && WS_RESCALE_THRESHOLD_D128 >= 0 &&
-                  WS_RESCALE_THRESHOLD_D128 <= 15,
-              "WS_RESCALE_THRESHOLD_D64/_D128: 0 (off) to 15 (p < 2^15 keeps fp16's 65504 clear)");
-template <int D>
-constexpr int kRescaleThresholdOf = D == 64 ? WS_RESCALE_THRESHOLD_D64 : WS_RESCALE_THRESHOLD_D128;
-// Exponentials on the FMA pipe per head dim (sdpa_wgmma_tile.cuh's kPolyEvery: every k-th n8
-// tile's by ex2_poly3; 0 = all on MUFU, the default here). Why: at head_dim 64 a key tile's
-// exponentials take twice as long on MUFU (16 per clock per SM) as its GEMMs on the tensor cores.
-#ifndef WS_EXP2_POLY_EVERY_D64
-#define WS_EXP2_POLY_EVERY_D64 0
-#endif
-#ifndef WS_EXP2_POLY_EVERY_D128
-#define WS_EXP2_POLY_EVERY_D128 0
-#endif
-template <int D>
-constexpr int kPolyEveryOf = D == 64 ? WS_EXP2_POLY_EVERY_D64 : WS_EXP2_POLY_EVERY_D128;
-// Programmatic dependent launch (sdpa_tma.cuh): launched with programmatic stream
-// serialization, every block waits for the previous grid before its first global access and
-// lets the next launch in (launch_dependents), so the next launch's block dispatch and prologue
-// overlap this one's tail. 1: the trigger right after the prologue (the next grid's blocks take
-// any free slot at once, beside running blocks); 2: after the consumers' first work item's key
-// tiles, before its epilogue (they arrive as this grid's blocks finish). 0 (the default here):
-// plain launches.
-#ifndef WS_PDL
-#define WS_PDL 0
-#endif
-static_assert(WS_PDL >= 0 && WS_PDL <= 2, "WS_PDL: 0 (plain launch), 1 (PDL, early trigger) or 2 (PDL, late trigger)");
-constexpr bool kPdl = WS_PDL != 0;
-constexpr bool kPdlEarlyTrigger = WS_PDL == 1;
-constexpr bool kPdlLateTrigger = WS_PDL == 2;
-// The key split's epilogue by slices (1): each warpgroup parks, for every other warpgroup, the
-// slice of O's columns that one stores (and its row stats), all meet on one barrier, and each
-// merges and stores its own slice. 0 (the default here): with two warpgroups, warpgroup 1 parks
-// all of its O and warpgroup 0 merges and stores all of it, alone; more than two always slice.
-// Why: the epilogue is serial after the last P.V of every warpgroup.
-#ifndef WS_SLICE_MERGE
-#define WS_SLICE_MERGE 0
-#endif
-constexpr bool kSliceMergeTwo = WS_SLICE_MERGE != 0;
-// The key split's merge by the warpgroup that holds the item's last key tile (1), the other
-// parking its partial as soon as its own tiles are done. 0 (the default here): warpgroup 0
-// merges. Why: the timeline (tools/microbench/sdpa_timeline.cu) has warpgroup 1 finishing its
-// tiles 0.23 us after warpgroup 0 at the mission (its tiles arrive later), and warpgroup 0
-// waiting 0.40 us for its partial.
-#ifndef WS_LATE_MERGER
-#define WS_LATE_MERGER 0
-#endif
-constexpr bool kLateMerger = WS_LATE_MERGER != 0;
-// O stored straight from the accumulators, 4 bytes per lane and row (1), in blocks that are not
-// persistent; 0 (the default here): staged through shared memory into 16-byte stores. Why: the
-// staging round trip (shared stores, __syncwarp, shared loads) and the fence before the next
-// item's TMA sit on a short block's critical path (the timeline: 0.50 us to normalise and store
-// at the mission), while a block that is not persistent has no next item.
-#ifndef WS_DIRECT_STORE
-#define WS_DIRECT_STORE 0
-#endif
-constexpr bool kDirectStore = WS_DIRECT_STORE != 0;
-constexpr bool kWaitKInTurn = WS_WAIT_K_IN_TURN != 0;
-constexpr bool kRescaleInTurn = WS_RESCALE_IN_TURN != 0;
-
-struct Params {
-  SdpaProblem p;
-  CUtensorMap q_map, k_map, v_map;
-  int m_tiles;     // query tiles per (batch, head)
-  int work_items;  // m_tiles * heads * batch
-};
-
-template <int kConsumerWGs_, int kBlockN_, int kStages_, bool kPingpong_, bool kPersistent_, int kMinBlocks_,
-          int kProducerRegs_, int kConsumerRegs_>
-struct Config {
-  static constexpr int kConsumerWGs = kConsumerWGs_;
-  static constexpr int kBlockN = kBlockN_;
-  static constexpr int kStages = kStages_;
-  static constexpr bool kPingpong = kPingpong_;
-  static constexpr bool kPersistent = kPersistent_;
-  static constexpr int kMinBlocks = kMinBlocks_;  // blocks per SM the register cap at entry allows
-  static constexpr int kProducerRegs = kProducerRegs_;
-  static constexpr int kConsumerRegs = kConsumerRegs_;
-  static constexpr int kThreads = (1 + kConsumerWGs) * kWarpgroupThreads;  // producer first
-  static constexpr bool kKeySplit = false;  // KeySplit<Config> below turns it on
-  static constexpr int kMulticastCtas = 1;   // Multicast<Config> below: CTAs sharing each K/V tile
-  static constexpr int kBlockM = kConsumerWGs * kWgmmaM;
-  // Ring indices between a warpgroup's consecutive key tiles, and the warps
-  // that consume (and release) each ring slot.
-  static constexpr int kRingStride = 1;
-  static constexpr int kConsumerThreads = kConsumerWGs * kWarpgroupThreads;
-  static constexpr int kConsumerWarps = kConsumerWGs * kWarpgroupWarps;
-  static constexpr int kRingReleasers = kConsumerWarps;
-  // Three warpgroups (192 rows, FlashAttention-3's head-dim-64 block) leave each
-  // consumer 160 registers (fit_consumer_regs): enough at D=64, not at D=128.
-  // Four only as a key split's (KeySplit: four warpgroups on one 64-row tile, 112 registers each).
-  static_assert(kConsumerWGs >= 1 && kConsumerWGs <= 4, "one to three consumer warpgroups (64, 128 or 192 rows)");
-  static_assert(kBlockM <= kMaxTmaBoxRows, "Q is loaded as one TMA box of kBlockM rows per column block");
-  static_assert(!kPingpong || kConsumerWGs == 2, "pingpong needs two consumer warpgroups");
-  static_assert(kStages >= 2, "a buffer is refilled while the other is read: >= 2 per ring");
-  static_assert(kBlockN == 64 || kBlockN == 128 || kBlockN == 176 || kBlockN == 192,
-                "BLOCK_N: 64, 128, 176 or 192 (TMA box rows <= 256, a wgmma N with a wrapper)");
-  static_assert(kWarpgroupThreads * (kProducerRegs + kConsumerWGs * kConsumerRegs) <=
-                    entry_regs_per_block(kThreads, kMinBlocks),
-                "the setmaxnreg split must fit the registers the block holds from launch on (fit_consumer_regs)");
-};
-
-// A Config whose two (or four) consumer warpgroups split the key tiles of ONE
-// 64-row query tile (the header's kKeySplit). A derived type rather than a
-// Config parameter, so the other configs' kernels keep their names and code.
-template <class Base>
-struct KeySplit : Base {
-  static constexpr bool kKeySplit = true;
-  static constexpr int kBlockM = kWgmmaM;  // both warpgroups on the same rows
-  static constexpr int kRingStride = Base::kConsumerWGs;
-  static constexpr int kRingReleasers = kWarpgroupWarps;  // only the owning warpgroup consumes a slot
-  static_assert(Base::kConsumerWGs == 2 || Base::kConsumerWGs == 4,
-                "key split: two or four warpgroups (O's n8 column tiles divide evenly into their slices)");
-  // Turns here only order the two warpgroups' GEMM issue (s8's KEY_SPLIT_PINGPONG). Warpgroup 0 owns
-  // ceil(tiles / 2) tiles, so it takes at most one turn more than warpgroup 1: its turn k waits for
-  // warpgroup 1's turn k - 1, which exists; a trailing arrive stays unmatched, as in s7.
-  static_assert(!Base::kPingpong || Base::kConsumerWGs == 2, "key split with turns: two warpgroups");
-  // Ring index i is warpgroup i % kConsumerWGs's from 0 on; a persistent block carries
-  // the ring position across items, which would shift that ownership.
-  static_assert(!Base::kPersistent, "key split: one work item per block (ring index 0 = warpgroup 0)");
-  // Slot i % kStages then always serves the same warpgroup, so a warpgroup's
-  // parity wait on a slot never races a phase the other one has not consumed
-  // (a wait one phase ahead would pass at once).
-  static_assert(Base::kStages % Base::kConsumerWGs == 0, "key split: ring slots divide evenly between warpgroups");
-};
-
-// A Config whose blocks come in clusters of two query tiles of one head that
-// share every K/V tile: each CTA's producer issues half of a tile's rows by TMA
-// multicast into both CTAs, and each CTA's "full" barrier expects the whole
-// tile. Launched only where both tiles need the same key tiles (no causal
-// mask, an even number of query tiles per head) and every key tile has a ring
-// slot of its own (no refill, so no CTA waits for its peer's consumers).
-template <class Base>
-struct Multicast : Base {
-  static constexpr int kMulticastCtas = 2;
-  static_assert(!Base::kPersistent, "multicast: one work item per CTA, a cluster's two items in one head");
-  static_assert(Base::kBlockN % (2 * 8) == 0, "each CTA's half tile is whole 8-row swizzle atoms");
-};
-
-template <typename T, int D, class Cfg>
-struct Layout {
-  static_assert(sizeof(T) == 2, "16-bit storage types only");
-  static_assert(D % kSw128BlockElems == 0, "head_dim is whole 64-element TMA boxes / swizzle column blocks");
-  static constexpr int kColumnBlocks = D / kSw128BlockElems;  // TMA boxes per tile
-  static constexpr uint32_t kQBytes = Cfg::kBlockM * D * 2;
-  static constexpr uint32_t kKVBytes = Cfg::kBlockN * D * 2;
-  static constexpr int kQOffset = 0;
-  static constexpr int kKOffset = kQOffset + kQBytes;
-  static constexpr int kVOffset = kKOffset + Cfg::kStages * kKVBytes;
-  static constexpr int kBarOffset = kVOffset + Cfg::kStages * kKVBytes;
-  static constexpr int kBarriers = 2 + 4 * Cfg::kStages;  // full_q, empty_q, then four rings
-  // Key split, past the barriers: the parked fp32 O and (max, max, sum, sum) per thread. Two
-  // warpgroups: warpgroup 1's O (kOAcc = D/2 per thread) and stats. By slices (kSliceMerge): each
-  // of N warpgroups parks N-1 slices of D/N columns, one for each other warpgroup: (N-1) * D/2
-  // floats per thread in all, the same bytes when N = 2; and every warpgroup's stats.
-  static constexpr bool kSliceMerge = Cfg::kKeySplit && (kSliceMergeTwo || Cfg::kConsumerWGs > 2);
-  static constexpr int kMergeOffset = kBarOffset + kBarriers * kBarBytes;
-  static constexpr int kMergeSlotBytes =
-      kWarpgroupThreads * (D / 2) * 4 / (Cfg::kConsumerWGs > 1 ? Cfg::kConsumerWGs : 1);
-  static constexpr int kMergeStatOffset =
-      kMergeOffset + (kSliceMerge ? Cfg::kConsumerWGs * (Cfg::kConsumerWGs - 1) * kMergeSlotBytes
-                                  : kWarpgroupThreads * (D / 2) * 4);
-  static constexpr int kMergeStatAreas = kSliceMerge ? Cfg::kConsumerWGs : 1;
-  // Slot of the slice warpgroup `from` parks for warpgroup `to` (from != to).
-  __host__ __device__ static constexpr int merge_slot(int from, int to) {
-    return from * (Cfg::kConsumerWGs - 1) + (to < from ? to : to - 1);
-  }
-  static constexpr int kMergeBytes =
-      Cfg::kKeySplit ? kMergeStatOffset - kMergeOffset + kMergeStatAreas * kWarpgroupThreads * 16 : 0;
-  static constexpr int kSmemBytes = kBarOffset + kBarriers * kBarBytes + kMergeBytes + kSw128Align;  // + slack
-  // Split-KV partials (fp32 O per consumer thread + row max / sum) reuse the K ring.
-  static constexpr int kPartialOBytes = Cfg::kConsumerThreads * (D / 2) * 4;
-  static constexpr int kPartialStatOffset = kKOffset + kPartialOBytes;
-  static constexpr int kPartialBytes = kPartialOBytes + Cfg::kConsumerThreads * 16;
-  // Split-KV needs the partials to fit the drained rings; a config where they do not
-  // (e.g. two warpgroups at D=128 with 64-key tiles) runs unsplit only.
-  static constexpr bool kCanSplit = kPartialBytes <= 2 * Cfg::kStages * static_cast<int>(kKVBytes);
-  static_assert(kQBytes % kSw128Align == 0 && kKVBytes % kSw128Align == 0, "every tile starts 1024-aligned");
-  static_assert(static_cast<size_t>(kSmemBytes) <= kSdpaMaxSmemPerBlock, "tiles exceed Hopper shared memory");
-  static_assert(kSmemBytes <= (1 << 18), "shared addresses fit the 14-bit descriptor field (>> 4)");
-  static_assert(kMergeOffset % 16 == 0, "the merge area is read and written as float4");
-};
-
-enum Ring : int { kFullK = 0, kFullV = 1, kEmptyK = 2, kEmptyV = 3 };
-template <int kStages>
-__device__ __forceinline__ uint32_t ring_bar(uint32_t bars, int ring, int index) {
-  return bars + (2 + ring * kStages + index % kStages) * kBarBytes;
-}
-template <int kStages>
-__device__ __forceinline__ uint32_t ring_parity(int index) {
-  return static_cast<uint32_t>((index / kStages) & 1);
-}
-__device__ __forceinline__ uint32_t full_q_bar(uint32_t bars) { return bars; }
-__device__ __forceinline__ uint32_t empty_q_bar(uint32_t bars) { return bars + kBarBytes; }
-
-// One work item as a block (or a cluster rank) sees it.
-struct WorkTile {
-  int q_begin, h, b;
-  int kt_begin, kt_end;  // this CTA's key tiles
-};
-// Query tile `q_tile` of (batch, head) `bh`, and this CTA's share of its key tiles.
-template <class Cfg, bool kCausal>
-__device__ __forceinline__ WorkTile make_work(const Params& prm, int bh, int q_tile, int split, int splits) {
-  const SdpaProblem& p = prm.p;
-  WorkTile t;
-  t.q_begin = q_tile * Cfg::kBlockM;
-  t.h = bh % p.heads;
-  t.b = bh / p.heads;
-  const int n_tiles = sdpa_ceil_div(sdpa_kv_end(t.q_begin, Cfg::kBlockM, p.seq_len, kCausal), Cfg::kBlockN);
-  const int share = sdpa_ceil_div(n_tiles, splits);
-  t.kt_begin = min(split * share, n_tiles);
-  t.kt_end = min(t.kt_begin + share, n_tiles);
-  return t;
-}
-
-// Item w of the flat order, query tiles of one (batch, head) consecutive and
-// in descending order (causal: longest first); s9 runs one block per item.
-template <class Cfg, bool kCausal>
-__device__ __forceinline__ WorkTile decode_work(const Params& prm, int w, int split, int splits) {
-  return make_work<Cfg, kCausal>(prm, w / prm.m_tiles, prm.m_tiles - 1 - w % prm.m_tiles, split, splits);
-}
-
-// Causal pairs (CAUSAL_PAIRS=1, persistent configs): a block takes query tiles
-// j and m-1-j of one head back to back, a unit whose key tiles sum to about the
-// same for every j, so the static stripes balance. Without it, block b's items
-// b, b+grid, ... of a head-major, longest-first order are as long as their
-// residues mod m_tiles make them: at (2,8,2048,128) causal (16 tiles of 128
-// rows a head, 256 items, 132 blocks) block 0 gets 16 + 12 tile-lengths and
-// block 11 gets 5 + 1, against a mean of 16.5: the longest block runs 1.7x the
-// mean, and s8 measured 342 TFLOP/s there against 582 dense (H100).
-template <class Cfg, bool kCausal>
-struct WorkOrder {
-  static constexpr bool kPairs = Cfg::kPersistent && kCausal && CAUSAL_PAIRS != 0;
-
-  // Units the blocks stripe over: items, or pairs of items (a middle tile alone).
-  __host__ __device__ static int units(const Params& prm) {
-    return kPairs ? sdpa_ceil_div(prm.m_tiles, 2) * prm.p.heads * prm.p.batch : prm.work_items;
-  }
-
-  // body(tile, local) for each item of this block in order; local counts them
-  // (the Q buffer's phase). Query tiles of one (batch, head) are consecutive
-  // units: blocks running at the same time share that head's K/V in L2 (items
-  // spread over all heads streamed 4x more DRAM traffic at (4,16,4096,128) and
-  // lost 15%). Within a head the tiles go in descending order: causal longest first.
-  template <class Body>
-  __device__ __forceinline__ static void for_each(const Params& prm, int split, int splits, Body&& body) {
-    const int first = Cfg::kPersistent ? static_cast<int>(blockIdx.x) : static_cast<int>(blockIdx.x) / splits;
-    const int stride = Cfg::kPersistent ? static_cast<int>(gridDim.x) : prm.work_items;
-    int local = 0;
-    if constexpr (kPairs) {
-      // Step k: unit first + (k / 2) * stride, its longer tile first. One call
-      // site: the body (the whole main loop) is inlined once, and only k and
-      // local stay live across it (a second call site spilled at the entry cap).
-      const int pairs = sdpa_ceil_div(prm.m_tiles, 2);
-      for (int k = 0;; ++k) {
-        const int u = first + (k >> 1) * stride;
-        if (u >= units(prm)) break;
-        const int shorter = u % pairs, longer = prm.m_tiles - 1 - shorter;
-        if ((k & 1) && shorter == longer) continue;  // the middle tile of an odd count is a unit alone
-        body(make_work<Cfg, kCausal>(prm, u / pairs, (k & 1) ? shorter : longer, split, splits), local++);
-      }
-    } else {
-      for (int w = first; w < prm.work_items; w += stride) body(decode_work<Cfg, kCausal>(prm, w, split, splits), local++);
-    }
-  }
-};
 
 // One tile of kRows rows: announce its bytes on `bar`, then one TMA box per
 // 64-column block into the block-major SW128 layout.
@@ -376,31 +49,6 @@ __device__ __forceinline__ void tma_load_tile(uint32_t dst, const CUtensorMap* m
 #pragma unroll
   for (int cb = 0; cb < kColumnBlocks; ++cb)
     tma_load_4d(dst + cb * kRows * kSw128RowBytes, map, bar, cb * kSw128BlockElems, row0, h, b);
-}
-
-// Multicast: this CTA's half of a kRows-row tile, into both CTAs of the cluster
-// (rank r issues rows [r * kRows / 2, (r + 1) * kRows / 2) of every column
-// block); this CTA's barrier expects the whole tile, the peer's half included.
-template <int kRows, int kColumnBlocks>
-__device__ __forceinline__ void tma_load_tile_multicast(uint32_t dst, const CUtensorMap* half_map, uint32_t bar,
-                                                        int row0, int h, int b, uint32_t rank) {
-  constexpr int kHalf = kRows / 2;
-  constexpr uint16_t kBothCtas = 0b11;
-  mbarrier_arrive_expect_tx(bar, kRows * kColumnBlocks * kSw128RowBytes);
-#pragma unroll
-  for (int cb = 0; cb < kColumnBlocks; ++cb)
-    tma_load_4d_multicast(dst + (cb * kRows + rank * kHalf) * kSw128RowBytes, half_map, bar, cb * kSw128BlockElems,
-                          row0 + rank * kHalf, h, b, kBothCtas);
-}
-
-// One K or V tile into its ring slot: the whole tile, or this CTA's multicast half.
-template <class Cfg, int kColumnBlocks>
-__device__ __forceinline__ void load_kv_tile(uint32_t dst, const CUtensorMap* map, uint32_t bar, int row0, int h,
-                                             int b) {
-  if constexpr (Cfg::kMulticastCtas > 1)
-    tma_load_tile_multicast<Cfg::kBlockN, kColumnBlocks>(dst, map, bar, row0, h, b, cluster_ctarank());
-  else
-    tma_load_tile<Cfg::kBlockN, kColumnBlocks>(dst, map, bar, row0, h, b);
 }
 
 // Producer: one thread issues Q and every K/V tile of each work item in order.
@@ -425,11 +73,11 @@ __device__ __forceinline__ void produce(const Params& prm, uint32_t s_base, int 
       const uint32_t freed = ring_parity<kStages>(ring) ^ 1;  // a fresh buffer counts as freed
       const uint32_t slot = (ring % kStages) * L::kKVBytes;
       mbarrier_wait(ring_bar<kStages>(bars, kEmptyK, ring), freed);
-      load_kv_tile<Cfg, kBlocks>(s_base + L::kKOffset + slot, &prm.k_map, ring_bar<kStages>(bars, kFullK, ring),
-                                 n * Cfg::kBlockN, wt.h, wt.b);
+      tma_load_tile<Cfg::kBlockN, kBlocks>(s_base + L::kKOffset + slot, &prm.k_map,
+                                           ring_bar<kStages>(bars, kFullK, ring), n * Cfg::kBlockN, wt.h, wt.b);
       mbarrier_wait(ring_bar<kStages>(bars, kEmptyV, ring), freed);
-      load_kv_tile<Cfg, kBlocks>(s_base + L::kVOffset + slot, &prm.v_map, ring_bar<kStages>(bars, kFullV, ring),
-                                 n * Cfg::kBlockN, wt.h, wt.b);
+      tma_load_tile<Cfg::kBlockN, kBlocks>(s_base + L::kVOffset + slot, &prm.v_map,
+                                           ring_bar<kStages>(bars, kFullV, ring), n * Cfg::kBlockN, wt.h, wt.b);
     }
   });
   WS_STAMP_IF(true, kLoadsIssued);
@@ -515,7 +163,7 @@ struct Consumer {
     wgmma_wait<0>();
     fence_regs(tile.s_acc);
     release(ring_bar<kStages>(bars, kEmptyK, ring));
-    tile.template softmax</*kExp2Offset=*/0, kPolyEveryOf<D>>(key0, prm.p.seq_len);
+    tile.softmax(key0, prm.p.seq_len);
     tile.pack_p();
   }
   // S(idx) and P.V of this warpgroup's previous tile (ring index idx - kRingStride)
@@ -548,7 +196,7 @@ struct Consumer {
     wgmma_wait<1>();  // S(idx) done; P(idx-1).V(idx-1) may still run
     fence_regs(tile.s_acc);
     release(ring_bar<kStages>(bars, kEmptyK, idx));
-    tile.template softmax</*kExp2Offset=*/0, kPolyEveryOf<D>>(key0, prm.p.seq_len);
+    tile.softmax(key0, prm.p.seq_len);
     schedule_boundary(prm.p.seq_len < 0);  // keep the wait below the softmax (sdpa_wgmma.cuh)
     wgmma_wait<0>();
     fence_regs(tile.o_acc);
@@ -634,14 +282,10 @@ struct Consumer {
                static_cast<int64_t>(wt.q_begin) * p.out_strides.seq;
       int row_base = wg_row0() + warp_in_wg * Tile::kWarpRows;
       if constexpr (kLateEpilogueAddresses) asm volatile("" : "+r"(row_base));
-      if constexpr (kDirectStore && !Cfg::kPersistent)
-        tile.store_o_direct(row_base, o_g, p.out_strides.seq, p.seq_len - wt.q_begin, l);
-      else
-        tile.template store_o<Cfg::kBlockM>(smem + L::kQOffset, row_base, o_g, p.out_strides.seq,
-                                            p.seq_len - wt.q_begin, lane, l);
+      tile.template store_o<Cfg::kBlockM>(smem + L::kQOffset, row_base, o_g, p.out_strides.seq,
+                                          p.seq_len - wt.q_begin, lane, l);
     }
-    if constexpr (!(kDirectStore && !Cfg::kPersistent))
-      fence_proxy_async_shared();  // the staging writes precede the next Q's TMA overwrite
+    fence_proxy_async_shared();  // the staging writes precede the next Q's TMA overwrite
     release(empty_q_bar(bars));
     WS_STAMP_IF(ctid % kWarpgroupThreads == 0 && wg_row0() == 0, kStored);
   }
@@ -685,20 +329,13 @@ struct Consumer {
   // past their last wgmma, so warpgroup 0 may stage O through the Q buffer.
   __device__ __forceinline__ void merge_and_store(const WorkTile& wt) {
     static_assert(Cfg::kKeySplit, "the key-split epilogue");
-    if constexpr (L::kSliceMerge) {
-      merge_and_store_slice_of<0>(wt);
-      return;
-    }
     constexpr int kPairThreads = 2 * kWarpgroupThreads;
     float l[Tile::kRowsPerThread];
     tile.reduced_row_sums(l);
     const int t = ctid % kWarpgroupThreads;
     float4* o_part = reinterpret_cast<float4*>(smem + L::kMergeOffset);
     float4* stat = reinterpret_cast<float4*>(smem + L::kMergeStatOffset) + t;
-    // kLateMerger: the owner of the item's last key tile (ring index tiles - 1) merges, the other parks
-    bool parks = cwg == 1;
-    if constexpr (kLateMerger) parks = cwg != (wt.kt_end - wt.kt_begin - 1) % Cfg::kConsumerWGs;
-    if (parks) {
+    if (cwg == 1) {
       park_partial(o_part, t);
       *stat = make_float4(tile.row_max[0], tile.row_max[1], l[0], l[1]);
       bar_arrive(kKeySplitMerge, kPairThreads);  // orders the stores above before the merger's reads
@@ -715,82 +352,25 @@ struct Consumer {
     WS_STAMP_IF(t == 0, kFolded);
     store(wt, l);
   }
-  // By slices: warpgroup kMine keeps O's n8 column tiles [kMine * S, (kMine + 1) * S), S = D / 8 / N,
-  // parks every other slice for its owner, and folds the owners' parked slices of its own into it
-  // one peer at a time (a template, so every o_acc index stays a compile-time constant).
-  template <int kMine>
-  __device__ __forceinline__ void merge_and_store_slice_of(const WorkTile& wt) {
-    if constexpr (kMine < Cfg::kConsumerWGs) {
-      if (cwg == kMine)
-        merge_and_store_slice<kMine>(wt);
-      else
-        merge_and_store_slice_of<kMine + 1>(wt);
-    }
-  }
-  template <int kMine>
-  __device__ __forceinline__ void merge_and_store_slice(const WorkTile& wt) {
-    constexpr int kWGs = Cfg::kConsumerWGs;
-    constexpr int kSlice = Tile::kOTiles / kWGs;  // n8 tiles (one float4 of o_acc each) per slice
-    static_assert(kSlice * kWGs == Tile::kOTiles, "O's n8 column tiles split evenly over the warpgroups");
-    static_assert(L::kMergeSlotBytes == kSlice * kWarpgroupThreads * 16, "one float4 per n8 tile per thread");
-    float l[Tile::kRowsPerThread];
-    tile.reduced_row_sums(l);
-    const int t = ctid % kWarpgroupThreads;
-    float4* o_area = reinterpret_cast<float4*>(smem + L::kMergeOffset);
-    float4* stat_area = reinterpret_cast<float4*>(smem + L::kMergeStatOffset);
-    constexpr int kSlotFloat4s = kSlice * kWarpgroupThreads;
-#pragma unroll
-    for (int owner = 0; owner < kWGs; ++owner) {
-      if (owner != kMine) park_partial<kSlice>(o_area + L::merge_slot(kMine, owner) * kSlotFloat4s, t, owner * kSlice);
-    }
-    stat_area[kMine * kWarpgroupThreads + t] = make_float4(tile.row_max[0], tile.row_max[1], l[0], l[1]);
-    bar_sync(kKeySplitMerge, Cfg::kConsumerThreads);  // every slice and stat parked; all past their last wgmma
-    WS_STAMP_IF(ctid == 0, kMergeReady);
-#pragma unroll
-    for (int peer = 0; peer < kWGs; ++peer) {
-      if (peer == kMine) continue;
-      const float4 st = stat_area[peer * kWarpgroupThreads + t];
-      float w_mine[2], w_peer[2];
-      merge_stats(0, st.x, st.z, l, w_mine, w_peer);
-      merge_stats(1, st.y, st.w, l, w_mine, w_peer);
-      fold_partial<kSlice>(o_area + L::merge_slot(peer, kMine) * kSlotFloat4s, t, w_mine, w_peer, kMine * kSlice);
-    }
-    WS_STAMP_IF(ctid == 0, kFolded);
-    const SdpaProblem& p = prm.p;
-    if (wt.q_begin < p.seq_len) {
-      T* o_g = sdpa_head_ptr(static_cast<T*>(p.out), p.out_strides, wt.b, wt.h) +
-               static_cast<int64_t>(wt.q_begin) * p.out_strides.seq;
-      tile.template store_o<Cfg::kBlockM, kMine * kSlice, kSlice>(smem + L::kQOffset, warp_in_wg * Tile::kWarpRows,
-                                                                   o_g, p.out_strides.seq, p.seq_len - wt.q_begin,
-                                                                   lane, l);
-    }
-    fence_proxy_async_shared();  // the staging writes precede the next Q's TMA overwrite
-    release(empty_q_bar(bars));
-    WS_STAMP_IF(t == 0 && kMine == 0, kStored);
-  }
-  // O = O_mine * w_mine + O_peer * w_peer, row by row (accumulators 4i, 4i+1: row g; 4i+2, 4i+3: row g+8).
-  // Over O's n8 column tiles [first, first + kTiles) (one float4 of o_acc each; `first` is a
-  // compile-time constant once inlined and unrolled), from the parked float4s at `part`.
-  template <int kTiles = Tile::kOTiles>
+  // O = O_mine * w_mine + O_peer * w_peer, row by row (accumulators 4i, 4i+1: row g; 4i+2, 4i+3: row g+8),
+  // from the parked float4s at `part`.
   __device__ __forceinline__ void fold_partial(const float4* part, int t, const float (&w_mine)[2],
-                                               const float (&w_peer)[2], int first = 0) {
+                                               const float (&w_peer)[2]) {
 #pragma unroll
-    for (int i = 0; i < kTiles; ++i) {
+    for (int i = 0; i < Tile::kOTiles; ++i) {
       const float4 v = part[i * kWarpgroupThreads + t];
-      float* o = tile.o_acc + 4 * (first + i);
+      float* o = tile.o_acc + 4 * i;
       o[0] = o[0] * w_mine[0] + v.x * w_peer[0];
       o[1] = o[1] * w_mine[0] + v.y * w_peer[0];
       o[2] = o[2] * w_mine[1] + v.z * w_peer[1];
       o[3] = o[3] * w_mine[1] + v.w * w_peer[1];
     }
   }
-  // The n8 column tiles [first, first + kTiles) of this warpgroup's O, parked at `dst` as
-  // thread-fastest float4s (conflict-free) for a peer to fold in.
-  template <int kTiles = Tile::kOTiles>
-  __device__ __forceinline__ void park_partial(float4* dst, int t, int first = 0) const {
+  // This warpgroup's O, parked at `dst` as thread-fastest float4s (conflict-free) for the merger.
+  __device__ __forceinline__ void park_partial(float4* dst, int t) const {
 #pragma unroll
-    for (int i = 0; i < kTiles; ++i) {
-      const float* o = tile.o_acc + 4 * (first + i);
+    for (int i = 0; i < Tile::kOTiles; ++i) {
+      const float* o = tile.o_acc + 4 * i;
       dst[i * kWarpgroupThreads + t] = make_float4(o[0], o[1], o[2], o[3]);
     }
   }
@@ -838,7 +418,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) warpspec_kerne
   const uint32_t s_base = (raw_base + (kSw128Align - 1)) & ~static_cast<uint32_t>(kSw128Align - 1);
   unsigned char* smem = smem_raw + (s_base - raw_base);
   uint32_t splits = 1, split = 0;
-  if constexpr (!Cfg::kPersistent && Cfg::kMulticastCtas == 1) {  // a multicast cluster is not a key split
+  if constexpr (!Cfg::kPersistent) {
     asm volatile("mov.u32 %0, %%cluster_nctarank;\n" : "=r"(splits));
     split = cluster_ctarank();
   }
@@ -857,8 +437,6 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) warpspec_kerne
   }
   __syncthreads();  // the last block-wide barrier: roles diverge below
   WS_STAMP_IF(threadIdx.x == 0, kPrologue);
-  // Multicast: the peer's copies complete on our barriers, so both CTAs' inits come first.
-  if constexpr (Cfg::kMulticastCtas > 1) cluster_sync();
   if constexpr (kPdlEarlyTrigger) grid_launch_dependents();
   // Broadcast so ptxas can prove every role branch warp-uniform (wgmma and
   // setmaxnreg under a divergent-looking branch get serialized or ignored).
@@ -881,125 +459,6 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) warpspec_kerne
   }
 }
 
-// ------------------------------------------------------------------ host --
-inline int sm_count() {
-  int device = 0, sms = 0;
-  if (cudaGetDevice(&device) != cudaSuccess) return 0;
-  if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) return 0;
-  return sms;
-}
-
-// One launch of `kernel` in thread-block clusters of `cluster_x` blocks (kPlainGrid: no cluster
-// attribute at all), with programmatic stream serialization when the build asks for PDL (WS_PDL).
-constexpr unsigned kPlainGrid = 0;
-template <typename... KernelParams, typename... Args>
-cudaError_t launch_kernel(void (*kernel)(KernelParams...), dim3 grid, int threads, size_t smem, unsigned cluster_x,
-                          cudaStream_t stream, Args... args) {
-  cudaLaunchConfig_t config{};
-  config.gridDim = grid;
-  config.blockDim = dim3(static_cast<unsigned>(threads));
-  config.dynamicSmemBytes = smem;
-  config.stream = stream;
-  cudaLaunchAttribute attrs[2] = {};
-  unsigned count = 0;
-  if (cluster_x != kPlainGrid) {
-    attrs[count].id = cudaLaunchAttributeClusterDimension;
-    attrs[count++].val.clusterDim = {cluster_x, 1, 1};
-  }
-  if constexpr (kPdl) {
-    attrs[count].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attrs[count++].val.programmaticStreamSerializationAllowed = 1;
-  }
-  config.attrs = attrs;
-  config.numAttrs = count;
-  const cudaError_t err = cudaLaunchKernelEx(&config, kernel, static_cast<KernelParams>(args)...);
-  return err != cudaSuccess ? err : cudaGetLastError();
-}
-
-template <typename T, int D, class Cfg, bool kCausal, bool kScalePositive>
-cudaError_t launch_instance(const Params& prm, int splits, cudaStream_t stream) {
-  constexpr size_t smem = Layout<T, D, Cfg>::kSmemBytes;
-  auto kernel = warpspec_kernel<T, D, Cfg, kCausal, kScalePositive>;
-  const cudaError_t err = sdpa_set_smem(kernel, smem);
-  if (err != cudaSuccess) return err;
-  const int blocks = Cfg::kPersistent ? min(WorkOrder<Cfg, kCausal>::units(prm), sm_count() * Cfg::kMinBlocks)
-                                      : prm.work_items * splits;
-  const unsigned cluster = static_cast<unsigned>(Cfg::kMulticastCtas > 1 ? Cfg::kMulticastCtas : splits);
-  return launch_kernel(kernel, dim3(static_cast<unsigned>(blocks)), Cfg::kThreads, smem, cluster, stream, prm);
-}
-
-// Where a Multicast config may run: both CTAs of a cluster (consecutive query
-// tiles) in one head and needing the same key tiles, each key tile in a ring
-// slot of its own.
-template <class Cfg>
-inline bool multicast_fits(const SdpaProblem& p) {
-  const int m_tiles = sdpa_ceil_div(p.seq_len, Cfg::kBlockM);
-  return !p.causal && m_tiles % Cfg::kMulticastCtas == 0 && sdpa_ceil_div(p.seq_len, Cfg::kBlockN) <= Cfg::kStages;
-}
-
-// Tensor maps, work count and the (causal, scale sign) instance for one config.
-// splits: CTAs per work item (1 = no split; ignored by persistent configs).
-template <typename T, int D, class Cfg>
-cudaError_t launch(const SdpaProblem& p, int splits, cudaStream_t stream) {
-  if (splits < 1 || splits > kMaxClusterSplits) return cudaErrorInvalidValue;
-  if (splits > 1 && (Cfg::kPersistent || Cfg::kKeySplit || Cfg::kMulticastCtas > 1 || !Layout<T, D, Cfg>::kCanSplit))
-    return cudaErrorInvalidValue;
-  if (Cfg::kMulticastCtas > 1 && !multicast_fits<Cfg>(p)) return cudaErrorInvalidValue;
-  Params prm{};
-  prm.p = p;
-  prm.m_tiles = sdpa_ceil_div(p.seq_len, Cfg::kBlockM);
-  prm.work_items = prm.m_tiles * p.heads * p.batch;
-  const CUtensorMapDataType dtype = tensor_map_dtype(p.dtype);
-  // A multicast CTA loads half of each K/V tile's rows (tma_load_tile_multicast)
-  const uint32_t kv_box_rows = Cfg::kBlockN / Cfg::kMulticastCtas;
-  cudaError_t err = encode_tensor_map(&prm.q_map, p.q, p.q_strides, p, dtype, Cfg::kBlockM);
-  if (err == cudaSuccess) err = encode_tensor_map(&prm.k_map, p.k, p.k_strides, p, dtype, kv_box_rows);
-  if (err == cudaSuccess) err = encode_tensor_map(&prm.v_map, p.v, p.v_strides, p, dtype, kv_box_rows);
-  if (err != cudaSuccess) return err;
-  const bool positive = p.softmax_scale > 0.0f;
-  if (p.causal)
-    return positive ? launch_instance<T, D, Cfg, true, true>(prm, splits, stream)
-                    : launch_instance<T, D, Cfg, true, false>(prm, splits, stream);
-  return positive ? launch_instance<T, D, Cfg, false, true>(prm, splits, stream)
-                  : launch_instance<T, D, Cfg, false, false>(prm, splits, stream);
-}
-
-// sdpa_forward's common front: validation, then (dtype, head_dim) dispatch to
-// pick(tag, hd), which launches.
-template <class Pick>
-cudaError_t forward(const SdpaProblem* problem, Pick&& pick) {
-  if (problem == nullptr) return cudaErrorInvalidValue;
-  const cudaError_t ok = sdpa_check_problem(*problem);
-  if (ok != cudaSuccess) return ok;
-  if (sdpa_problem_is_empty(*problem)) return cudaSuccess;
-  // O is written with 16-byte stores; Q/K/V are checked by the tensor maps.
-  if (!sdpa_problem_vec16_ok(*problem)) return cudaErrorInvalidValue;
-  return sdpa_dispatch(*problem, pick);
-}
-
 }  // namespace sdpa_warpspec
 
-// The three exports of sdpa_api.h for a stage that runs one config template
-// CONFIG<D> unsplit (s6, s7); CONFIG_STRING names its knobs. sdpa_export.cuh's
-// footprint query wants smem_bytes<T, D>() on one type: SdpaWarpspecSmemOf.
-#define SDPA_WARPSPEC_EXPORT(CONFIG, CONFIG_STRING)                                                   \
-  namespace {                                                                                        \
-  struct SdpaWarpspecSmemOf {                                                                        \
-    template <class T, int D>                                                                        \
-    static constexpr size_t smem_bytes() {                                                           \
-      return sdpa_warpspec::Layout<T, D, CONFIG<D>>::kSmemBytes;                                     \
-    }                                                                                                \
-  };                                                                                                 \
-  }                                                                                                  \
-  extern "C" cudaError_t sdpa_forward(const SdpaProblem* problem, cudaStream_t stream) {             \
-    constexpr int kNoSplit = 1;                                                                      \
-    return sdpa_warpspec::forward(problem, [&](auto tag, auto hd) {                                  \
-      using T = typename decltype(tag)::type;                                                        \
-      constexpr int D = decltype(hd)::value;                                                         \
-      return sdpa_warpspec::launch<T, D, CONFIG<D>>(*problem, kNoSplit, stream);                     \
-    });                                                                                              \
-  }                                                                                                  \
-  extern "C" const char* sdpa_stage_config() { return CONFIG_STRING; }                               \
-  extern "C" int64_t sdpa_dynamic_shared_memory_bytes(int32_t head_dim, int32_t dtype) {             \
-    return sdpa_stage_smem_bytes<SdpaWarpspecSmemOf>(head_dim, dtype);                               \
-  }
+#include "sdpa_warpspec_launch.cuh"

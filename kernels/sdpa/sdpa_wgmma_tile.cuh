@@ -228,24 +228,6 @@ struct WgAttentionTile {
     }
   }
 
-  // O / l straight from the accumulators to `out`: per row this lane's column pairs 8j + 2t,
-  // one 4-byte store each (a quad writes 16 contiguous bytes per n8 tile), rows < valid_rows.
-  // No staging and no __syncwarp: for a block whose epilogue is on its critical path.
-  __device__ __forceinline__ void store_o_direct(int row_base, T* out, int64_t row_stride, int valid_rows,
-                                                 const float (&l)[kRowsPerThread]) const {
-#pragma unroll
-    for (int r = 0; r < kRowsPerThread; ++r) {
-      const int row = row_base + g + r * kRowsApart;
-      if (row >= valid_rows) continue;
-      const float inv_sum = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
-      T* out_row = out + static_cast<int64_t>(row) * row_stride + 2 * t;
-#pragma unroll
-      for (int j = 0; j < kOTiles; ++j)
-        *reinterpret_cast<uint32_t*>(out_row + j * kN8) =
-            sdpa_mma::pack2<T>(o_acc[4 * j + 2 * r] * inv_sum, o_acc[4 * j + 2 * r + 1] * inv_sum);
-    }
-  }
-
  private:
   template <int kPolyEvery>
   static __device__ __forceinline__ float ex2_of_tile(int j, float x) {

@@ -1,0 +1,263 @@
+// sdpa_warpspec_config.cuh -- the compile-time half of sdpa_warpspec.cuh: the
+// register budget, the build-wide knobs the kernel reads (conditional O rescale,
+// programmatic dependent launch, s7's turn details), Config (a stage's policy),
+// KeySplit, the shared-memory Layout, and the work order (which items a block
+// takes, in which order). sdpa_warpspec.cuh holds the kernel, and
+// sdpa_warpspec_launch.cuh the host side.
+#pragma once
+
+#include <cstdint>
+
+#include <cuda_runtime.h>
+
+#include "sdpa_api.h"
+#include "sdpa_common.cuh"
+#include "sdpa_export.cuh"
+#include "sdpa_mma.cuh"
+#include "sdpa_tma.cuh"
+#include "sdpa_wgmma.cuh"
+#include "sdpa_wgmma_tile.cuh"
+#include "sdpa_timeline.cuh"
+
+namespace sdpa_warpspec {
+
+using namespace sdpa_wgmma;
+using namespace sdpa_tma;
+
+constexpr int kWarpSize = 32;
+constexpr int kRegisterFile = 64 * 1024;  // 32-bit registers per SM
+constexpr int kMaxClusterSplits = 4;      // key-range splits per work item (cluster size)
+constexpr int kBarBytes = 8;
+constexpr int kMaxTmaBoxRows = 256;       // cuTensorMapEncodeTiled's limit per box dimension
+constexpr int kRegGranule = 8;            // setmaxnreg counts are multiples of 8
+
+// Registers a block holds from launch on: every thread gets the cap that
+// __launch_bounds__(threads, min_blocks) leaves, rounded down to the granule.
+// setmaxnreg only moves registers between a block's own warps: an .inc that
+// asks for more than the .dec calls freed waits forever (a 5-warpgroup block
+// gets 96 per thread, 61,440 in all, not the register file's 65,536).
+constexpr int entry_regs_per_block(int threads, int min_blocks) {
+  return kRegisterFile / min_blocks / threads / kRegGranule * kRegGranule * threads;
+}
+// The most registers each consumer thread may ask of setmaxnreg.inc, at most
+// `wanted`: what the block's registers at entry leave per consumer thread once
+// its producer warpgroup holds its share, rounded down to the granule. One block
+// per SM, producer at 24: 2 warpgroups (168 * 384 - 24 * 128) / 256 = 240;
+// 3 warpgroups (128 * 512 - 24 * 128) / 384 = 162 -> 160; 4 (96 * 640 - 24 * 128)
+// / 512 = 114 -> 112.
+constexpr int fit_consumer_regs(int consumer_wgs, int producer_regs, int min_blocks, int wanted) {
+  const int per_block = entry_regs_per_block((1 + consumer_wgs) * kWarpgroupThreads, min_blocks);
+  const int fit = (per_block / kWarpgroupThreads - producer_regs) / consumer_wgs / kRegGranule * kRegGranule;
+  return wanted < fit ? wanted : fit;
+}
+// Pingpong details, measured in s7's notebook: where K(n)'s wait and O's
+// rescale sit relative to a warpgroup's turn.
+#ifndef WS_WAIT_K_IN_TURN
+#define WS_WAIT_K_IN_TURN 0
+#endif
+#ifndef WS_RESCALE_IN_TURN
+#define WS_RESCALE_IN_TURN 0
+#endif
+// Conditional O rescale at head_dim 128 (sdpa_wgmma_tile.cuh's kRescaleThreshold, log2 units;
+// 0 = every tile, the default here; s8 turns it on, where it measured faster). head_dim 64
+// rescales every tile.
+#ifndef WS_RESCALE_THRESHOLD_D128
+#define WS_RESCALE_THRESHOLD_D128 0
+#endif
+static_assert(WS_RESCALE_THRESHOLD_D128 >= 0 && WS_RESCALE_THRESHOLD_D128 <= 15,
+              "WS_RESCALE_THRESHOLD_D128: 0 (off) to 15 (p < 2^15 keeps fp16's 65504 clear)");
+template <int D>
+constexpr int kRescaleThresholdOf = D == 64 ? 0 : WS_RESCALE_THRESHOLD_D128;
+// Programmatic dependent launch (sdpa_tma.cuh): launched with programmatic stream
+// serialization, every block waits for the previous grid before its first global access and
+// lets the next launch in (launch_dependents), so the next launch's block dispatch and prologue
+// overlap this one's tail. 1: the trigger right after the prologue (the next grid's blocks take
+// any free slot at once, beside running blocks); 2: after the consumers' first work item's key
+// tiles, before its epilogue (they arrive as this grid's blocks finish). 0 (the default here):
+// plain launches.
+#ifndef WS_PDL
+#define WS_PDL 0
+#endif
+static_assert(WS_PDL >= 0 && WS_PDL <= 2, "WS_PDL: 0 (plain launch), 1 (PDL, early trigger) or 2 (PDL, late trigger)");
+constexpr bool kPdl = WS_PDL != 0;
+constexpr bool kPdlEarlyTrigger = WS_PDL == 1;
+constexpr bool kPdlLateTrigger = WS_PDL == 2;
+constexpr bool kWaitKInTurn = WS_WAIT_K_IN_TURN != 0;
+constexpr bool kRescaleInTurn = WS_RESCALE_IN_TURN != 0;
+
+struct Params {
+  SdpaProblem p;
+  CUtensorMap q_map, k_map, v_map;
+  int m_tiles;     // query tiles per (batch, head)
+  int work_items;  // m_tiles * heads * batch
+};
+
+template <int kConsumerWGs_, int kBlockN_, int kStages_, bool kPingpong_, bool kPersistent_, int kMinBlocks_,
+          int kProducerRegs_, int kConsumerRegs_>
+struct Config {
+  static constexpr int kConsumerWGs = kConsumerWGs_;
+  static constexpr int kBlockN = kBlockN_;
+  static constexpr int kStages = kStages_;
+  static constexpr bool kPingpong = kPingpong_;
+  static constexpr bool kPersistent = kPersistent_;
+  static constexpr int kMinBlocks = kMinBlocks_;  // blocks per SM the register cap at entry allows
+  static constexpr int kProducerRegs = kProducerRegs_;
+  static constexpr int kConsumerRegs = kConsumerRegs_;
+  static constexpr int kThreads = (1 + kConsumerWGs) * kWarpgroupThreads;  // producer first
+  static constexpr bool kKeySplit = false;  // KeySplit<Config> below turns it on
+  static constexpr int kBlockM = kConsumerWGs * kWgmmaM;
+  // Ring indices between a warpgroup's consecutive key tiles, and the warps
+  // that consume (and release) each ring slot.
+  static constexpr int kRingStride = 1;
+  static constexpr int kConsumerThreads = kConsumerWGs * kWarpgroupThreads;
+  static constexpr int kConsumerWarps = kConsumerWGs * kWarpgroupWarps;
+  static constexpr int kRingReleasers = kConsumerWarps;
+  // Three warpgroups (192 rows, FlashAttention-3's head-dim-64 block) leave each
+  // consumer 160 registers (fit_consumer_regs): enough at D=64, not at D=128.
+  static_assert(kConsumerWGs >= 1 && kConsumerWGs <= 3, "one to three consumer warpgroups (64, 128 or 192 rows)");
+  static_assert(kBlockM <= kMaxTmaBoxRows, "Q is loaded as one TMA box of kBlockM rows per column block");
+  static_assert(!kPingpong || kConsumerWGs == 2, "pingpong needs two consumer warpgroups");
+  static_assert(kStages >= 2, "a buffer is refilled while the other is read: >= 2 per ring");
+  static_assert(kBlockN == 64 || kBlockN == 128 || kBlockN == 176 || kBlockN == 192,
+                "BLOCK_N: 64, 128, 176 or 192 (TMA box rows <= 256, a wgmma N with a wrapper)");
+  static_assert(kWarpgroupThreads * (kProducerRegs + kConsumerWGs * kConsumerRegs) <=
+                    entry_regs_per_block(kThreads, kMinBlocks),
+                "the setmaxnreg split must fit the registers the block holds from launch on (fit_consumer_regs)");
+};
+
+// A Config whose two consumer warpgroups split the key tiles of ONE
+// 64-row query tile (the header's kKeySplit). A derived type rather than a
+// Config parameter, so the other configs' kernels keep their names and code.
+template <class Base>
+struct KeySplit : Base {
+  static constexpr bool kKeySplit = true;
+  static constexpr int kBlockM = kWgmmaM;  // both warpgroups on the same rows
+  static constexpr int kRingStride = Base::kConsumerWGs;
+  static constexpr int kRingReleasers = kWarpgroupWarps;  // only the owning warpgroup consumes a slot
+  static_assert(Base::kConsumerWGs == 2, "key split: two warpgroups (one parks its partial, one merges)");
+  static_assert(!Base::kPingpong, "key split: no turns (both warpgroups take every other tile of one item)");
+  // Ring index i is warpgroup i % kConsumerWGs's from 0 on; a persistent block carries
+  // the ring position across items, which would shift that ownership.
+  static_assert(!Base::kPersistent, "key split: one work item per block (ring index 0 = warpgroup 0)");
+  // Slot i % kStages then always serves the same warpgroup, so a warpgroup's
+  // parity wait on a slot never races a phase the other one has not consumed
+  // (a wait one phase ahead would pass at once).
+  static_assert(Base::kStages % Base::kConsumerWGs == 0, "key split: ring slots divide evenly between warpgroups");
+};
+
+template <typename T, int D, class Cfg>
+struct Layout {
+  static_assert(sizeof(T) == 2, "16-bit storage types only");
+  static_assert(D % kSw128BlockElems == 0, "head_dim is whole 64-element TMA boxes / swizzle column blocks");
+  static constexpr int kColumnBlocks = D / kSw128BlockElems;  // TMA boxes per tile
+  static constexpr uint32_t kQBytes = Cfg::kBlockM * D * 2;
+  static constexpr uint32_t kKVBytes = Cfg::kBlockN * D * 2;
+  static constexpr int kQOffset = 0;
+  static constexpr int kKOffset = kQOffset + kQBytes;
+  static constexpr int kVOffset = kKOffset + Cfg::kStages * kKVBytes;
+  static constexpr int kBarOffset = kVOffset + Cfg::kStages * kKVBytes;
+  static constexpr int kBarriers = 2 + 4 * Cfg::kStages;  // full_q, empty_q, then four rings
+  // Key split, past the barriers: warpgroup 1's parked fp32 O (kOAcc = D/2 per thread) and its
+  // (max, max, sum, sum) per thread.
+  static constexpr int kMergeOffset = kBarOffset + kBarriers * kBarBytes;
+  static constexpr int kMergeStatOffset = kMergeOffset + kWarpgroupThreads * (D / 2) * 4;
+  static constexpr int kMergeBytes = Cfg::kKeySplit ? kMergeStatOffset - kMergeOffset + kWarpgroupThreads * 16 : 0;
+  static constexpr int kSmemBytes = kBarOffset + kBarriers * kBarBytes + kMergeBytes + kSw128Align;  // + slack
+  // Split-KV partials (fp32 O per consumer thread + row max / sum) reuse the K ring.
+  static constexpr int kPartialOBytes = Cfg::kConsumerThreads * (D / 2) * 4;
+  static constexpr int kPartialStatOffset = kKOffset + kPartialOBytes;
+  static constexpr int kPartialBytes = kPartialOBytes + Cfg::kConsumerThreads * 16;
+  // Split-KV needs the partials to fit the drained rings; a config where they do not
+  // (e.g. two warpgroups at D=128 with 64-key tiles) runs unsplit only.
+  static constexpr bool kCanSplit = kPartialBytes <= 2 * Cfg::kStages * static_cast<int>(kKVBytes);
+  static_assert(kQBytes % kSw128Align == 0 && kKVBytes % kSw128Align == 0, "every tile starts 1024-aligned");
+  static_assert(static_cast<size_t>(kSmemBytes) <= kSdpaMaxSmemPerBlock, "tiles exceed Hopper shared memory");
+  static_assert(kSmemBytes <= (1 << 18), "shared addresses fit the 14-bit descriptor field (>> 4)");
+  static_assert(kMergeOffset % 16 == 0, "the merge area is read and written as float4");
+};
+
+enum Ring : int { kFullK = 0, kFullV = 1, kEmptyK = 2, kEmptyV = 3 };
+template <int kStages>
+__device__ __forceinline__ uint32_t ring_bar(uint32_t bars, int ring, int index) {
+  return bars + (2 + ring * kStages + index % kStages) * kBarBytes;
+}
+template <int kStages>
+__device__ __forceinline__ uint32_t ring_parity(int index) {
+  return static_cast<uint32_t>((index / kStages) & 1);
+}
+__device__ __forceinline__ uint32_t full_q_bar(uint32_t bars) { return bars; }
+__device__ __forceinline__ uint32_t empty_q_bar(uint32_t bars) { return bars + kBarBytes; }
+
+// One work item as a block (or a cluster rank) sees it.
+struct WorkTile {
+  int q_begin, h, b;
+  int kt_begin, kt_end;  // this CTA's key tiles
+};
+// Query tile `q_tile` of (batch, head) `bh`, and this CTA's share of its key tiles.
+template <class Cfg, bool kCausal>
+__device__ __forceinline__ WorkTile make_work(const Params& prm, int bh, int q_tile, int split, int splits) {
+  const SdpaProblem& p = prm.p;
+  WorkTile t;
+  t.q_begin = q_tile * Cfg::kBlockM;
+  t.h = bh % p.heads;
+  t.b = bh / p.heads;
+  const int n_tiles = sdpa_ceil_div(sdpa_kv_end(t.q_begin, Cfg::kBlockM, p.seq_len, kCausal), Cfg::kBlockN);
+  const int share = sdpa_ceil_div(n_tiles, splits);
+  t.kt_begin = min(split * share, n_tiles);
+  t.kt_end = min(t.kt_begin + share, n_tiles);
+  return t;
+}
+
+// Item w of the flat order, query tiles of one (batch, head) consecutive and
+// in descending order (causal: longest first); s9 runs one block per item.
+template <class Cfg, bool kCausal>
+__device__ __forceinline__ WorkTile decode_work(const Params& prm, int w, int split, int splits) {
+  return make_work<Cfg, kCausal>(prm, w / prm.m_tiles, prm.m_tiles - 1 - w % prm.m_tiles, split, splits);
+}
+
+// Causal pairs (persistent configs): a block takes query tiles
+// j and m-1-j of one head back to back, a unit whose key tiles sum to about the
+// same for every j, so the static stripes balance. Without it, block b's items
+// b, b+grid, ... of a head-major, longest-first order are as long as their
+// residues mod m_tiles make them: at (2,8,2048,128) causal (16 tiles of 128
+// rows a head, 256 items, 132 blocks) block 0 gets 16 + 12 tile-lengths and
+// block 11 gets 5 + 1, against a mean of 16.5: the longest block runs 1.7x the
+// mean, and s8 measured 342 TFLOP/s there against 582 dense (H100).
+template <class Cfg, bool kCausal>
+struct WorkOrder {
+  static constexpr bool kPairs = Cfg::kPersistent && kCausal;
+
+  // Units the blocks stripe over: items, or pairs of items (a middle tile alone).
+  __host__ __device__ static int units(const Params& prm) {
+    return kPairs ? sdpa_ceil_div(prm.m_tiles, 2) * prm.p.heads * prm.p.batch : prm.work_items;
+  }
+
+  // body(tile, local) for each item of this block in order; local counts them
+  // (the Q buffer's phase). Query tiles of one (batch, head) are consecutive
+  // units: blocks running at the same time share that head's K/V in L2 (items
+  // spread over all heads streamed 4x more DRAM traffic at (4,16,4096,128) and
+  // lost 15%). Within a head the tiles go in descending order: causal longest first.
+  template <class Body>
+  __device__ __forceinline__ static void for_each(const Params& prm, int split, int splits, Body&& body) {
+    const int first = Cfg::kPersistent ? static_cast<int>(blockIdx.x) : static_cast<int>(blockIdx.x) / splits;
+    const int stride = Cfg::kPersistent ? static_cast<int>(gridDim.x) : prm.work_items;
+    int local = 0;
+    if constexpr (kPairs) {
+      // Step k: unit first + (k / 2) * stride, its longer tile first. One call
+      // site: the body (the whole main loop) is inlined once, and only k and
+      // local stay live across it (a second call site spilled at the entry cap).
+      const int pairs = sdpa_ceil_div(prm.m_tiles, 2);
+      for (int k = 0;; ++k) {
+        const int u = first + (k >> 1) * stride;
+        if (u >= units(prm)) break;
+        const int shorter = u % pairs, longer = prm.m_tiles - 1 - shorter;
+        if ((k & 1) && shorter == longer) continue;  // the middle tile of an odd count is a unit alone
+        body(make_work<Cfg, kCausal>(prm, u / pairs, (k & 1) ? shorter : longer, split, splits), local++);
+      }
+    } else {
+      for (int w = first; w < prm.work_items; w += stride) body(decode_work<Cfg, kCausal>(prm, w, split, splits), local++);
+    }
+  }
+};
+
+}  // namespace sdpa_warpspec

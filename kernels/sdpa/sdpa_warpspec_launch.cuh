@@ -1,0 +1,116 @@
+// sdpa_warpspec_launch.cuh -- the host half of sdpa_warpspec.cuh (included at its end):
+// the launch with clusters and programmatic stream serialization, the tensor maps and
+// the (causal, scale sign) instance of one config, validation, and the exports of a
+// stage that runs one config unsplit.
+#pragma once
+
+namespace sdpa_warpspec {
+
+inline int sm_count() {
+  int device = 0, sms = 0;
+  if (cudaGetDevice(&device) != cudaSuccess) return 0;
+  if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) return 0;
+  return sms;
+}
+
+// One launch of `kernel` in thread-block clusters of `cluster_x` blocks (kPlainGrid: no cluster
+// attribute at all), with programmatic stream serialization when the build asks for PDL (WS_PDL).
+constexpr unsigned kPlainGrid = 0;
+template <typename... KernelParams, typename... Args>
+cudaError_t launch_kernel(void (*kernel)(KernelParams...), dim3 grid, int threads, size_t smem, unsigned cluster_x,
+                          cudaStream_t stream, Args... args) {
+  cudaLaunchConfig_t config{};
+  config.gridDim = grid;
+  config.blockDim = dim3(static_cast<unsigned>(threads));
+  config.dynamicSmemBytes = smem;
+  config.stream = stream;
+  cudaLaunchAttribute attrs[2] = {};
+  unsigned count = 0;
+  if (cluster_x != kPlainGrid) {
+    attrs[count].id = cudaLaunchAttributeClusterDimension;
+    attrs[count++].val.clusterDim = {cluster_x, 1, 1};
+  }
+  if constexpr (kPdl) {
+    attrs[count].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attrs[count++].val.programmaticStreamSerializationAllowed = 1;
+  }
+  config.attrs = attrs;
+  config.numAttrs = count;
+  const cudaError_t err = cudaLaunchKernelEx(&config, kernel, static_cast<KernelParams>(args)...);
+  return err != cudaSuccess ? err : cudaGetLastError();
+}
+
+template <typename T, int D, class Cfg, bool kCausal, bool kScalePositive>
+cudaError_t launch_instance(const Params& prm, int splits, cudaStream_t stream) {
+  constexpr size_t smem = Layout<T, D, Cfg>::kSmemBytes;
+  auto kernel = warpspec_kernel<T, D, Cfg, kCausal, kScalePositive>;
+  const cudaError_t err = sdpa_set_smem(kernel, smem);
+  if (err != cudaSuccess) return err;
+  const int blocks = Cfg::kPersistent ? min(WorkOrder<Cfg, kCausal>::units(prm), sm_count() * Cfg::kMinBlocks)
+                                      : prm.work_items * splits;
+  return launch_kernel(kernel, dim3(static_cast<unsigned>(blocks)), Cfg::kThreads, smem, static_cast<unsigned>(splits),
+                       stream, prm);
+}
+
+// Tensor maps, work count and the (causal, scale sign) instance for one config.
+// splits: CTAs per work item (1 = no split; ignored by persistent configs).
+template <typename T, int D, class Cfg>
+cudaError_t launch(const SdpaProblem& p, int splits, cudaStream_t stream) {
+  if (splits < 1 || splits > kMaxClusterSplits) return cudaErrorInvalidValue;
+  if (splits > 1 && (Cfg::kPersistent || Cfg::kKeySplit || !Layout<T, D, Cfg>::kCanSplit)) return cudaErrorInvalidValue;
+  Params prm{};
+  prm.p = p;
+  prm.m_tiles = sdpa_ceil_div(p.seq_len, Cfg::kBlockM);
+  prm.work_items = prm.m_tiles * p.heads * p.batch;
+  const CUtensorMapDataType dtype = tensor_map_dtype(p.dtype);
+  cudaError_t err = encode_tensor_map(&prm.q_map, p.q, p.q_strides, p, dtype, Cfg::kBlockM);
+  if (err == cudaSuccess) err = encode_tensor_map(&prm.k_map, p.k, p.k_strides, p, dtype, Cfg::kBlockN);
+  if (err == cudaSuccess) err = encode_tensor_map(&prm.v_map, p.v, p.v_strides, p, dtype, Cfg::kBlockN);
+  if (err != cudaSuccess) return err;
+  const bool positive = p.softmax_scale > 0.0f;
+  if (p.causal)
+    return positive ? launch_instance<T, D, Cfg, true, true>(prm, splits, stream)
+                    : launch_instance<T, D, Cfg, true, false>(prm, splits, stream);
+  return positive ? launch_instance<T, D, Cfg, false, true>(prm, splits, stream)
+                  : launch_instance<T, D, Cfg, false, false>(prm, splits, stream);
+}
+
+// sdpa_forward's common front: validation, then (dtype, head_dim) dispatch to
+// pick(tag, hd), which launches.
+template <class Pick>
+cudaError_t forward(const SdpaProblem* problem, Pick&& pick) {
+  if (problem == nullptr) return cudaErrorInvalidValue;
+  const cudaError_t ok = sdpa_check_problem(*problem);
+  if (ok != cudaSuccess) return ok;
+  if (sdpa_problem_is_empty(*problem)) return cudaSuccess;
+  // O is written with 16-byte stores; Q/K/V are checked by the tensor maps.
+  if (!sdpa_problem_vec16_ok(*problem)) return cudaErrorInvalidValue;
+  return sdpa_dispatch(*problem, pick);
+}
+
+}  // namespace sdpa_warpspec
+
+// The three exports of sdpa_api.h for a stage that runs one config template
+// CONFIG<D> unsplit (s6, s7); CONFIG_STRING names its knobs. sdpa_export.cuh's
+// footprint query wants smem_bytes<T, D>() on one type: SdpaWarpspecSmemOf.
+#define SDPA_WARPSPEC_EXPORT(CONFIG, CONFIG_STRING)                                                   \
+  namespace {                                                                                        \
+  struct SdpaWarpspecSmemOf {                                                                        \
+    template <class T, int D>                                                                        \
+    static constexpr size_t smem_bytes() {                                                           \
+      return sdpa_warpspec::Layout<T, D, CONFIG<D>>::kSmemBytes;                                     \
+    }                                                                                                \
+  };                                                                                                 \
+  }                                                                                                  \
+  extern "C" cudaError_t sdpa_forward(const SdpaProblem* problem, cudaStream_t stream) {             \
+    constexpr int kNoSplit = 1;                                                                      \
+    return sdpa_warpspec::forward(problem, [&](auto tag, auto hd) {                                  \
+      using T = typename decltype(tag)::type;                                                        \
+      constexpr int D = decltype(hd)::value;                                                         \
+      return sdpa_warpspec::launch<T, D, CONFIG<D>>(*problem, kNoSplit, stream);                     \
+    });                                                                                              \
+  }                                                                                                  \
+  extern "C" const char* sdpa_stage_config() { return CONFIG_STRING; }                               \
+  extern "C" int64_t sdpa_dynamic_shared_memory_bytes(int32_t head_dim, int32_t dtype) {             \
+    return sdpa_stage_smem_bytes<SdpaWarpspecSmemOf>(head_dim, dtype);                               \
+  }
