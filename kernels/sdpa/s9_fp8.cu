@@ -402,6 +402,12 @@ Scope: head_dim 64 and 128, fp16 or bf16 output, causal or not, any
 #ifndef EARLY_PACK
 #define EARLY_PACK 0
 #endif
+#ifndef PV_PROMOTE_D64
+#define PV_PROMOTE_D64 0
+#endif
+#ifndef PV_PROMOTE_D128
+#define PV_PROMOTE_D128 0
+#endif
 
 namespace {
 
@@ -416,7 +422,7 @@ using S9Config = sdpa_fp8::Fp8Config<
     sdpa_warpspec::Config<kConsumerWarpgroups, D == 64 ? BLOCK_N_D64 : BLOCK_N_D128, D == 64 ? STAGES_D64 : STAGES_D128,
                           kPingpong<D>, kPersistent, kBlocksPerSm, PRODUCER_REGS, CONSUMER_REGS>,
     FOLD_P_SCALE != 0, EXP2_POLY_EVERY, RESCALE_THRESHOLD, ROW_SUM_MMA != 0, VT_IN_KERNEL != 0, VT_BATCH,
-    EARLY_PACK != 0>;
+    EARLY_PACK != 0, (D == 64 ? PV_PROMOTE_D64 : PV_PROMOTE_D128) != 0>;
 
 }  // namespace
 
@@ -450,6 +456,7 @@ extern "C" const char* sdpa_stage_config() {
          " memory; keys permuted per 32) VT_BATCH=" SDPA_STR(VT_BATCH)
          " PERSISTENT=" SDPA_STR(PERSISTENT) " CAUSAL_PAIRS=" SDPA_STR(CAUSAL_PAIRS)
          " EARLY_PACK=" SDPA_STR(EARLY_PACK)
+         " PV_PROMOTE_D64=" SDPA_STR(PV_PROMOTE_D64) " PV_PROMOTE_D128=" SDPA_STR(PV_PROMOTE_D128)
          " WS_PDL=" SDPA_STR(WS_PDL) " (programmatic dependent launch; 2: trigger before the epilogue)";
 }
 
