@@ -9,6 +9,7 @@ the installed torch has it, and probes the tensor core's FP8 accumulation with t
 tell whether an error over budget is s9's own or any e4m3-wgmma kernel's.
 
     PYTHONPATH=lib python3 tools/fp8_large_check.py [--variant LABEL=s9_fp8:KEY=VAL,...] [--no-torch-fp8]
+        [--no-default-variant] [--distributions large positive ...]
 
 A report goes to $OUT/fp8_large_check.txt when $OUT is set. Exit status 1 when any s9 check fails.
 """
@@ -16,6 +17,7 @@ A report goes to $OUT/fp8_large_check.txt when $OUT is set. Exit status 1 when a
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 import time
@@ -44,6 +46,8 @@ DEVICE = "cuda"
 LARGE_QK_STD, LARGE_V_STD = 30.0, 200.0  # logits in the hundreds (x sqrt(D) / sqrt(D)), V in the hundreds
 OUTLIER_CHANNELS, OUTLIER_FACTOR = 4, 100.0  # a few channels 100x the rest (activation outliers)
 TINY_SCALE = 1e-3
+# checked beside s9 unless --no-default-variant: P.V promoted per key tile at head_dim 64 (at 128 it spills)
+DEFAULT_VARIANT = "pv_promote_d64=s9_fp8:PV_PROMOTE_D64=1"
 
 
 def _generator(shape, seed: int) -> torch.Generator:
@@ -117,6 +121,31 @@ def probe_accumulation(say) -> None:
             say(f"[probe] use_fast_accum={fast}: {type(exc).__name__}: {exc}")
 
 
+def probe_large_scores(say) -> None:
+    """Q.K^T of one `large` head by the tensor core (torch._scaled_mm, fast accumulation: no promotion)
+    against float64: the logit error in log2 units that s9's softmax sees, beside fp8_cpu_repro's FP22 model."""
+    from fp8_cpu_repro import mma  # the CPU model of the e4m3 wgmma's accumulation
+
+    from stagelab.families.sdpa.fp8 import quantize_qkv
+    from stagelab.families.sdpa.reference import default_scale
+
+    shape = [p for p in load_family("sdpa").parse_problem("probe", {"shape": [1, 1, 256, 128]})][0]
+    fp8 = quantize_qkv(*(t.to("cuda", torch.float16) for t in DISTRIBUTIONS["large"](shape, SEED)))
+    q8, k8 = fp8.q.data[0, 0], fp8.k.data[0, 0]
+    log2_units = default_scale(shape.head_dim) * (fp8.q.descale * fp8.k.descale).item() * math.log2(math.e)
+    exact = q8.double() @ k8.double().t()
+    one = torch.ones((), device="cuda")
+    try:
+        hw = torch._scaled_mm(q8, k8.t(), one, one, out_dtype=torch.float32, use_fast_accum=True).double()
+    except Exception as exc:
+        say(f"[probe] large scores: {type(exc).__name__}: {exc}")
+        return
+    model = mma(q8.cpu().double(), k8.cpu().double(), torch.zeros(exact.shape, dtype=torch.float64), "fp22")
+    say(f"[probe] large scores (1 head, 256x256, D=128), max |S - exact| in log2 units: tensor core "
+        f"{(hw - exact).abs().max().item() * log2_units:.3f}, FP22 model {(model - exact.cpu()).abs().max().item() * log2_units:.3f}"
+        f" (logits up to {exact.abs().max().item() * log2_units:.0f}; e4m3 P's half ulp is 2^-4 = 0.09 in log2 units)")
+
+
 def run_checks(family, label: str, kernel, distribution: str, say) -> list:
     shapes = [p for entry in PROBLEMS for p in family.parse_problem("fp8_large_check", entry)]
     results = fp8_budget.check_fp8_all(kernel, shapes, DTYPES, (SEED,), DEVICE, make_inputs=inputs_of(distribution))
@@ -134,6 +163,7 @@ def main(argv=None) -> int:
                     help="also check s9 built with these defines, under LABEL")
     ap.add_argument("--distributions", nargs="*", default=list(DISTRIBUTIONS), choices=list(DISTRIBUTIONS))
     ap.add_argument("--no-torch-fp8", action="store_true", help="skip torch's FP8 attention (flash_fp8)")
+    ap.add_argument("--no-default-variant", action="store_true", help=f"skip {DEFAULT_VARIANT}")
     args = ap.parse_args(argv)
     lines: list[str] = []
 
@@ -144,7 +174,7 @@ def main(argv=None) -> int:
     registry, _ = find_stage(STAGE)
     family = load_family(registry.family)
     builds = {STAGE: find_stage(STAGE)}
-    builds.update(parse_variant(spec) for spec in args.variant)
+    builds.update(parse_variant(spec) for spec in args.variant + ([] if args.no_default_variant else [DEFAULT_VARIANT]))
     started = time.monotonic()
     prebuild(builds.values(), os.cpu_count() or 1)
     say(f"[build] {len(builds)} builds in {time.monotonic() - started:.0f} s; [gpu] {torch.cuda.get_device_name()}")
@@ -152,6 +182,7 @@ def main(argv=None) -> int:
     if not args.no_torch_fp8:
         kernels["flash_fp8"] = torch_flash_fp8
     probe_accumulation(say)
+    probe_large_scores(say)
     failed = 0
     for distribution in args.distributions:
         for label, kernel in list(kernels.items()):
