@@ -72,6 +72,10 @@ Knobs (-D overrides)
                       (empty_q), under the last P.V and the store (log v10)
   CAUSAL_PAIRS=0      with PERSISTENT, causal: a block takes query tiles j and
                       m-1-j of a head back to back (sdpa_warpspec.cuh)
+  PV_PROMOTE_D64=0    1: each key tile's P.V in accumulators of its own, added to
+  PV_PROMOTE_D128=0   O in fp32 after its wait (the e4m3 wgmma keeps ~13 mantissa
+                      bits; issue 28, tools/fp8_cpu_repro.py); +D/2 FADDs per tile;
+                      at D=128 with 192-key tiles it spills (not for use there)
   EARLY_PACK=0        1: P converted to e4m3 inside the softmax (WgFp8Tile's
                       p8_next), copied into the P.V operands after the previous
                       P.V's wait; measured slower (log v12)
