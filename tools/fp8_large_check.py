@@ -178,7 +178,7 @@ def main(argv=None) -> int:
     started = time.monotonic()
     prebuild(builds.values(), os.cpu_count() or 1)
     say(f"[build] {len(builds)} builds in {time.monotonic() - started:.0f} s; [gpu] {torch.cuda.get_device_name()}")
-    kernels = {label: load_kernel(family, build) for label, build in builds.items()}
+    kernels = {label: load_kernel(family, build).into for label, build in builds.items()}
     if not args.no_torch_fp8:
         kernels["flash_fp8"] = torch_flash_fp8
     probe_accumulation(say)
