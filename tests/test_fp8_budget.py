@@ -144,3 +144,34 @@ def test_emulation_gives_exact_zeros_for_a_zero_head():
         t[0, 1] = 0
     out = emulate_fp8_attention(quantize_qkv(q, k, v), 0.125, causal=True)
     assert out.dtype == torch.float16 and torch.equal(out[0, 1], torch.zeros(9, 64, dtype=torch.float16))
+
+
+LARGE_QK_STD, LARGE_V_STD = 30.0, 200.0  # issue 28's large-magnitude inputs: logits in the hundreds
+TENSOR_CORE_MANTISSA = 13  # the e4m3 wgmma's "f32" accumulator keeps about 13 mantissa bits (FP22)
+
+
+def large_inputs(shape, dtype, seed, device):
+    g = torch.Generator().manual_seed(seed)
+    stds = (LARGE_QK_STD, LARGE_QK_STD, LARGE_V_STD)
+    return tuple((std * torch.randn(shape.dims, generator=g)).to(device=device, dtype=dtype) for std in stds)
+
+
+def scores_in_fp22(fp8, out, scale, causal):
+    """The emulation with Q.K^T rounded toward zero to 13 mantissa bits, as the tensor core keeps it."""
+    b, h, s, d = fp8.q.data.shape
+    q8, k8, v8 = flat_e4m3_operands(fp8)
+    scores = torch.matmul(q8.double(), k8.double().transpose(-1, -2))
+    step = torch.exp2(torch.floor(torch.log2(scores.abs().clamp_min(1e-300))) - TENSOR_CORE_MANTISSA)
+    scores = (torch.trunc(scores / step) * step).float() * (scale * per_head(fp8.q.descale) * per_head(fp8.k.descale))
+    if causal:
+        scores = scores.masked_fill(torch.ones(s, s, dtype=torch.bool).triu(1), float("-inf"))
+    p8, row_sum = quantized_probabilities(scores, scores.amax(dim=-1, keepdim=True))
+    out.copy_((torch.matmul(p8, v8) * (per_head(fp8.v.descale) / row_sum)).reshape(b, h, s, d))
+
+
+def test_make_inputs_replaces_the_standard_normals_and_large_logits_expose_a_13_bit_accumulator():
+    shape = Shape(1, 2, 333, 128, False)
+    assert check_fp8_shape(scores_in_fp22, shape, "float16", 0, "cpu").passed  # harmless on N(0, 1)
+    on_large = check_fp8_shape(scores_in_fp22, shape, "float16", 0, "cpu", make_inputs=large_inputs)
+    assert not on_large.passed and "over budget" in on_large.reason
+    assert check_fp8_shape(emulation, shape, "float16", 0, "cpu", make_inputs=large_inputs).passed

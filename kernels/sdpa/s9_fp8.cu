@@ -59,6 +59,12 @@ Knobs (-D; the registry's defines are the default build)
                       0 plain, 1 trigger after the prologue, 2 before the epilogue
   head_dim 64's tiles and ring are s6's (sdpa_warpspec_knobs.cuh).
 
+Trial knobs (issue 28: e4m3 wgmma accumulates with ~13 mantissa bits; not in
+the registry's defines, pass them with the build: --variant s9_fp8:KEY=VAL)
+  PV_PROMOTE_D64=0    1: each key tile's P.V in accumulators of its own, added to
+  PV_PROMOTE_D128=0   O in fp32 after its wait (two-level accumulation); +D/2
+                      FADDs per tile; at head_dim 128 with 192-key tiles it spills
+
 Scope: head_dim 64 and 128, fp16 or bf16 output, causal or not, any
   seq_len >= 1, any softmax_scale; Q/K/V/O base and strides multiples of 16
   bytes (others: cudaErrorInvalidValue before launch). Needs sm_90a.
@@ -83,6 +89,13 @@ Scope: head_dim 64 and 128, fp16 or bf16 output, causal or not, any
 #ifndef EXP2_POLY_EVERY
 #define EXP2_POLY_EVERY 0
 #endif
+// Trial knobs (issue 28; see the header)
+#ifndef PV_PROMOTE_D64
+#define PV_PROMOTE_D64 0
+#endif
+#ifndef PV_PROMOTE_D128
+#define PV_PROMOTE_D128 0
+#endif
 
 namespace {
 
@@ -100,7 +113,7 @@ using S9Config = sdpa_fp8::Fp8Config<
     sdpa_warpspec::Config<kConsumerWarpgroups, D == 64 ? BLOCK_N_D64 : BLOCK_N_D128, D == 64 ? STAGES_D64 : STAGES_D128,
                           kPingpong<D>, kPersistent, kBlocksPerSm, PRODUCER_REGS, CONSUMER_REGS>,
     FOLD_P_SCALE != 0, EXP2_POLY_EVERY, /*rescale threshold=*/0, /*row sums by wgmma=*/false, kVtInKernel, kVtBatch,
-    /*early pack=*/false>;
+    /*early pack=*/false, (D == 64 ? PV_PROMOTE_D64 : PV_PROMOTE_D128) != 0>;
 
 }  // namespace
 
@@ -129,6 +142,7 @@ extern "C" const char* sdpa_stage_config() {
          " PINGPONG=" SDPA_STR(PINGPONG)
          " FOLD_P_SCALE=" SDPA_STR(FOLD_P_SCALE) " EXP2_POLY_EVERY=" SDPA_STR(EXP2_POLY_EVERY)
          " Vt by the producer warpgroup's warps 1-3 in shared memory (keys permuted per 32)"
+         " PV_PROMOTE_D64=" SDPA_STR(PV_PROMOTE_D64) " PV_PROMOTE_D128=" SDPA_STR(PV_PROMOTE_D128)
          " WS_PDL=" SDPA_STR(WS_PDL) " (programmatic dependent launch; 2: trigger before the epilogue)";
 }
 

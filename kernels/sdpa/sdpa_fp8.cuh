@@ -50,8 +50,9 @@ struct Params {
 // kVtInKernel: V arrives by TMA as it is (keys x D) and the producer warpgroup's
 // other three warps write Vt into shared memory (transpose_v_tile); no pre-pass.
 template <class Base, bool kFoldPScale_, int kPolyEvery_, int kRescaleThreshold_ = 0, bool kRowSumMma_ = false,
-          bool kVtInKernel_ = false, int kVtBatch_ = 1, bool kEarlyPack_ = false>
+          bool kVtInKernel_ = false, int kVtBatch_ = 1, bool kEarlyPack_ = false, bool kPvPromote_ = false>
 struct Fp8Config : Base {
+  static constexpr bool kPvPromote = kPvPromote_;
   static constexpr bool kEarlyPack = kEarlyPack_;
   static constexpr bool kVtInKernel = kVtInKernel_;
   static constexpr int kVtBatch = kVtBatch_;  // units per transposing warp with loads in flight together
@@ -296,7 +297,7 @@ struct Consumer : ConsumerSync<D, Cfg> {
   using Sync::wait_full, Sync::release, Sync::release_q, Sync::desc_q, Sync::desc_k, Sync::desc_vt;
   using Sync::turn_begin, Sync::turn_end, Sync::empty_turn, Sync::kTurnThreads;
   using Tile = WgFp8Tile<T, D, Cfg::kBlockN, kCausal, kScalePositive, Cfg::kFoldPScale, Cfg::kPolyEvery,
-                         Cfg::kRescaleThreshold, Cfg::kRowSumMma, Cfg::kEarlyPack>;
+                         Cfg::kRescaleThreshold, Cfg::kRowSumMma, Cfg::kEarlyPack, Cfg::kPvPromote>;
   static constexpr int kBlockN = Cfg::kBlockN;
   static_assert(Tile::kVtChunkBytes == L::kVtChunkStride, "the tile's descriptors step the layout's Vt chunks");
   static_assert(Tile::kVtChunk == L::kVtChunk, "the tile's and the layout's Vt chunks agree");
@@ -356,6 +357,7 @@ struct Consumer : ConsumerSync<D, Cfg> {
     tile.fence_o();
     fence_regs(tile.p8);
     release(sdpa_warpspec::kEmptyV, idx - 1);
+    tile.promote_o();
     tile.pack_p();
   }
   __device__ __forceinline__ void last_pv(int idx) {
@@ -372,6 +374,7 @@ struct Consumer : ConsumerSync<D, Cfg> {
     wgmma_wait<0>();
     tile.fence_o();
     release(sdpa_warpspec::kEmptyV, idx);
+    tile.promote_o();
   }
 
   // This warpgroup's key tiles, then the tiles only the other warpgroup needs

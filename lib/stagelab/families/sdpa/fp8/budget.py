@@ -30,6 +30,8 @@ from .quantize import Fp8Inputs, quantize_qkv
 # An FP8 stage as the checker calls it: kernel(fp8_inputs, out, softmax_scale, causal) writes
 # attention of the dequantized inputs into out (the inputs' original dtype and shape).
 Fp8KernelFn = Callable[[Fp8Inputs, torch.Tensor, float, bool], None]
+# (problem, dtype, seed, device) -> (q, k, v): a check's inputs (default: FAMILY.make_inputs).
+InputsFn = Callable[[Shape, torch.dtype, int, "torch.device | str"], tuple[torch.Tensor, ...]]
 UNQUANTIZED_BASELINE = "float32 attention on the unquantized inputs"
 STAGE_BASELINE = "the fp16 stage on the unquantized inputs"
 
@@ -70,10 +72,12 @@ def fp16_baseline_output(shape: Shape, inputs, fp16_kernel: KernelFn | None) -> 
 
 
 def check_fp8_shape(kernel: Fp8KernelFn, shape: Shape, dtype_name: str, seed: int,
-                    device: torch.device | str, fp16_kernel: KernelFn | None = None) -> Fp8CheckResult:
-    """One problem, one output dtype, one seed: two poisoned launches judged against the budget."""
+                    device: torch.device | str, fp16_kernel: KernelFn | None = None,
+                    make_inputs: InputsFn | None = None) -> Fp8CheckResult:
+    """One problem, one output dtype, one seed: two poisoned launches judged against the budget.
+    make_inputs(shape, dtype, seed, device) -> (q, k, v) replaces the family's standard normals."""
     dtype = FAMILY.torch_dtype(dtype_name)
-    inputs = plant_zero_head(FAMILY.make_inputs(shape, dtype, seed, device))
+    inputs = plant_zero_head((make_inputs or FAMILY.make_inputs)(shape, dtype, seed, device))
     fp8 = quantize_qkv(*inputs)
     scale = default_scale(shape.head_dim)
     ref = attention(*fp8.dequantized(torch.float64), scale, shape.causal, torch.float64)
@@ -93,8 +97,9 @@ def check_fp8_shape(kernel: Fp8KernelFn, shape: Shape, dtype_name: str, seed: in
 
 def check_fp8_all(kernel: Fp8KernelFn, shapes: Iterable[Shape], dtypes: Iterable[str], seeds: Iterable[int],
                   device: torch.device | str, fp16_kernel: KernelFn | None = None,
-                  progress: Callable[[str], None] | None = None) -> list[CheckResult]:
+                  progress: Callable[[str], None] | None = None,
+                  make_inputs: InputsFn | None = None) -> list[CheckResult]:
     """Every (problem, output dtype, seed); a launch that raises is a failed check."""
     def check(shape: Shape, dtype_name: str, seed: int) -> CheckResult:
-        return check_fp8_shape(kernel, shape, dtype_name, seed, device, fp16_kernel)
+        return check_fp8_shape(kernel, shape, dtype_name, seed, device, fp16_kernel, make_inputs)
     return check_each(check, shapes, dtypes, seeds, progress, result_type=Fp8CheckResult)

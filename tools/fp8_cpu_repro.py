@@ -1,0 +1,171 @@
+"""CPU emulation of s9_fp8's arithmetic, to find why it fails on large-magnitude inputs (issue 28).
+
+s9 (sdpa_fp8.cuh, WgFp8Tile, WgAttentionTile::softmax) per key tile of BLOCK_N keys: S = Q8.K8^T on
+e4m3 wgmma (k32 steps, the first with C = 0), the row max of the raw S times scale*log2(e),
+p' = ex2(s*mul + 8 - max) (FOLD_P_SCALE), row sum of p' in fp32, P8 = e4m3(p'), O = O*correction,
+then O += P8.Vt (k32 steps accumulating into O); out = O * v_descale / l.
+
+The one thing a float32 matmul does not reproduce is how the tensor core adds e4m3 products: its
+"fp32" accumulator keeps about 13 mantissa bits (SageAttention2: FP22, e8m13; DeepSeek-V3: about
+14 bits on H800; s9's own log v6 saw it in the row sums). Model (Fasi et al.'s for fp16 tensor cores,
+with the FP8 widths): per k32 step the products are exact, every addend (the 32 products and C) is
+aligned to the largest one's binade and truncated below 2^(e_max - ALIGN_BITS), and the sum is
+truncated to ACC_MANTISSA bits. `accumulation` picks: "fp32" (exact products, float32 sums: what
+the lab's emulation assumes) or "fp22" (the model).
+
+    PYTHONPATH=lib python tools/fp8_cpu_repro.py
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+
+import torch
+
+from stagelab.checks import error_budget
+from stagelab.families.sdpa import FA3_ATOL_MAGNITUDE
+from stagelab.families.sdpa.fp8 import quantize_qkv
+from stagelab.families.sdpa.fp8.emulation import emulate_fp8_attention
+from stagelab.families.sdpa.reference import attention, default_scale
+
+E4M3 = torch.float8_e4m3fn
+K_STEP = 32          # k of one e4m3 wgmma
+ACC_MANTISSA = 13    # FP22's explicit mantissa bits
+ALIGN_BITS = 13      # bits kept below the largest addend's leading bit inside one k32 step
+PROMOTED = "fp22-tile"  # P.V: FP22 inside one key tile, the tiles summed in float32 (two-level)
+P_OFFSET = 8         # FA3's Max_offset (kPExp2Offset)
+LOG2E = math.log2(math.e)
+
+
+def truncate_mantissa(x: torch.Tensor, bits: int) -> torch.Tensor:
+    """x rounded toward zero to `bits` explicit mantissa bits (float64 in and out)."""
+    exponent = torch.floor(torch.log2(x.abs().clamp_min(1e-300)))
+    step = torch.exp2(exponent - bits)
+    return torch.where(x == 0, x, torch.trunc(x / step) * step)
+
+
+def mma_step(products: torch.Tensor, c: torch.Tensor, accumulation: str) -> torch.Tensor:
+    """C + sum(products[..., k]) for one k32 wgmma step, float64 in and out."""
+    if accumulation == "fp32":
+        return (c.float() + products.float().sum(-1)).double()
+    addends = torch.cat([products, c.unsqueeze(-1)], dim=-1)
+    e_max = torch.floor(torch.log2(addends.abs().amax(-1, keepdim=True).clamp_min(1e-300)))
+    step = torch.exp2(e_max - ALIGN_BITS)
+    aligned = torch.trunc(addends / step) * step
+    return truncate_mantissa(aligned.sum(-1), ACC_MANTISSA)
+
+
+def mma(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, accumulation: str) -> torch.Tensor:
+    """C + A.B^T in k32 steps: a [m, k], b [n, k] (exact e4m3 values as float64), c [m, n]."""
+    for k0 in range(0, a.shape[-1], K_STEP):
+        products = a[:, None, k0:k0 + K_STEP] * b[None, :, k0:k0 + K_STEP]
+        c = mma_step(products, c, accumulation)
+    return c
+
+
+def kernel_head(q8, k8, v8, mul: float, v_descale: float, causal: bool, block_n: int, accumulation: str,
+                pv_accumulation: str | None = None):
+    """One head of s9 (float64 tensors holding e4m3 values); returns [s, d] float64."""
+    s, d = q8.shape
+    f32 = torch.float32
+    row_max = torch.full((s, 1), -math.inf, dtype=f32)
+    row_sum = torch.zeros((s, 1), dtype=f32)
+    o = torch.zeros((s, d), dtype=torch.float64)
+    rows = torch.arange(s)[:, None]
+    for key0 in range(0, s, block_n):
+        keys = torch.arange(key0, min(s, key0 + block_n))
+        pad = block_n - keys.numel()  # the tail tile's missing keys are zero rows, masked
+        k_tile = torch.cat([k8[keys], torch.zeros((pad, d), dtype=k8.dtype)])
+        v_tile = torch.cat([v8[keys], torch.zeros((pad, d), dtype=v8.dtype)])
+        raw = mma(q8, k_tile, torch.zeros((s, block_n), dtype=torch.float64), accumulation).to(f32)
+        key_idx = torch.arange(key0, key0 + block_n)[None, :]
+        visible = (key_idx < s) & ((key_idx <= rows) if causal else True)
+        raw = raw.masked_fill(~visible, -math.inf)
+        new_max = torch.maximum(row_max, raw.amax(-1, keepdim=True) * mul)
+        base = torch.where(new_max == -math.inf, torch.zeros_like(new_max), new_max)
+        correction = torch.exp2(row_max - base)
+        row_max = new_max
+        # fma(s, mul, 8 - base): one rounding, as the FFMA
+        p = torch.exp2((raw.double() * mul + (P_OFFSET - base).double()).to(f32))
+        row_sum = row_sum * correction + p.sum(-1, keepdim=True)
+        p8 = p.to(E4M3).double()
+        o = (o.to(f32) * correction).double()
+        vt = v_tile.transpose(0, 1).contiguous()
+        if pv_accumulation == PROMOTED:  # the tile's P.V in fresh accumulators, added to O by FADDs
+            o = (o.to(f32) + mma(p8, vt, torch.zeros_like(o), "fp22").to(f32)).double()
+        else:
+            o = mma(p8, vt, o, pv_accumulation or accumulation)
+    return o * v_descale / row_sum.double()
+
+
+def kernel_output(fp8, causal: bool, accumulation: str, pv_accumulation: str | None = None) -> torch.Tensor:
+    b, h, s, d = fp8.q.data.shape
+    block_n = 128 if d == 64 else 192  # stages.yaml: BLOCK_N_D64, BLOCK_N_D128
+    out = torch.empty((b, h, s, d), dtype=torch.float64)
+    scale = default_scale(d)
+    for bi in range(b):
+        for hi in range(h):
+            q8, k8, v8 = (t.data[bi, hi].double() for t in (fp8.q, fp8.k, fp8.v))
+            score_scale = torch.tensor(scale, dtype=torch.float32) * fp8.q.descale[bi, hi] * fp8.k.descale[bi, hi]
+            mul = (score_scale * torch.tensor(LOG2E, dtype=torch.float32)).item()  # init(): scale * log2e in fp32
+            out[bi, hi] = kernel_head(q8, k8, v8, mul, fp8.v.descale[bi, hi].item(), causal, block_n, accumulation,
+                                         pv_accumulation)
+    return out
+
+
+DISTRIBUTIONS = {
+    "normal": lambda g, shape: [torch.randn(shape, generator=g) for _ in range(3)],
+    "large": lambda g, shape: [30 * torch.randn(shape, generator=g), 30 * torch.randn(shape, generator=g),
+                               200 * torch.randn(shape, generator=g)],
+    "positive": lambda g, shape: [torch.rand(shape, generator=g) for _ in range(3)],
+}
+
+
+# (label, Q.K^T accumulation, P.V accumulation)
+MODELS = (
+    ("s9 logic, fp32 GEMMs", "fp32", "fp32"),
+    ("s9 on FP22 (today)", "fp22", "fp22"),
+    ("P.V promoted only", "fp22", PROMOTED),
+    ("Q.K^T fp32 only", "fp32", "fp22"),
+    ("Q.K^T fp32 + P.V promoted", "fp32", PROMOTED),
+)
+
+
+def compare(dist: str, shape, causal: bool, dtype=torch.float16, seed: int = 0) -> None:
+    """Max error against float64 on the dequantized inputs, and err / budget (the lab's rule), per model."""
+    g = torch.Generator().manual_seed(seed)
+    q, k, v = (t.to(dtype) for t in DISTRIBUTIONS[dist](g, shape))
+    fp8 = quantize_qkv(q, k, v)
+    scale = default_scale(shape[-1])
+    ref = attention(*fp8.dequantized(torch.float64), scale, causal, torch.float64)
+    budget = error_budget(ref, emulate_fp8_attention(fp8, scale, causal), dtype, FA3_ATOL_MAGNITUDE)
+    print(f"{dist} {'x'.join(map(str, shape))} causal={int(causal)}: emulation error {budget.lowprec_err:.4g}, "
+          f"budget {budget.bound:.4g}", flush=True)
+    for label, qk, pv in MODELS:
+        out = kernel_output(fp8, causal, qk, pv).to(dtype).double()
+        err = (out - ref).abs()
+        worst = int(err.argmax())
+        print(f"    {label:28s} error {err.max():9.4g} = {err.max() / budget.lowprec_err:5.2f}x emulation, "
+              f"err/budget {err.max() / budget.bound:5.2f}  (worst element {out.flatten()[worst]:.4g}, "
+              f"exact {ref.flatten()[worst]:.4g})", flush=True)
+
+
+CASES = (
+    ("large", (1, 2, 77, 64), False),
+    ("large", (1, 1, 333, 128), True),
+    ("large", (1, 1, 700, 64), False),
+    ("positive", (1, 1, 1500, 64), False),
+    ("positive", (1, 1, 333, 128), True),
+    ("normal", (1, 1, 700, 64), False),
+)
+
+
+def main(argv=None) -> int:
+    for dist, shape, causal in CASES:
+        compare(dist, shape, causal)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
