@@ -11,7 +11,10 @@ The one thing a float32 matmul does not reproduce is how the tensor core adds e4
 with the FP8 widths): per k32 step the products are exact, every addend (the 32 products and C) is
 aligned to the largest one's binade and truncated below 2^(e_max - ALIGN_BITS), and the sum is
 truncated to ACC_MANTISSA bits. `accumulation` picks: "fp32" (exact products, float32 sums: what
-the lab's emulation assumes) or "fp22" (the model).
+the lab's emulation assumes), "fp22" (the model) or "f16" (QK_F16: the same e4m3 values, exact in
+fp16, on the fp16 wgmma, k16 steps, modelled as float32-wide: addends aligned to the largest with
+F16_ALIGN_BITS and the sum truncated to float32's 23 bits, as Fasi et al. measured fp16 tensor
+cores with float32 accumulation; an assumption the GPU check tests, not a measurement).
 
     PYTHONPATH=lib python tools/fp8_cpu_repro.py
 """
@@ -34,6 +37,12 @@ K_STEP = 32          # k of one e4m3 wgmma
 ACC_MANTISSA = 13    # FP22's explicit mantissa bits
 ALIGN_BITS = 13      # bits kept below the largest addend's leading bit inside one k32 step
 PROMOTED = "fp22-tile"  # P.V: FP22 inside one key tile, the tiles summed in float32 (two-level)
+K_STEP_F16 = 16      # k of one fp16 wgmma
+F16_ALIGN_BITS = 24  # fp16 wgmma with f32 accumulation: float32's 24-bit significand below the largest addend
+F32_MANTISSA = 23
+QK_F16_BLOCK_N_D128 = 128  # QK_F16 at head_dim 128: fp16 K fits 128-key tiles only (sdpa_fp8.cuh's Layout)
+# (accumulation: (k per wgmma step, alignment bits, sum mantissa bits)) of the tensor-core models
+TENSOR_CORE = {"fp22": (K_STEP, ALIGN_BITS, ACC_MANTISSA), "f16": (K_STEP_F16, F16_ALIGN_BITS, F32_MANTISSA)}
 P_OFFSET = 8         # FA3's Max_offset (kPExp2Offset)
 LOG2E = math.log2(math.e)
 
@@ -46,20 +55,23 @@ def truncate_mantissa(x: torch.Tensor, bits: int) -> torch.Tensor:
 
 
 def mma_step(products: torch.Tensor, c: torch.Tensor, accumulation: str) -> torch.Tensor:
-    """C + sum(products[..., k]) for one k32 wgmma step, float64 in and out."""
+    """C + sum(products[..., k]) for one wgmma step, float64 in and out."""
     if accumulation == "fp32":
         return (c.float() + products.float().sum(-1)).double()
+    _, align_bits, sum_bits = TENSOR_CORE[accumulation]
     addends = torch.cat([products, c.unsqueeze(-1)], dim=-1)
     e_max = torch.floor(torch.log2(addends.abs().amax(-1, keepdim=True).clamp_min(1e-300)))
-    step = torch.exp2(e_max - ALIGN_BITS)
+    step = torch.exp2(e_max - align_bits)
     aligned = torch.trunc(addends / step) * step
-    return truncate_mantissa(aligned.sum(-1), ACC_MANTISSA)
+    return truncate_mantissa(aligned.sum(-1), sum_bits)
 
 
 def mma(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, accumulation: str) -> torch.Tensor:
-    """C + A.B^T in k32 steps: a [m, k], b [n, k] (exact e4m3 values as float64), c [m, n]."""
-    for k0 in range(0, a.shape[-1], K_STEP):
-        products = a[:, None, k0:k0 + K_STEP] * b[None, :, k0:k0 + K_STEP]
+    """C + A.B^T in wgmma k steps (32 for e4m3, 16 for "f16"): a [m, k], b [n, k] (exact e4m3
+    values as float64), c [m, n]."""
+    k_step = TENSOR_CORE[accumulation][0] if accumulation in TENSOR_CORE else K_STEP
+    for k0 in range(0, a.shape[-1], k_step):
+        products = a[:, None, k0:k0 + k_step] * b[None, :, k0:k0 + k_step]
         c = mma_step(products, c, accumulation)
     return c
 
@@ -102,6 +114,8 @@ def kernel_head(q8, k8, v8, mul: float, v_descale: float, causal: bool, block_n:
 def kernel_output(fp8, causal: bool, accumulation: str, pv_accumulation: str | None = None) -> torch.Tensor:
     b, h, s, d = fp8.q.data.shape
     block_n = 128 if d == 64 else 192  # stages.yaml: BLOCK_N_D64, BLOCK_N_D128
+    if accumulation == "f16" and d == 128:
+        block_n = QK_F16_BLOCK_N_D128
     out = torch.empty((b, h, s, d), dtype=torch.float64)
     scale = default_scale(d)
     for bi in range(b):
@@ -119,7 +133,17 @@ DISTRIBUTIONS = {
     "large": lambda g, shape: [30 * torch.randn(shape, generator=g), 30 * torch.randn(shape, generator=g),
                                200 * torch.randn(shape, generator=g)],
     "positive": lambda g, shape: [torch.rand(shape, generator=g) for _ in range(3)],
+    "outlier": lambda g, shape: outlier_channels(g, [torch.randn(shape, generator=g) for _ in range(3)]),
 }
+OUTLIER_CHANNELS, OUTLIER_FACTOR = 4, 100.0  # as tools/fp8_large_check.py: a few channels 100x the rest
+
+
+def outlier_channels(g: torch.Generator, tensors: list[torch.Tensor]) -> list[torch.Tensor]:
+    """The same few head-dim channels of q, k and v scaled by OUTLIER_FACTOR."""
+    channels = torch.randperm(tensors[0].shape[-1], generator=g)[:OUTLIER_CHANNELS]
+    for t in tensors:
+        t[..., channels] *= OUTLIER_FACTOR
+    return tensors
 
 
 # (label, Q.K^T accumulation, P.V accumulation)
@@ -129,6 +153,8 @@ MODELS = (
     ("P.V promoted only", "fp22", PROMOTED),
     ("Q.K^T fp32 only", "fp32", "fp22"),
     ("Q.K^T fp32 + P.V promoted", "fp32", PROMOTED),
+    ("QK_F16 (fp16 wgmma model)", "f16", "fp22"),
+    ("QK_F16 + P.V promoted", "f16", PROMOTED),
 )
 
 
@@ -158,12 +184,20 @@ CASES = (
     ("positive", (1, 1, 1500, 64), False),
     ("positive", (1, 1, 333, 128), True),
     ("normal", (1, 1, 700, 64), False),
+    ("outlier", (1, 2, 77, 64), False),
+    ("outlier", (1, 1, 333, 128), True),
 )
 
 
 def main(argv=None) -> int:
+    """Every case, or those of the distributions named on the command line."""
+    wanted = set(argv or []) or set(DISTRIBUTIONS)
+    unknown = wanted - set(DISTRIBUTIONS)
+    if unknown:
+        raise SystemExit(f"unknown distributions {sorted(unknown)}; known: {sorted(DISTRIBUTIONS)}")
     for dist, shape, causal in CASES:
-        compare(dist, shape, causal)
+        if dist in wanted:
+            compare(dist, shape, causal)
     return 0
 
 

@@ -11,6 +11,9 @@ tell whether an error over budget is s9's own or any e4m3-wgmma kernel's.
     PYTHONPATH=lib python3 tools/fp8_large_check.py [--variant LABEL=s9_fp8:KEY=VAL,...] [--no-torch-fp8]
         [--no-default-variant] [--distributions large positive ...]
 
+e.g. the fix of issue 28 (Q.K^T on fp16 wgmma, with and without P.V promoted at head_dim 64):
+    --variant qk16=s9_fp8:QK_F16=1 --variant qk16_pv=s9_fp8:QK_F16=1,PV_PROMOTE_D64=1
+
 A report goes to $OUT/fp8_large_check.txt when $OUT is set. Exit status 1 when any s9 check fails.
 """
 
@@ -144,6 +147,13 @@ def probe_large_scores(say) -> None:
     say(f"[probe] large scores (1 head, 256x256, D=128), max |S - exact| in log2 units: tensor core "
         f"{(hw - exact).abs().max().item() * log2_units:.3f}, FP22 model {(model - exact.cpu()).abs().max().item() * log2_units:.3f}"
         f" (logits up to {exact.abs().max().item() * log2_units:.0f}; e4m3 P's half ulp is 2^-4 = 0.09 in log2 units)")
+    try:  # QK_F16's arithmetic: the same e4m3 values, exact in fp16, on the fp16 tensor core (cuBLAS)
+        f16 = torch.mm(q8.half(), k8.half().t(), out_dtype=torch.float32).double()
+    except Exception as exc:  # torch.mm's out_dtype needs a recent torch
+        say(f"[probe] large scores on fp16 wgmma: {type(exc).__name__}: {exc}")
+        return
+    say(f"[probe] large scores on the fp16 tensor core (QK_F16), max |S - exact| in log2 units: "
+        f"{(f16 - exact).abs().max().item() * log2_units:.4f}")
 
 
 def run_checks(family, label: str, kernel, distribution: str, say) -> list:

@@ -275,9 +275,18 @@ __device__ __forceinline__ uint32_t pack_e4m3x2(float lo, float hi) {
 // over thousands of keys in it drifts low on coherent (all-positive) rows; per tile
 // it sums at most kBlockN / 32 k32 steps (two-level accumulation, issue 28). The
 // price: D / 2 registers and D / 2 FADDs per thread per key tile.
+// kQkF16: S = Q.K^T on fp16 wgmma (HGMMA, m64nNk16) over fp16 copies of the e4m3 Q
+// and K (every e4m3 value is exact in fp16: 3 mantissa bits, exponents 2^-9..2^8),
+// in s6's SW128 layout (column blocks of 64 elements, kslice_offset). Why: the
+// e4m3 wgmma aligns a k32 group's products to the largest and keeps ~13 bits
+// (an H100 gives 448*448 + 31*1 = 200704, exact 200735), so logits of thousands
+// of log2 units come out ~2 units off (issue 28, tools/fp8_large_check.py); the
+// fp16 wgmma keeps fp32-like accumulation. S's accumulator layout is the same, so
+// the softmax, P and P.V (still e4m3) do not change. The price: D/16 HGMMAs at
+// half QGMMA's rate instead of D/32 QGMMAs, and twice the bytes per Q and K tile.
 template <typename T, int D, int kBlockN, bool kCausal, bool kScalePositive, bool kFoldPScale = false,
           int kPolyEvery = 0, int kRescaleThreshold = 0, bool kRowSumMma = false, bool kEarlyPack = false,
-          bool kPvPromote = false>
+          bool kPvPromote = false, bool kQkF16 = false>
 struct WgFp8Tile {
   using Base = WgAttentionTile<T, D, kBlockN, kCausal, kScalePositive, kRescaleThreshold>;
   static_assert(!(kPvPromote && kRowSumMma), "kPvPromote keeps the row sums in FADDs (kRowSumMma off)");
@@ -316,11 +325,22 @@ struct WgFp8Tile {
 #pragma unroll
       for (int j = 0; j < 4; ++j) p8[i][j] = 0u;
   }
-  // S = Q.K^T; desc_q at this warpgroup's rows, both tiles K-major with D-byte rows.
+  // S = Q.K^T; desc_q at this warpgroup's rows of a Q tile of kQRows rows. e4m3: both tiles
+  // K-major with D-byte rows, D/32 k32 QGMMAs. kQkF16: both fp16 SW128 tiles (kQRows and
+  // kBlockN rows, column blocks of 64 elements), D/16 k16 HGMMAs into the same accumulators.
+  template <int kQRows>
   __device__ __forceinline__ void issue_qk(uint64_t desc_q, uint64_t desc_k) {
+    if constexpr (kQkF16) {
 #pragma unroll
-    for (int kk = 0; kk < kDSlices; ++kk)
-      WgS::ss(m.s_acc, desc_advance(desc_q, kk * kWgmmaK8), desc_advance(desc_k, kk * kWgmmaK8), kk > 0 ? 1 : 0);
+      for (int kk = 0; kk < D / kWgmmaK; ++kk)
+        Wgmma<__half, kBlockN>::template ss<0>(m.s_acc, desc_advance(desc_q, Base::kslice_offset(kk, kQRows)),
+                                               desc_advance(desc_k, Base::kslice_offset(kk, kBlockN)),
+                                               kk > 0 ? 1 : 0);
+    } else {
+#pragma unroll
+      for (int kk = 0; kk < kDSlices; ++kk)
+        WgS::ss(m.s_acc, desc_advance(desc_q, kk * kWgmmaK8), desc_advance(desc_k, kk * kWgmmaK8), kk > 0 ? 1 : 0);
+    }
   }
   // O += P.Vt^T; desc_vt: the Vt tile's first [D][kVtChunk] chunk, K-major with kVtChunk-byte rows.
   __device__ __forceinline__ void issue_pv(uint64_t desc_vt) {
