@@ -183,6 +183,7 @@ CASES = (
     ("large", (1, 1, 700, 64), False),
     ("positive", (1, 1, 1500, 64), False),
     ("positive", (1, 1, 333, 128), True),
+    ("positive", (1, 1, 1000, 128), False),  # over budget on the H100 without P.V promoted (3.5x emulation)
     ("normal", (1, 1, 700, 64), False),
     ("outlier", (1, 2, 77, 64), False),
     ("outlier", (1, 1, 333, 128), True),

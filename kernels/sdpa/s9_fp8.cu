@@ -69,7 +69,8 @@ the registry's defines, pass them with the build: --variant s9_fp8:KEY=VAL)
                       (sdpa_fp8.cuh's Layout), 128 keys 192 KiB
   PV_PROMOTE_D64=0    1: each key tile's P.V in accumulators of its own, added to
   PV_PROMOTE_D128=0   O in fp32 after its wait (two-level accumulation); +D/2
-                      FADDs per tile; at head_dim 128 with 192-key tiles it spills
+                      FADDs per tile. At head_dim 128 it spills with 192- and
+                      with 128-key tiles (QK_F16); 64-key tiles build clean
 
 Scope: head_dim 64 and 128, fp16 or bf16 output, causal or not, any
   seq_len >= 1, any softmax_scale; Q/K/V/O base and strides multiples of 16
