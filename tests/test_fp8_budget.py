@@ -144,3 +144,48 @@ def test_emulation_gives_exact_zeros_for_a_zero_head():
         t[0, 1] = 0
     out = emulate_fp8_attention(quantize_qkv(q, k, v), 0.125, causal=True)
     assert out.dtype == torch.float16 and torch.equal(out[0, 1], torch.zeros(9, 64, dtype=torch.float16))
+
+
+TENSOR_CORE_MANTISSA = 13  # the e4m3 wgmma's "f32" accumulator keeps about 13 mantissa bits (FP22)
+F32_MANTISSA = 23  # QK_F16: the fp16 wgmma's float32 accumulation (modelled as float32-wide, truncating)
+
+
+def scores_truncated_to(mantissa_bits: int):
+    """A kernel: the emulation with Q.K^T rounded toward zero to `mantissa_bits` mantissa bits."""
+    def kernel(fp8, out, scale, causal):
+        scores_in_bits(fp8, out, scale, causal, mantissa_bits)
+    return kernel
+
+
+def scores_in_fp22(fp8, out, scale, causal):
+    """The emulation with Q.K^T rounded toward zero to 13 mantissa bits, as the tensor core keeps it."""
+    scores_in_bits(fp8, out, scale, causal, TENSOR_CORE_MANTISSA)
+
+
+def scores_in_bits(fp8, out, scale, causal, mantissa_bits):
+    b, h, s, d = fp8.q.data.shape
+    q8, k8, v8 = flat_e4m3_operands(fp8)
+    scores = torch.matmul(q8.double(), k8.double().transpose(-1, -2))
+    step = torch.exp2(torch.floor(torch.log2(scores.abs().clamp_min(1e-300))) - mantissa_bits)
+    scores = (torch.trunc(scores / step) * step).float() * (scale * per_head(fp8.q.descale) * per_head(fp8.k.descale))
+    if causal:
+        scores = scores.masked_fill(torch.ones(s, s, dtype=torch.bool).triu(1), float("-inf"))
+    p8, row_sum = quantized_probabilities(scores, scores.amax(dim=-1, keepdim=True))
+    out.copy_((torch.matmul(p8, v8) * (per_head(fp8.v.descale) / row_sum)).reshape(b, h, s, d))
+
+
+def test_large_logits_expose_a_13_bit_accumulator():
+    shape = Shape(1, 2, 333, 128, False)
+    assert check_fp8_shape(scores_in_fp22, shape, "float16", 0, "cpu").passed  # harmless on N(0, 1)
+    on_large = check_fp8_shape(scores_in_fp22, shape, "float16", 0, "cpu", distribution="large")
+    assert not on_large.passed and "over budget" in on_large.reason
+    assert check_fp8_shape(emulation, shape, "float16", 0, "cpu", distribution="large").passed
+
+
+def test_a_float32_wide_q_k_accumulator_passes_large_logits():
+    """QK_F16's premise (issue 28): Q.K^T of the same e4m3 values with float32's mantissa, as the fp16
+    wgmma accumulates, stays inside the budget where the 13-bit one fails."""
+    shape = Shape(1, 2, 333, 128, False)
+    kernel = scores_truncated_to(F32_MANTISSA)
+    assert check_fp8_shape(kernel, shape, "float16", 0, "cpu", distribution="large").passed
+    assert not check_fp8_shape(scores_in_fp22, shape, "float16", 0, "cpu", distribution="large").passed

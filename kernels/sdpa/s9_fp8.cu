@@ -59,6 +59,19 @@ Knobs (-D; the registry's defines are the default build)
                       0 plain, 1 trigger after the prologue, 2 before the epilogue
   head_dim 64's tiles and ring are s6's (sdpa_warpspec_knobs.cuh).
 
+Trial knobs (issue 28: e4m3 wgmma accumulates with ~13 mantissa bits; not in
+the registry's defines, pass them with the build: --variant s9_fp8:KEY=VAL)
+  QK_F16=0            1: S = Q.K^T on fp16 wgmma (HGMMA) over fp16 copies of Q and
+                      K that a pre-pass (widen_qk_kernel) writes into the scratch
+                      (exact); P.V stays e4m3. At head_dim 128 its key tiles
+                      are at most 128 keys, whatever BLOCK_N_D128 says: fp16 K
+                      at 192 keys x 2 stages needs 256 KiB of shared memory
+                      (sdpa_fp8.cuh's Layout), 128 keys 192 KiB
+  PV_PROMOTE_D64=0    1: each key tile's P.V in accumulators of its own, added to
+  PV_PROMOTE_D128=0   O in fp32 after its wait (two-level accumulation); +D/2
+                      FADDs per tile. At head_dim 128 it spills with 192- and
+                      with 128-key tiles (QK_F16); 64-key tiles build clean
+
 Scope: head_dim 64 and 128, fp16 or bf16 output, causal or not, any
   seq_len >= 1, any softmax_scale; Q/K/V/O base and strides multiples of 16
   bytes (others: cudaErrorInvalidValue before launch). Needs sm_90a.
@@ -83,6 +96,16 @@ Scope: head_dim 64 and 128, fp16 or bf16 output, causal or not, any
 #ifndef EXP2_POLY_EVERY
 #define EXP2_POLY_EVERY 0
 #endif
+// Trial knobs (issue 28; see the header)
+#ifndef QK_F16
+#define QK_F16 0
+#endif
+#ifndef PV_PROMOTE_D64
+#define PV_PROMOTE_D64 0
+#endif
+#ifndef PV_PROMOTE_D128
+#define PV_PROMOTE_D128 0
+#endif
 
 namespace {
 
@@ -94,13 +117,17 @@ constexpr int kBlocksPerSm = 1;
 // V transposed in shared memory by the producer warpgroup's warps 1-3, no pre-pass
 constexpr bool kVtInKernel = true;
 constexpr int kVtBatch = 2;  // units in flight per transposing warp
+// QK_F16 at head_dim 128: fp16 K tiles fit 128 keys x 2 stages, not 192 (see the header)
+constexpr int kQkF16MaxBlockN128 = 128;
+constexpr int kBlockN128 =
+    QK_F16 != 0 && BLOCK_N_D128 > kQkF16MaxBlockN128 ? kQkF16MaxBlockN128 : BLOCK_N_D128;
 
 template <int D>
 using S9Config = sdpa_fp8::Fp8Config<
-    sdpa_warpspec::Config<kConsumerWarpgroups, D == 64 ? BLOCK_N_D64 : BLOCK_N_D128, D == 64 ? STAGES_D64 : STAGES_D128,
+    sdpa_warpspec::Config<kConsumerWarpgroups, D == 64 ? BLOCK_N_D64 : kBlockN128, D == 64 ? STAGES_D64 : STAGES_D128,
                           kPingpong<D>, kPersistent, kBlocksPerSm, PRODUCER_REGS, CONSUMER_REGS>,
     FOLD_P_SCALE != 0, EXP2_POLY_EVERY, /*rescale threshold=*/0, /*row sums by wgmma=*/false, kVtInKernel, kVtBatch,
-    /*early pack=*/false>;
+    /*early pack=*/false, (D == 64 ? PV_PROMOTE_D64 : PV_PROMOTE_D128) != 0, QK_F16 != 0>;
 
 }  // namespace
 
@@ -108,7 +135,7 @@ using S9Config = sdpa_fp8::Fp8Config<
 extern "C" cudaError_t sdpa_forward(const SdpaProblem*, cudaStream_t) { return cudaErrorNotSupported; }
 
 extern "C" cudaError_t sdpa_fp8_forward(const SdpaFp8Problem* problem, cudaStream_t stream) {
-  const cudaError_t ok = sdpa_fp8::check(problem, kVtInKernel);
+  const cudaError_t ok = sdpa_fp8::check(problem, kVtInKernel, QK_F16 != 0);
   if (ok != cudaSuccess || sdpa_problem_is_empty(problem->attn)) return ok;
   return sdpa_dispatch(problem->attn, [&](auto tag, auto hd) {
     using T = typename decltype(tag)::type;
@@ -118,7 +145,7 @@ extern "C" cudaError_t sdpa_fp8_forward(const SdpaFp8Problem* problem, cudaStrea
 }
 
 extern "C" int64_t sdpa_fp8_scratch_bytes(const SdpaFp8Problem* problem) {
-  return problem == nullptr ? 0 : sdpa_fp8::scratch_bytes(problem->attn, kVtInKernel);
+  return problem == nullptr ? 0 : sdpa_fp8::scratch_bytes(problem->attn, kVtInKernel, QK_F16 != 0);
 }
 
 extern "C" const char* sdpa_stage_config() {
@@ -129,6 +156,9 @@ extern "C" const char* sdpa_stage_config() {
          " PINGPONG=" SDPA_STR(PINGPONG)
          " FOLD_P_SCALE=" SDPA_STR(FOLD_P_SCALE) " EXP2_POLY_EVERY=" SDPA_STR(EXP2_POLY_EVERY)
          " Vt by the producer warpgroup's warps 1-3 in shared memory (keys permuted per 32)"
+         " QK_F16=" SDPA_STR(QK_F16) " (1: Q.K^T on fp16 wgmma, head_dim 128's tiles at most 128 keys)"
+         " PV_PROMOTE_D64=" SDPA_STR(PV_PROMOTE_D64)
+         " PV_PROMOTE_D128=" SDPA_STR(PV_PROMOTE_D128)
          " WS_PDL=" SDPA_STR(WS_PDL) " (programmatic dependent launch; 2: trigger before the epilogue)";
 }
 

@@ -17,6 +17,10 @@
 //               P quantized to e4m3 at 2^8 (FA3's Max_offset), O += P.Vt^T
 //               (kBlockN/32 RS wgmma), O * v_descale / (2^8 * row sum) stored
 //               through shared memory in the output dtype.
+//   kQkF16      a pre-pass (widen_qk_kernel) writes fp16 copies of Q and K
+//               (exact) into the scratch; the producer loads them as s6 does
+//               (SW128 column blocks of 64 elements) and S = Q.K^T runs on
+//               fp16 wgmma (WgFp8Tile, issue 28); V and P.V stay e4m3.
 #pragma once
 
 #include <cstdint>
@@ -50,8 +54,12 @@ struct Params {
 // kVtInKernel: V arrives by TMA as it is (keys x D) and the producer warpgroup's
 // other three warps write Vt into shared memory (transpose_v_tile); no pre-pass.
 template <class Base, bool kFoldPScale_, int kPolyEvery_, int kRescaleThreshold_ = 0, bool kRowSumMma_ = false,
-          bool kVtInKernel_ = false, int kVtBatch_ = 1, bool kEarlyPack_ = false>
+          bool kVtInKernel_ = false, int kVtBatch_ = 1, bool kEarlyPack_ = false, bool kPvPromote_ = false,
+          bool kQkF16_ = false>
 struct Fp8Config : Base {
+  static constexpr bool kQkF16 = kQkF16_;  // Q and K as fp16 copies, Q.K^T on fp16 wgmma
+  static constexpr int kQkElemBytes = kQkF16_ ? 2 : 1;
+  static constexpr bool kPvPromote = kPvPromote_;
   static constexpr bool kEarlyPack = kEarlyPack_;
   static constexpr bool kVtInKernel = kVtInKernel_;
   static constexpr int kVtBatch = kVtBatch_;  // units per transposing warp with loads in flight together
@@ -74,11 +82,12 @@ constexpr int kNoSplit = 1;  // one block (or persistent block) per work item, n
 constexpr int kFullVRaw = 4, kEmptyVRaw = 5;
 
 // Shared memory: Q, the O staging tile (output dtype), the K and Vt rings, barriers.
+// Q and K are e4m3 (D-byte rows) or, kQkF16, fp16 (D / 64 column blocks of 128-byte rows).
 template <int D, class Cfg>
 struct Layout {
-  static constexpr uint32_t kQBytes = Cfg::kBlockM * D;
+  static constexpr uint32_t kQBytes = Cfg::kBlockM * D * Cfg::kQkElemBytes;
   static constexpr uint32_t kOBytes = Cfg::kBlockM * D * 2;  // 16-bit output
-  static constexpr uint32_t kKBytes = Cfg::kBlockN * D;
+  static constexpr uint32_t kKBytes = Cfg::kBlockN * D * Cfg::kQkElemBytes;
   static constexpr uint32_t kVtLoadBytes = D * Cfg::kBlockN;  // what TMA writes per tile
   // + the ones / zero rows under each chunk (kRowSumMma), written once at the start
   static constexpr uint32_t kVtBytes = (D + (Cfg::kRowSumMma ? kSumRows : 0)) * Cfg::kBlockN;
@@ -98,6 +107,10 @@ struct Layout {
   static_assert(kQBytes % kSw128Align == 0 && kKBytes % kSw128Align == 0, "every tile starts 1024-aligned");
   static_assert(!Cfg::kVtInKernel || kVtChunkStride % kSw128Align == 0,
                 "the transposer's Vt chunks start 1024-aligned (swizzle_of_row)");
+  // kQkF16 at head_dim 128 (KiB: Q 32, O 32, per stage K 2 x kBlockN / 8, Vt and raw V kBlockN / 8 each):
+  // 192-key tiles x 2 stages need 32 + 32 + 2 * (48 + 24 + 24) = 256 > 227; 128-key x 2 need 192.
+  static_assert(!Cfg::kQkF16 || static_cast<size_t>(kSmemBytes) <= kSdpaMaxSmemPerBlock,
+                "QK_F16 doubles the Q and K tiles: at head_dim 128 use 128-key tiles (BLOCK_N_D128=128) x 2 stages");
   static_assert(static_cast<size_t>(kSmemBytes) <= kSdpaMaxSmemPerBlock, "tiles exceed Hopper shared memory");
 };
 
@@ -150,7 +163,62 @@ __global__ void __launch_bounds__(kTransposeThreads) transpose_v_kernel(const ui
   }
 }
 
+// kQkF16's pre-pass: Q and K (e4m3, any 16-byte-aligned strides) -> fp16 copies in the
+// scratch, contiguous [B][H][S][D] each (q16 then k16), exact. blockIdx.z < B: Q of batch z;
+// else K of batch z - B. Each thread widens 16 bytes (one uint4 in, two out).
+constexpr int kWidenThreads = 256;
+constexpr int kWidenBytes = kChunkBytes;  // e4m3 values per thread
+
+// A template, so that only a build that launches it (kQkF16) compiles it.
+template <int D>
+__global__ void __launch_bounds__(kWidenThreads) widen_qk_kernel(const uint8_t* __restrict__ q,
+                                                                  SdpaTensorStrides qs,
+                                                                  const uint8_t* __restrict__ k,
+                                                                  SdpaTensorStrides ks, __half* __restrict__ qk16,
+                                                                  int seq_len) {
+  static_assert(D % kWidenBytes == 0, "a thread's 16 values stay in one row");
+  const int batches = static_cast<int>(gridDim.z) / 2;
+  const bool is_k = static_cast<int>(blockIdx.z) >= batches;
+  const int b = static_cast<int>(blockIdx.z) - (is_k ? batches : 0), h = static_cast<int>(blockIdx.y);
+  const int64_t head_elems = static_cast<int64_t>(seq_len) * D;
+  const int64_t i = (static_cast<int64_t>(blockIdx.x) * kWidenThreads + threadIdx.x) * kWidenBytes;
+  if constexpr (sdpa_warpspec::kPdl) {  // Q and K may be the previous kernel's output, the scratch its input
+    grid_dependency_wait();
+    grid_launch_dependents();
+  }
+  if (i >= head_elems) return;
+  const int64_t row = i / D, col = i % D;
+  const uint8_t* src = is_k ? sdpa_head_ptr(k, ks, b, h) + row * ks.seq : sdpa_head_ptr(q, qs, b, h) + row * qs.seq;
+  const uint4 in = *reinterpret_cast<const uint4*>(src + col);
+  const uint32_t words[4] = {in.x, in.y, in.z, in.w};
+  uint32_t out[8];
+#pragma unroll
+  for (int w = 0; w < 4; ++w) {
+    const __half2_raw lo = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(words[w] & 0xffffu), __NV_E4M3);
+    const __half2_raw hi = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(words[w] >> 16), __NV_E4M3);
+    out[2 * w] = static_cast<uint32_t>(lo.x) | (static_cast<uint32_t>(lo.y) << 16);
+    out[2 * w + 1] = static_cast<uint32_t>(hi.x) | (static_cast<uint32_t>(hi.y) << 16);
+  }
+  const int64_t tensor = is_k ? 1 : 0;
+  __half* dst = qk16 + ((tensor * batches + b) * gridDim.y + h) * head_elems + i;
+  reinterpret_cast<uint4*>(dst)[0] = make_uint4(out[0], out[1], out[2], out[3]);
+  reinterpret_cast<uint4*>(dst)[1] = make_uint4(out[4], out[5], out[6], out[7]);
+}
+
 // ---------------------------------------------------------------- producer --
+// A Q or K tile of kRows rows into dst, its bytes announced on bar: e4m3, one box of D-byte
+// rows; kQkF16, fp16, one box per 64-element column block (s6's tma_load_tile).
+template <int D, class Cfg, int kRows>
+__device__ __forceinline__ void load_qk_tile(uint32_t dst, const CUtensorMap* map, uint32_t bar, int row0, int h,
+                                             int b) {
+  if constexpr (Cfg::kQkF16) {
+    sdpa_warpspec::tma_load_tile<kRows, D / kSw128BlockElems>(dst, map, bar, row0, h, b);
+  } else {
+    mbarrier_arrive_expect_tx(bar, kRows * D);
+    tma_load_4d(dst, map, bar, 0, row0, h, b);
+  }
+}
+
 template <int D, class Cfg, bool kCausal>
 __device__ __forceinline__ void produce(const Params& prm, uint32_t s_base) {
   using L = Layout<D, Cfg>;
@@ -165,16 +233,16 @@ __device__ __forceinline__ void produce(const Params& prm, uint32_t s_base) {
   sdpa_warpspec::WorkOrder<Cfg, kCausal>::for_each(prm.ws, 0, kNoSplit, [&](const WorkTile& wt, int local) {
     // every S of the previous item has completed (ConsumerSync::release_q)
     if (local > 0) mbarrier_wait(sdpa_warpspec::empty_q_bar(bars), (local - 1) & 1);
-    mbarrier_arrive_expect_tx(sdpa_warpspec::full_q_bar(bars), L::kQBytes);
-    tma_load_4d(s_base + L::kQOffset, &prm.ws.q_map, sdpa_warpspec::full_q_bar(bars), 0, wt.q_begin, wt.h, wt.b);
+    load_qk_tile<D, Cfg, Cfg::kBlockM>(s_base + L::kQOffset, &prm.ws.q_map, sdpa_warpspec::full_q_bar(bars),
+                                       wt.q_begin, wt.h, wt.b);
     for (int n = wt.kt_begin; n < wt.kt_end; ++n, ++ring) {
       const uint32_t freed = sdpa_warpspec::ring_parity<kStages>(ring) ^ 1;  // a fresh buffer counts as freed
       const uint32_t slot = ring % kStages;
       const uint32_t full_k = sdpa_warpspec::ring_bar<kStages>(bars, sdpa_warpspec::kFullK, ring);
       const uint32_t full_v = sdpa_warpspec::ring_bar<kStages>(bars, sdpa_warpspec::kFullV, ring);
       mbarrier_wait(sdpa_warpspec::ring_bar<kStages>(bars, sdpa_warpspec::kEmptyK, ring), freed);
-      mbarrier_arrive_expect_tx(full_k, L::kKBytes);
-      tma_load_4d(s_base + L::kKOffset + slot * L::kKBytes, &prm.ws.k_map, full_k, 0, n * Cfg::kBlockN, wt.h, wt.b);
+      load_qk_tile<D, Cfg, Cfg::kBlockN>(s_base + L::kKOffset + slot * L::kKBytes, &prm.ws.k_map, full_k,
+                                         n * Cfg::kBlockN, wt.h, wt.b);
       if constexpr (Cfg::kVtInKernel) {  // V as it is, for the transposing warps
         const uint32_t full_raw = sdpa_warpspec::ring_bar<kStages>(bars, kFullVRaw, ring);
         mbarrier_wait(sdpa_warpspec::ring_bar<kStages>(bars, kEmptyVRaw, ring), freed);
@@ -259,10 +327,14 @@ struct ConsumerSync {
     __syncwarp();
     if (lane == 0) mbarrier_arrive(sdpa_warpspec::empty_q_bar(bars));
   }
+  // Q (this warpgroup's rows) and K: e4m3 rows of D bytes, or kQkF16's fp16 SW128 column blocks
+  // (a warpgroup's rows start 64 rows of 128 bytes into the first block, as in s6).
   __device__ __forceinline__ uint64_t desc_q() const {
+    if constexpr (Cfg::kQkF16) return make_desc_kmajor(s_base + L::kQOffset + cwg * kWgmmaM * kSw128RowBytes);
     return make_desc_kmajor8<D>(s_base + L::kQOffset + cwg * kWgmmaM * D);
   }
   __device__ __forceinline__ uint64_t desc_k(int index) const {
+    if constexpr (Cfg::kQkF16) return make_desc_kmajor(s_base + L::kKOffset + (index % kStages) * L::kKBytes);
     return make_desc_kmajor8<D>(s_base + L::kKOffset + (index % kStages) * L::kKBytes);
   }
   __device__ __forceinline__ uint64_t desc_vt(int index) const {
@@ -296,7 +368,7 @@ struct Consumer : ConsumerSync<D, Cfg> {
   using Sync::wait_full, Sync::release, Sync::release_q, Sync::desc_q, Sync::desc_k, Sync::desc_vt;
   using Sync::turn_begin, Sync::turn_end, Sync::empty_turn, Sync::kTurnThreads;
   using Tile = WgFp8Tile<T, D, Cfg::kBlockN, kCausal, kScalePositive, Cfg::kFoldPScale, Cfg::kPolyEvery,
-                         Cfg::kRescaleThreshold, Cfg::kRowSumMma, Cfg::kEarlyPack>;
+                         Cfg::kRescaleThreshold, Cfg::kRowSumMma, Cfg::kEarlyPack, Cfg::kPvPromote, Cfg::kQkF16>;
   static constexpr int kBlockN = Cfg::kBlockN;
   static_assert(Tile::kVtChunkBytes == L::kVtChunkStride, "the tile's descriptors step the layout's Vt chunks");
   static_assert(Tile::kVtChunk == L::kVtChunk, "the tile's and the layout's Vt chunks agree");
@@ -312,7 +384,7 @@ struct Consumer : ConsumerSync<D, Cfg> {
     wait_full(sdpa_warpspec::kFullK, idx);
     fence_regs(tile.m.s_acc);
     wgmma_fence();
-    tile.issue_qk(desc_q(), desc_k(idx));
+    tile.template issue_qk<Cfg::kBlockM>(desc_q(), desc_k(idx));
     wgmma_commit();
     turn_end();
     wgmma_wait<0>();
@@ -335,7 +407,7 @@ struct Consumer : ConsumerSync<D, Cfg> {
     fence_regs(tile.p8);
     tile.fence_o();
     wgmma_fence();  // p8 (and a rescaled o_acc) were written by ordinary instructions
-    tile.issue_qk(desc_q(), desc_k(idx));
+    tile.template issue_qk<Cfg::kBlockM>(desc_q(), desc_k(idx));
     wgmma_commit();
     if constexpr (!Cfg::kPingpong) {  // under S(idx) on the tensor cores
       tile.fence_o();
@@ -356,6 +428,7 @@ struct Consumer : ConsumerSync<D, Cfg> {
     tile.fence_o();
     fence_regs(tile.p8);
     release(sdpa_warpspec::kEmptyV, idx - 1);
+    tile.promote_o();
     tile.pack_p();
   }
   __device__ __forceinline__ void last_pv(int idx) {
@@ -372,6 +445,7 @@ struct Consumer : ConsumerSync<D, Cfg> {
     wgmma_wait<0>();
     tile.fence_o();
     release(sdpa_warpspec::kEmptyV, idx);
+    tile.promote_o();
   }
 
   // This warpgroup's key tiles, then the tiles only the other warpgroup needs
@@ -491,9 +565,26 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) fp8_kernel(const __grid_cons
 // ------------------------------------------------------------------ host --
 inline int64_t vt_key_stride(int seq_len) { return sdpa_ceil_div(seq_len, kVtKeyPad) * kVtKeyPad; }
 
-// The pre-pass's Vt; a stage that transposes V in the kernel (kVtInKernel) needs none.
-inline int64_t scratch_bytes(const SdpaProblem& p, bool vt_in_kernel) {
+// The pre-pass's Vt (none when the kernel transposes V: kVtInKernel), then kQkF16's fp16
+// copies of Q and K, contiguous [B][H][S][D] each.
+inline int64_t vt_scratch_bytes(const SdpaProblem& p, bool vt_in_kernel) {
   return vt_in_kernel ? 0 : static_cast<int64_t>(p.batch) * p.heads * p.head_dim * vt_key_stride(p.seq_len);
+}
+inline int64_t qk16_elems(const SdpaProblem& p) {
+  return static_cast<int64_t>(p.batch) * p.heads * p.seq_len * p.head_dim;  // of Q, and as many of K
+}
+inline int64_t scratch_bytes(const SdpaProblem& p, bool vt_in_kernel, bool qk_f16 = false) {
+  constexpr int64_t kF16Bytes = 2, kTensors = 2;
+  return vt_scratch_bytes(p, vt_in_kernel) + (qk_f16 ? kTensors * kF16Bytes * qk16_elems(p) : 0);
+}
+// kQkF16: the fp16 Q (tensor 0) or K (tensor 1) in the scratch, and its element strides.
+inline __half* qk16_base(const SdpaFp8Problem& f, bool vt_in_kernel, int tensor) {
+  return reinterpret_cast<__half*>(static_cast<uint8_t*>(f.scratch) + vt_scratch_bytes(f.attn, vt_in_kernel)) +
+         tensor * qk16_elems(f.attn);
+}
+inline SdpaTensorStrides qk16_strides(const SdpaProblem& p) {
+  const int64_t seq = p.head_dim, head = seq * p.seq_len;
+  return SdpaTensorStrides{head * p.heads, head, seq};
 }
 
 // Tensor map of a 4-D byte tensor (dims innermost first, strides in bytes for
@@ -553,6 +644,16 @@ template <typename T, int D, class Cfg>
 cudaError_t launch(const SdpaFp8Problem& f, cudaStream_t stream) {
   const SdpaProblem& p = f.attn;
   cudaError_t err = cudaSuccess;
+  if constexpr (Cfg::kQkF16) {
+    const int64_t per_head_threads = sdpa_ceil_div<int64_t>(static_cast<int64_t>(p.seq_len) * D, kWidenBytes);
+    const dim3 grid(static_cast<unsigned>(sdpa_ceil_div<int64_t>(per_head_threads, kWidenThreads)), p.heads, 2 * p.batch);
+    constexpr size_t kNoSmem = 0;
+    err = sdpa_warpspec::launch_kernel(widen_qk_kernel<D>, grid, kWidenThreads, kNoSmem, sdpa_warpspec::kPlainGrid,
+                                       stream, static_cast<const uint8_t*>(p.q), p.q_strides,
+                                       static_cast<const uint8_t*>(p.k), p.k_strides,
+                                       qk16_base(f, Cfg::kVtInKernel, 0), p.seq_len);
+    if (err != cudaSuccess) return err;
+  }
   if constexpr (!Cfg::kVtInKernel) {
     const int64_t s_pad = vt_key_stride(p.seq_len);
     const dim3 grid(static_cast<unsigned>(s_pad / kTransposeKeys), p.heads, p.batch);
@@ -570,8 +671,16 @@ cudaError_t launch(const SdpaFp8Problem& f, cudaStream_t stream) {
   prm.q_descale = f.q_descale;
   prm.k_descale = f.k_descale;
   prm.v_descale = f.v_descale;
-  err = encode_qk_map(&prm.ws.q_map, p.q, p.q_strides, p, Cfg::kBlockM);
-  if (err == cudaSuccess) err = encode_qk_map(&prm.ws.k_map, p.k, p.k_strides, p, Cfg::kBlockN);
+  if constexpr (Cfg::kQkF16) {
+    err = encode_tensor_map(&prm.ws.q_map, qk16_base(f, Cfg::kVtInKernel, 0), qk16_strides(p), p,
+                            CU_TENSOR_MAP_DATA_TYPE_FLOAT16, Cfg::kBlockM);
+    if (err == cudaSuccess)
+      err = encode_tensor_map(&prm.ws.k_map, qk16_base(f, Cfg::kVtInKernel, 1), qk16_strides(p), p,
+                              CU_TENSOR_MAP_DATA_TYPE_FLOAT16, Cfg::kBlockN);
+  } else {
+    err = encode_qk_map(&prm.ws.q_map, p.q, p.q_strides, p, Cfg::kBlockM);
+    if (err == cudaSuccess) err = encode_qk_map(&prm.ws.k_map, p.k, p.k_strides, p, Cfg::kBlockN);
+  }
   if (err == cudaSuccess) {
     err = Cfg::kVtInKernel ? encode_qk_map(&prm.ws.v_map, p.v, p.v_strides, p, Cfg::kBlockN)
                            : encode_vt_map(&prm.ws.v_map, f.scratch, p, Layout<D, Cfg>::kVtChunk);
@@ -586,21 +695,21 @@ cudaError_t launch(const SdpaFp8Problem& f, cudaStream_t stream) {
 }
 
 // Everything a launch needs that the tensor maps do not check themselves.
-inline cudaError_t check(const SdpaFp8Problem* f, bool vt_in_kernel) {
+inline cudaError_t check(const SdpaFp8Problem* f, bool vt_in_kernel, bool qk_f16 = false) {
   if (f == nullptr) return cudaErrorInvalidValue;
   const cudaError_t ok = sdpa_check_problem(f->attn);
   if (ok != cudaSuccess) return ok;
   if (sdpa_problem_is_empty(f->attn)) return cudaSuccess;
   if (f->q_descale == nullptr || f->k_descale == nullptr || f->v_descale == nullptr) return cudaErrorInvalidValue;
-  if (!vt_in_kernel) {
-    if (f->scratch == nullptr || f->scratch_bytes < scratch_bytes(f->attn, vt_in_kernel))
+  if (scratch_bytes(f->attn, vt_in_kernel, qk_f16) > 0) {
+    if (f->scratch == nullptr || f->scratch_bytes < scratch_bytes(f->attn, vt_in_kernel, qk_f16))
       return cudaErrorInvalidValue;
     if (reinterpret_cast<uintptr_t>(f->scratch) % kTmaAlignBytes != 0) return cudaErrorInvalidValue;
   }
   constexpr int kE4m3Bytes = 1, kOutBytes = 2;
   const SdpaProblem& p = f->attn;
-  // V is read with 16-byte loads by the pre-pass, O written with 16-byte stores;
-  // Q and K are checked again by their tensor maps.
+  // V (and, kQkF16, Q and K) are read with 16-byte loads by the pre-passes, O written with
+  // 16-byte stores; Q and K are checked again by their tensor maps.
   const bool vec_ok = sdpa_vec16_ok(p.q, p.q_strides, kE4m3Bytes) && sdpa_vec16_ok(p.k, p.k_strides, kE4m3Bytes) &&
                       sdpa_vec16_ok(p.v, p.v_strides, kE4m3Bytes) && sdpa_vec16_ok(p.out, p.out_strides, kOutBytes);
   return vec_ok ? cudaSuccess : cudaErrorInvalidValue;

@@ -268,10 +268,28 @@ __device__ __forceinline__ uint32_t pack_e4m3x2(float lo, float hi) {
 // for it, and the 48 F2FP + 24 PRMT per thread then run after the exponentials
 // instead of in the gaps the MUFU's rate leaves (one MUFU.EX2 per 8 clocks per
 // sub-partition). The price: 24 MOVs and 24 registers live across the wait.
+// kPvPromote: each tile's P.V goes into accumulators of its own (o_tile, the first
+// k32 wgmma overwriting them) and promote_o() adds them to O in float32 once the
+// wgmma is done. Why: the e4m3 wgmma's "f32" accumulator keeps about 13 mantissa
+// bits and truncates (SageAttention2: FP22; DeepSeek-V3: ~14 bits), so O summed
+// over thousands of keys in it drifts low on coherent (all-positive) rows; per tile
+// it sums at most kBlockN / 32 k32 steps (two-level accumulation, issue 28). The
+// price: D / 2 registers and D / 2 FADDs per thread per key tile.
+// kQkF16: S = Q.K^T on fp16 wgmma (HGMMA, m64nNk16) over fp16 copies of the e4m3 Q
+// and K (every e4m3 value is exact in fp16: 3 mantissa bits, exponents 2^-9..2^8),
+// in s6's SW128 layout (column blocks of 64 elements, kslice_offset). Why: the
+// e4m3 wgmma aligns a k32 group's products to the largest and keeps ~13 bits
+// (an H100 gives 448*448 + 31*1 = 200704, exact 200735), so logits of thousands
+// of log2 units come out ~2 units off (issue 28, tools/fp8_large_check.py); the
+// fp16 wgmma keeps fp32-like accumulation. S's accumulator layout is the same, so
+// the softmax, P and P.V (still e4m3) do not change. The price: D/16 HGMMAs at
+// half QGMMA's rate instead of D/32 QGMMAs, and twice the bytes per Q and K tile.
 template <typename T, int D, int kBlockN, bool kCausal, bool kScalePositive, bool kFoldPScale = false,
-          int kPolyEvery = 0, int kRescaleThreshold = 0, bool kRowSumMma = false, bool kEarlyPack = false>
+          int kPolyEvery = 0, int kRescaleThreshold = 0, bool kRowSumMma = false, bool kEarlyPack = false,
+          bool kPvPromote = false, bool kQkF16 = false>
 struct WgFp8Tile {
   using Base = WgAttentionTile<T, D, kBlockN, kCausal, kScalePositive, kRescaleThreshold>;
+  static_assert(!(kPvPromote && kRowSumMma), "kPvPromote keeps the row sums in FADDs (kRowSumMma off)");
   static constexpr int kPMaxExp2 = 8;  // FA3's Max_offset for FP8: 2^8 p <= 256 < 448 (e4m3's max)
   static_assert(kRescaleThreshold >= 0 && kRescaleThreshold < kPMaxExp2, "P's offset 2^(8 - threshold) stays >= 2");
   static constexpr int kPExp2Offset = kPMaxExp2 - kRescaleThreshold;
@@ -292,21 +310,37 @@ struct WgFp8Tile {
   uint32_t p8[kKeySlices][4];
   uint32_t p8_next[kKeySlices][4];  // kEarlyPack: this tile's P while the previous P.V reads p8
   float sum_acc[4];  // kRowSumMma: the extra n8 tile of P.V (column 0 = row sums, lanes t = 0)
+  float o_tile[kPvPromote ? Base::kOAcc : 1];  // kPvPromote: this tile's P.V, before promote_o()
 
   __device__ __forceinline__ void init(float score_scale, int first_row_of_warp, int lane) {
     m.init(score_scale, first_row_of_warp, lane);
 #pragma unroll
     for (int i = 0; i < 4; ++i) sum_acc[i] = 0.0f;
+    if constexpr (kPvPromote) {
+#pragma unroll
+      for (int i = 0; i < Base::kOAcc; ++i) o_tile[i] = 0.0f;  // overwritten by each tile's first k32 wgmma
+    }
 #pragma unroll
     for (int i = 0; i < kKeySlices; ++i)
 #pragma unroll
       for (int j = 0; j < 4; ++j) p8[i][j] = 0u;
   }
-  // S = Q.K^T; desc_q at this warpgroup's rows, both tiles K-major with D-byte rows.
+  // S = Q.K^T; desc_q at this warpgroup's rows of a Q tile of kQRows rows. e4m3: both tiles
+  // K-major with D-byte rows, D/32 k32 QGMMAs. kQkF16: both fp16 SW128 tiles (kQRows and
+  // kBlockN rows, column blocks of 64 elements), D/16 k16 HGMMAs into the same accumulators.
+  template <int kQRows>
   __device__ __forceinline__ void issue_qk(uint64_t desc_q, uint64_t desc_k) {
+    if constexpr (kQkF16) {
 #pragma unroll
-    for (int kk = 0; kk < kDSlices; ++kk)
-      WgS::ss(m.s_acc, desc_advance(desc_q, kk * kWgmmaK8), desc_advance(desc_k, kk * kWgmmaK8), kk > 0 ? 1 : 0);
+      for (int kk = 0; kk < D / kWgmmaK; ++kk)
+        Wgmma<__half, kBlockN>::template ss<0>(m.s_acc, desc_advance(desc_q, Base::kslice_offset(kk, kQRows)),
+                                               desc_advance(desc_k, Base::kslice_offset(kk, kBlockN)),
+                                               kk > 0 ? 1 : 0);
+    } else {
+#pragma unroll
+      for (int kk = 0; kk < kDSlices; ++kk)
+        WgS::ss(m.s_acc, desc_advance(desc_q, kk * kWgmmaK8), desc_advance(desc_k, kk * kWgmmaK8), kk > 0 ? 1 : 0);
+    }
   }
   // O += P.Vt^T; desc_vt: the Vt tile's first [D][kVtChunk] chunk, K-major with kVtChunk-byte rows.
   __device__ __forceinline__ void issue_pv(uint64_t desc_vt) {
@@ -315,6 +349,7 @@ struct WgFp8Tile {
       const uint32_t key = kk * kWgmmaK8;
       const uint64_t desc = desc_advance(desc_vt, (key / kVtChunk) * kVtChunkBytes + key % kVtChunk);
       if constexpr (kRowSumMma) Wgmma8Sum<D>::rs(m.o_acc, sum_acc, p8[kk], desc);
+      else if constexpr (kPvPromote) WgO::rs(o_tile, p8[kk], desc, kk > 0 ? 1 : 0);
       else WgO::rs(m.o_acc, p8[kk], desc, 1);
     }
   }
@@ -333,6 +368,15 @@ struct WgFp8Tile {
   __device__ __forceinline__ void fence_o() {
     fence_regs(m.o_acc);
     if constexpr (kRowSumMma) fence_regs(sum_acc);
+    if constexpr (kPvPromote) fence_regs(o_tile);
+  }
+  // kPvPromote: O += this tile's P.V in float32, after the P.V's wgmma_wait (O and o_tile
+  // are relative to the same running max: O's rescale ran before the P.V was issued).
+  __device__ __forceinline__ void promote_o() {
+    if constexpr (kPvPromote) {
+#pragma unroll
+      for (int i = 0; i < Base::kOAcc; ++i) m.o_acc[i] += o_tile[i];
+    }
   }
   // S(tile at key0) -> p (or 2^8 p when folded) in place; running max / sum.
   __device__ __forceinline__ void softmax(int key0, int seq_len) {

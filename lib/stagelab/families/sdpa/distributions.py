@@ -33,12 +33,13 @@ TINY = "tiny"
 OUTLIER = "outlier"
 
 # large: with q_i, k_i independent N(0, s^2), q.k sums d products of variance s^4, so q.k/sqrt(d)
-# has standard deviation s^2 whatever the head dimension. A logit spread of 256 puts a row's
-# scores hundreds apart (its maximum over 2048 keys near 3.5 * 256 = 900): s = sqrt(256) = 16.
-# The issue's s = 30 (spread 900) risks overflowing the plain fp16 yardstick, which forms q.k
-# before the scale: its spread s^2 * sqrt(128) would be 10^4, 6.4 spreads short of fp16's 65504;
-# at s = 16 it is 2900, 22 spreads short.
-LARGE_LOGIT_STD = 256.0
+# has standard deviation s^2 whatever the head dimension. A logit spread of 484 (s = 22) puts a
+# row's scores hundreds apart (its maximum over 2048 keys near 3.5 * 484 = 1700): enough for the
+# e4m3 tensor core's ~13-bit Q.K^T accumulation to misweight the top keys (issue 28), which a
+# spread of 256 did not show. The plain fp16 yardstick forms q.k before the scale: its spread
+# s^2 * sqrt(128) = 5.5e3 leaves fp16's 65504 twelve spreads away (the issue's s = 30 would leave
+# 6.4: an overflow in about one check in a hundred).
+LARGE_LOGIT_STD = 484.0
 LARGE_QK_STD = math.sqrt(LARGE_LOGIT_STD)
 LARGE_V_STD = 200.0  # outputs, averages of few V rows in such peaked rows, are then in the hundreds too
 TINY_STD = 1e-3

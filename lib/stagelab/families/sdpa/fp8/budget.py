@@ -32,6 +32,8 @@ from .quantize import Fp8Inputs, quantize_qkv
 # An FP8 stage as the checker calls it: kernel(fp8_inputs, out, softmax_scale, causal) writes
 # attention of the dequantized inputs into out (the inputs' original dtype and shape).
 Fp8KernelFn = Callable[[Fp8Inputs, torch.Tensor, float, bool], None]
+# (problem, dtype, seed, device) -> (q, k, v): a check's inputs (default: FAMILY.make_inputs).
+InputsFn = Callable[[Shape, torch.dtype, int, "torch.device | str"], tuple[torch.Tensor, ...]]
 UNQUANTIZED_BASELINE = "float32 attention on the unquantized inputs"
 STAGE_BASELINE = "the fp16 stage on the unquantized inputs"
 
