@@ -5,7 +5,9 @@ an earlier runner left RUNNING when it died (`repair`), creates each stage's run
 before its notebook starts (so a notebook that dies still leaves a record), runs
 papermill in a session of its own with a time-out while renewing the run's
 heartbeat, logs the executed notebook as an artifact, marks any run the notebook
-did not finish as `error` with its message, and goes on to the next stage.
+did not finish as `error` with its message, and goes on to the next stage. A notebook whose launch
+hung (stagelab.watchdog) records its verdict, `incorrect` with reason `hang`, then ends its own
+process (its CUDA context is lost): that run keeps its verdict, and the batch goes on.
 With `gpus`, one notebook runs per GPU at a time, each with that GPU alone as its
 CUDA_VISIBLE_DEVICES (`workers`); with `shard`, the batch runs one piece of the sweep.
 SIGINT/SIGTERM stop every running notebook's whole process tree (`stopping`), record
@@ -26,6 +28,7 @@ import pandas as pd
 
 from . import metrics, tracking
 from .errors import ConfigError, RunnerStopped
+from .outcome import HANG, INCORRECT
 from .gpus import Gpu
 from .owner import heartbeat_tags
 from .params import RunParams, load_params, with_steps
@@ -37,6 +40,7 @@ from .resume import finished_run
 from .shard import Shard
 from .stopping import stop_on_signals
 from .supervise import wait_with_heartbeat
+from .watchdog import HANG_EXIT_CODE, HANG_MARKER
 from .workers import RunningNotebooks, Slot, run_on_slots, slots_for
 
 # Batch summary column -> the metric it shows (speedups: the geometric mean over the timed problems).
@@ -96,6 +100,28 @@ def execute_notebook(notebook: Path, executed: Path, parameters: dict, timeout_s
         return wait_with_heartbeat(proc, timeout_s, run_id)
     finally:
         running.ended(proc)
+
+
+# The note a run ended by its own hang verdict gets instead of papermill's "kernel died".
+HANG_EXIT_NOTE = (f"the notebook's process ended itself after its hang verdict (status {HANG_EXIT_CODE}): "
+                  "a hung CUDA context cannot be reused")
+
+
+def _hang_exit(run_id: str, outcome: str, stderr: str) -> str | None:
+    """The outcome of a notebook that ended itself after a hang (its marker on stderr, or the
+    run's hang tag): its own verdict, or, if it could not finish recording it, `incorrect` with
+    the hang as the reason. None: the notebook did not end by a hang."""
+    hang = tracking.get_tag(run_id, metrics.TAG_HANG)
+    if not hang and HANG_MARKER not in stderr:
+        return None
+    if outcome == metrics.OUTCOME_RUNNING:
+        hang = hang or next(line for line in stderr.splitlines() if HANG_MARKER in line)
+        tracking.set_tags(run_id, {metrics.TAG_OUTCOME: INCORRECT, metrics.TAG_HANG: hang,
+                                   metrics.TAG_OUTCOME_REASON: f"{HANG}: {hang}"})
+        tracking.end_run(run_id, "FINISHED")
+        outcome = INCORRECT
+    tracking.set_tags(run_id, {metrics.TAG_NOTEBOOK_ERROR: HANG_EXIT_NOTE})
+    return outcome
 
 
 def _record_error(run_id: str, outcome: str, error: str) -> str:
@@ -160,12 +186,15 @@ def _execute_and_record(batch: BatchContext, stage: str, run_id: str, slot: Slot
     gpu = slot.gpu.index if slot.gpu else ""
     if _killed_by_stop(batch, run_id):
         return NotebookResult(stage, run_id, metrics.OUTCOME_KILLED, seconds, executed, "", gpu)
+    outcome = tracking.get_tag(run_id, metrics.TAG_OUTCOME) or metrics.OUTCOME_RUNNING
+    if code != 0 and (after_hang := _hang_exit(run_id, outcome, stderr)) is not None:
+        return NotebookResult(stage, run_id, after_hang, seconds, executed, HANG_EXIT_NOTE, gpu)
     error = ""
     if code is None:
         error = f"notebook timed out after {batch.timeout_s}s"
     elif code != 0:
         error = _notebook_error(executed, stderr) if executed.is_file() else stderr.strip()[-2000:]
-    outcome = _record_error(run_id, tracking.get_tag(run_id, metrics.TAG_OUTCOME) or metrics.OUTCOME_RUNNING, error)
+    outcome = _record_error(run_id, outcome, error)
     return NotebookResult(stage, run_id, outcome, seconds, executed, error, gpu)
 
 

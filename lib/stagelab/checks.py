@@ -22,7 +22,9 @@ from dataclasses import asdict, dataclass
 
 import torch
 
+from .errors import KernelHang
 from .family import Family, KernelFn, Problem
+from .watchdog import synchronize
 
 
 def rounding_atol(ref: torch.Tensor, dtype: torch.dtype, magnitude: float) -> float:
@@ -100,12 +102,15 @@ class CheckResult:
             reason=f"launch raised {type(exc).__name__}: {exc}")
 
 
-def poisoned_launch(out: torch.Tensor, launch: Callable[[torch.Tensor], None]) -> torch.Tensor:
-    """Fill `out` with NaN, launch into it and wait: an element never written stays non-finite."""
+def poisoned_launch(out: torch.Tensor, launch: Callable[[torch.Tensor], None], flops: float = 0.0,
+                    what: str = "a checked launch") -> torch.Tensor:
+    """Fill `out` with NaN, launch into it and wait under the watchdog (a launch of `flops` not
+    done in its bound raises KernelHang): an element never written stays non-finite."""
     out.fill_(float("nan"))
     launch(out)
     if out.device.type == "cuda":
-        torch.cuda.synchronize(out.device)
+        with torch.cuda.device(out.device):
+            synchronize(what, flops)
     return out
 
 
@@ -138,8 +143,9 @@ def check_shape(family: Family, kernel: KernelFn, shape: Problem, dtype_name: st
     def launch(out: torch.Tensor) -> None:
         family.call(kernel, shape, inputs, out)
 
-    first = poisoned_launch(family.new_output(shape, inputs), launch)
-    second = poisoned_launch(family.new_output(shape, inputs), launch)
+    what = f"check {shape.tag} {dtype_name} seed {seed}"
+    first = poisoned_launch(family.new_output(shape, inputs), launch, shape.flops(), what)
+    second = poisoned_launch(family.new_output(shape, inputs), launch, shape.flops(), what)
     return CheckResult.judged(shape, dtype_name, seed, budget, judge_launches(first, second, ref, budget.bound))
 
 
@@ -152,7 +158,8 @@ def check_each(check: Callable[[Problem, str, int], CheckResult], shapes: Iterab
                dtypes: Iterable[str], seeds: Iterable[int], progress: Callable[[str], None] | None = None,
                result_type: type[CheckResult] = CheckResult) -> list[CheckResult]:
     """`check(problem, dtype_name, seed)` on every combination; a launch that raises is recorded
-    as a failed check (of result_type), not propagated."""
+    as a failed check (of result_type), not propagated; a hang (KernelHang) is, since the CUDA
+    context it leaves cannot run another check."""
     results = []
     for shape in shapes:
         for dtype_name in dtypes:
@@ -161,6 +168,8 @@ def check_each(check: Callable[[Problem, str, int], CheckResult], shapes: Iterab
                     progress(f"{shape.tag} {dtype_name} seed {seed}")
                 try:
                     results.append(check(shape, dtype_name, seed))
+                except KernelHang:
+                    raise
                 except Exception as exc:  # a crashing kernel is a failed check with its message
                     results.append(result_type.crashed(shape, dtype_name, seed, exc))
                     if _context_lost(exc):

@@ -78,7 +78,8 @@ def _cmd_resources(args) -> int:
 
 
 def _tool_run(args):
-    """The stage built (cached) and resource-checked, nothing recorded: what `profile` and `sanitize` wrap.
+    """The stage built (cached) and resource-checked, nothing recorded: what `profile`, `sanitize` and
+    `stress` wrap.
     The command's own step runs whatever the parameter file's `steps` say: asking for it is the opt-in
     (the acceptance file, the default, lists sanitize but not profile, and `stagelab profile` skipped)."""
     import json
@@ -125,11 +126,28 @@ def _cmd_sanitize(args) -> int:
     return 1 if report.passed is False else 0
 
 
+def _cmd_stress(args) -> int:
+    """The stage's checks and chains again and again under perturbed timing (stagelab.stress);
+    exit 1 when a round fails (incorrect, reason ordering), 86 (watchdog.HANG_EXIT_CODE) on a hang."""
+    from .outcome import ORDERING
+
+    run = _tool_run(args)
+    frame = run.stress()
+    report = run.results.stress
+    print(frame.to_markdown(index=False) if not frame.empty else report.why_not_run)
+    if report.passed is False:
+        print(f"incorrect ({ORDERING}): {report.failures()}")
+    return 1 if report.passed is False else 0
+
+
 def _add_tool_parsers(sub) -> None:
     for name, func, text in (("profile", _cmd_profile, "Nsight Compute on a stage's kernels (mission and one long "
                               "problem); prints the fixed metric set, keeps the .ncu-rep files"),
                              ("sanitize", _cmd_sanitize, "compute-sanitizer memcheck, racecheck and synccheck on a "
-                              "stage at small odd problems; exit 1 when one finds errors")):
+                              "stage at small odd problems; exit 1 when one finds errors"),
+                             ("stress", _cmd_stress, "a stage's checks and chains again and again with one side of "
+                              "its hand-offs delayed, beside a load kernel (e.g. --params params/stress.yaml); exit 1 "
+                              "when a round fails")):
         parser = sub.add_parser(name, help=text)
         parser.add_argument("stage")
         parser.add_argument("--params", default=None, help="parameter file (default: the family's acceptance file)")
@@ -402,7 +420,7 @@ def _add_run_parser(sub) -> None:
     run.add_argument("--shard", default=None, metavar="K/N",
                      help="run only the K-th of N pieces of the stages (K from 1), for a job array on many machines")
     run.add_argument("--steps", nargs="*", default=None, metavar="STEP",
-                     help="the optional steps to run instead of the parameter file's (sanitize, profile, explore; "
+                     help="the optional steps to run instead of the parameter file's (sanitize, profile, explore, stress; "
                           "none given: none); tagged steps_override on each run")
     run.set_defaults(func=_cmd_run)
 

@@ -10,8 +10,9 @@
     timing: {dtype: float16, warmup: 10, repetitions: 100, modes: [cold],
              contenders: [flash, efficient, cudnn, math]}  # `backends` is the older name
     timeout_s: 1800                  # per-notebook limit in batch runs
-    steps: [sanitize, profile, explore]  # optional steps this file runs (default none): each
-                                     # costs minutes per stage on a GPU, so a file opts in
+    steps: [sanitize, profile, explore, stress]  # optional steps this file runs (default none):
+                                     # each costs minutes per stage on a GPU, so a file opts in
+    stress: {rounds: 10, delay_ns: 2000, sides: [producer, consumer, poison], load: true}  # stress.py
 """
 
 from __future__ import annotations
@@ -24,16 +25,19 @@ import yaml
 
 from .errors import ConfigError
 from .family import Family, Problem, load_family
+from .stress import StressSpec, parse_stress
 from .timing import TIMING_MODES
 
 # Fewer samples than this leave the p99 resting on a single launch.
 MIN_REPETITIONS = 100
 DEFAULT_FAMILY = "sdpa"
 
-_TOP_KEYS = {"description", "family", "dtypes", "seeds", "shapes", "mission", "timing", "timeout_s", "steps"}
+_TOP_KEYS = {"description", "family", "dtypes", "seeds", "shapes", "mission", "timing", "timeout_s", "steps",
+             "stress"}
 # Steps a parameter file may switch on: compute-sanitizer (sanitize.py), Nsight Compute (profile.py)
-# and the stage notebook's own exploration cells (notebooks/explore/<stage>.py: variant sweeps).
-OPTIONAL_STEPS = ("sanitize", "profile", "explore")
+# the stage notebook's own exploration cells (notebooks/explore/<stage>.py: variant sweeps) and the
+# stress rounds under perturbed timing (stress.py; the file's `stress:` mapping tunes them).
+OPTIONAL_STEPS = ("sanitize", "profile", "explore", "stress")
 _TIMING_KEYS = {"dtype", "warmup", "repetitions", "modes", "contenders", "backends"}
 
 
@@ -63,6 +67,7 @@ class RunParams:
     timing: TimingSpec
     timeout_s: int = 1800
     steps: tuple[str, ...] = ()
+    stress: StressSpec = StressSpec()
 
     @property
     def name(self) -> str:
@@ -184,6 +189,7 @@ def load_params(path: Path | str) -> RunParams:
         timing=_timing(f"{path}: timing", raw.get("timing") or {}, family),
         timeout_s=_positive_int(f"{path}: timeout_s", raw.get("timeout_s", 1800)),
         steps=_steps(f"{path}: steps", raw.get("steps", [])),
+        stress=parse_stress(f"{path}: stress", raw.get("stress")),
     )
 
 

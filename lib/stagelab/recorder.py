@@ -20,6 +20,7 @@ from .profile import ProfileReport
 from .results import Built, CheckReport, ResourceReport, StageResults, TimingReport
 from .sanitize import SanitizeReport
 from .steps import StageContext
+from .stress import StressReport
 
 
 class NullRecorder:
@@ -40,6 +41,10 @@ class NullRecorder:
     def record_sanitize(self, report: SanitizeReport) -> None: ...
 
     def record_profile(self, report: ProfileReport) -> None: ...
+
+    def record_stress(self, report: StressReport) -> None: ...
+
+    def record_hang(self, hang: str) -> None: ...
 
     def folder(self, name: str) -> Path:
         """Where a step writes files (Nsight Compute reports): a fresh temporary folder."""
@@ -167,6 +172,17 @@ class MlflowRecorder:
         tracking.log_metrics(run_id, flatten.profile_metrics(report))
         tags = {f"{metrics.TAG_TOP_STALLS}/{p.problem}": ",".join(p.stalls) for p in report.problems}
         tracking.set_tags(run_id, {metrics.TAG_PROFILE: report.status, **tags})
+
+    def record_stress(self, report: StressReport) -> None:
+        """The verdict as a tag, rounds and failures as metrics, every round's row as a table."""
+        run_id = self._run()
+        write_table(self.folder("stress"), "rounds", report.frame())
+        tracking.log_metrics(run_id, report.metrics())
+        tracking.set_tags(run_id, {metrics.TAG_STRESS: report.status})
+
+    def record_hang(self, hang: str) -> None:
+        """What hung, as a tag, before the verdict: the process ends right after the record."""
+        tracking.set_tags(self._run(), {metrics.TAG_HANG: hang[:5000]})
 
     def _plots(self, results: StageResults) -> None:
         import matplotlib.pyplot as plt

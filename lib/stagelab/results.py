@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
@@ -15,6 +16,9 @@ from .profile import ProfileReport
 from .resources import GateResult, KernelResources
 from .sanitize import SanitizeReport
 from .timing import TimingStats
+
+if TYPE_CHECKING:
+    from .stress import StressReport
 
 PARENT_PREFIX = "parent:"
 
@@ -124,3 +128,5 @@ class StageResults:
     timing: TimingReport | None = None
     sanitize: SanitizeReport | None = None
     profile: ProfileReport | None = None
+    hang: str | None = None               # what hung (stagelab.watchdog): the run ended there
+    stress: "StressReport | None" = None  # stagelab.stress

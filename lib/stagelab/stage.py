@@ -5,12 +5,15 @@
     run.resources()    # measure: ptxas report per kernel and arch, registry gates
     run.check()        # measure: float64 reference, FA3 budget, poisoned outputs, >= 2 seeds
     run.sanitize()     # measure: compute-sanitizer memcheck, racecheck, synccheck at small odd problems
+    run.stress()       # measure: checks and chains again and again under perturbed timing (stagelab.stress)
     run.time()         # measure: stage vs parent vs library contenders, same inputs, same process
     run.profile()      # measure: Nsight Compute on the stage's kernels, mission and one long problem
     run.finish()       # judge, then record: outcome, plots, sources; ends the MLflow run
 
 Each step returns a table for the notebook to show, keeps its typed result in
-`run.results`, and hands it to the recorder (MLflow, or nothing with track=False).
+`run.results`, and hands it to the recorder (MLflow, or nothing with track=False). A launch that
+hangs (stagelab.watchdog) ends the run there: the stage is judged `incorrect` (reason `hang`),
+recorded, and `on_hang` ends the process, whose CUDA context is lost.
 """
 
 from __future__ import annotations
@@ -19,7 +22,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from .errors import BuildError
+from collections.abc import Callable
+
+from .errors import BuildError, KernelHang
 from .judge import judge
 from .outcome import Outcome
 from .params import RunParams
@@ -27,6 +32,8 @@ from .recorder import MlflowRecorder, NullRecorder
 from .registry import Registry, Stage
 from .results import StageResults
 from .steps import StageContext, build_step, check_step, resource_step, timing_step
+from .watchdog import exit_after_hang
+from .watched import WatchedSteps
 
 
 def _said(frame: pd.DataFrame, status: str, step: str) -> pd.DataFrame:
@@ -35,11 +42,13 @@ def _said(frame: pd.DataFrame, status: str, step: str) -> pd.DataFrame:
     return frame
 
 
-class StageRun:
+class StageRun(WatchedSteps):
     def __init__(self, stage: str, params: str | Path = "params/acceptance.yaml", *,
                  defines: dict | str | None = None, mlflow_run_id: str | None = None,
-                 experiment: str | None = None, track: bool = True, steps: str | list[str] | None = None):
+                 experiment: str | None = None, track: bool = True, steps: str | list[str] | None = None,
+                 on_hang: Callable[[KernelHang], None] = exit_after_hang):
         self.ctx = StageContext.load(stage, params, defines, steps)
+        self.on_hang = on_hang
         self.recorder = MlflowRecorder(self.ctx, experiment, mlflow_run_id) if track else NullRecorder()
         self.results = StageResults()
         self.outcome: Outcome | None = None
@@ -111,7 +120,7 @@ class StageRun:
         if not self.gpu_available:
             print("no CUDA device: correctness checks skipped (outcome will be no_gpu)")
             return pd.DataFrame()
-        self.results.checks = check_step(self.ctx, self.results.built)
+        self.results.checks = self._watched(check_step, self.ctx, self.results.built)
         self.recorder.record_checks(self.results.checks)
         chains = self.results.checks.chains
         print(f"dependent launches: {sum(c.passed for c in chains)}/{len(chains)} chains match the synchronised chain")
@@ -123,7 +132,7 @@ class StageRun:
         if not self.gpu_available:
             print("no CUDA device: timing skipped (outcome will be no_gpu)")
             return pd.DataFrame()
-        self.results.timing = timing_step(self.ctx, self.results.built)
+        self.results.timing = self._watched(timing_step, self.ctx, self.results.built)
         self.recorder.record_timing(self.results.timing)
         return self.results.timing.frame()
 
