@@ -6,6 +6,10 @@ the evidence that a header change leaves the default SASS byte-identical.
 `--root` compiles another checkout's kernels (e.g. a copy of main's, before a change); `-D`
 overrides stage defines (a stress or plant build). Prints one `md5  stage  defines` line per stage
 and writes each listing beside it in --out (default: a temporary folder) for a diff.
+
+The md5 is of the listing with anonymous namespaces' names made uniform: nvcc names them
+`_GLOBAL__N__<8 hex digits>` from the source file's path, so the same stage compiled from two
+checkouts would differ there alone (s5 has its kernels in one; s6-s9 none).
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -31,6 +36,13 @@ def sass_of(stage_id: str, defines: dict[str, str], out: Path) -> str:
     if proc.returncode != 0:
         raise SystemExit(f"nvcc failed on {stage_id}:\n{proc.stderr[-4000:]}")
     return object_sass(obj)
+
+
+ANONYMOUS_NAMESPACE = re.compile(r"_GLOBAL__N__[0-9a-f]{8}")
+
+
+def normalized(listing: str) -> str:
+    return ANONYMOUS_NAMESPACE.sub("_GLOBAL__N__", listing)
 
 
 def parse_defines(items: list[str]) -> dict[str, str]:
@@ -59,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
     for stage_id in args.stages:
         listing = sass_of(stage_id, defines, out)
         (out / f"{stage_id}.sass.txt").write_text(listing)
-        print(f"{hashlib.md5(listing.encode()).hexdigest()}  {stage_id}  {label}", flush=True)
+        print(f"{hashlib.md5(normalized(listing).encode()).hexdigest()}  {stage_id}  {label}", flush=True)
     print(f"listings in {out}", file=sys.stderr)
     return 0
 
