@@ -102,3 +102,18 @@ def test_the_knob_is_off_by_default_in_the_wrappers():
     assert "#define STRESS_POISON 0" in header and "#if STRESS_POISON\n" in header
     for wrapper in ("sdpa_tma.cuh", "sdpa_wgmma.cuh"):
         assert '#include "sdpa_stress.cuh"' in (ROOT / "kernels" / "sdpa" / wrapper).read_text()
+
+
+def test_every_plant_finds_its_passage_once_in_the_shared_headers(tmp_path):
+    """The plants (tests/planted_sdpa.py) are edits of exact passages; a rewritten header must fail
+    here, on the CPU, not first on the GPU."""
+    from planted_sdpa import PLANTS, make_sdpa_plant_checkout, plant_text
+
+    for plant in PLANTS.values():
+        text = (ROOT / "kernels" / "sdpa" / plant.header).read_text()
+        planted = plant_text(text, plant)
+        assert planted != text and "PLANTED" in planted and plant.passage not in planted
+    root = make_sdpa_plant_checkout(tmp_path / "checkout", "pv_no_final_wait")
+    assert "PLANTED" in (root / "kernels" / "sdpa" / "sdpa_warpspec.cuh").read_text()
+    with pytest.raises(ValueError, match="occurs 0 times"):
+        plant_text("rewritten header", PLANTS["k_release_early"])
