@@ -11,12 +11,15 @@ from pathlib import Path
 import pytest
 import torch
 from planted_sdpa import make_sdpa_plant_checkout
+from tool_module import load_tool
 
 from stagelab.watchdog import HANG_EXIT_CODE, HANG_VERDICT_S
 
 pytestmark = pytest.mark.gpu
 ROOT = Path(__file__).resolve().parents[1]
 STAGE = "s8_persistent_split"
+# Rounds per perturbation: the tool's problems (two, one dtype) keep each round near a second.
+ROUNDS = 3
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -41,8 +44,10 @@ def stress_of(tmp_path, plant, monkeypatch):
     from stagelab.stress import stress_step
 
     root = make_sdpa_plant_checkout(tmp_path / (plant or "unplanted"), plant)
+    params = root / "params" / "stress-check.yaml"
+    params.write_text(load_tool("stress_gpu_check").STRESS_PARAMS.format(rounds=ROUNDS))
     monkeypatch.setenv("STAGELAB_ROOT", str(root))
-    return stress_step(StageContext.load(STAGE, root / "params" / "stress.yaml"))
+    return stress_step(StageContext.load(STAGE, params))
 
 
 @pytest.mark.parametrize("plant", ["k_release_early", "pv_no_final_wait"])

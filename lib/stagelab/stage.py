@@ -173,7 +173,7 @@ class StageRun(WatchedSteps):
         """Time labelled variants on problems (see explore.sweep) and record the sweep with the run."""
         from .explore import sweep
 
-        return self.log_sweep(name, sweep(self.family, kernels, shapes, **kwargs))
+        return self.log_sweep(name, self._watched(sweep, self.family, kernels, shapes, **kwargs))
 
     def log_sweep(self, name: str, frame: pd.DataFrame) -> pd.DataFrame:
         """Record an exploration sweep (TimingStats rows) with the run, as a table and metrics."""

@@ -29,10 +29,10 @@ class WatchedSteps:
         print(f"stress: {self.results.stress.status}")
         return self.results.stress.frame()
 
-    def _watched(self, step, *args):
+    def _watched(self, step, *args, **kwargs):
         """A measuring step under the watchdog: after a hang, the verdict recorded, `on_hang`."""
         try:
-            return step(*args)
+            return step(*args, **kwargs)
         except KernelHang as hang:
             self.results.hang = str(hang)
             self.recorder.record_hang(self.results.hang)
