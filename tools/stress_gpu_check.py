@@ -78,8 +78,6 @@ def mode_build(root: str, defines: str, stage_id: str) -> int:
 
 def mode_check(root: str, stage_id: str, params: str) -> int:
     """The plain checks and chains of one stage; a hang ends this process with HANG_EXIT_CODE."""
-    from stagelab.build import build_stage
-    from stagelab.results import Built
     from stagelab.stage import StageRun
     from stagelab.watchdog import exit_after_hang
 
@@ -92,7 +90,7 @@ def mode_check(root: str, stage_id: str, params: str) -> int:
     run = StageRun(stage_id, params, track=False, steps=[], on_hang=on_hang)
     if not run.gpu_available:
         raise SystemExit("tools/stress_gpu_check.py needs a CUDA device")
-    run.results.built = Built(build_stage(run.stage, run.registry))  # the checks need no parent
+    run.build(with_parent=False)  # the checks need no parent
     started = time.monotonic()
     frame = run.check()
     failed = int((~frame["passed"]).sum()) if not frame.empty else 0
@@ -111,7 +109,6 @@ def _checkouts(work: Path) -> dict[str, Path]:
 
 def _build_all(args, roots: dict[str, Path], params: Path, build_dir: Path, out: Path) -> None:
     from stagelab.params import load_params
-    from stagelab.registry import find_stage
     from stagelab.stress import perturbations
 
     knobs = [{}]
@@ -120,8 +117,6 @@ def _build_all(args, roots: dict[str, Path], params: Path, build_dir: Path, out:
             knobs.append(plan.defines())
     jobs = [(name, root, knob, args.stage) for name, root in roots.items()
             for knob in (knobs if name != HANG_PLANT else [{}])]
-    parent = find_stage(args.stage)[1].parent  # `stagelab stress` builds it beside the stage
-    jobs += [(name, root, {}, parent) for name, root in roots.items() if parent and name != HANG_PLANT]
 
     def build(job):
         name, root, knob, stage_id = job

@@ -81,7 +81,8 @@ def _tool_run(args):
     """The stage built (cached) and resource-checked, nothing recorded: what `profile`, `sanitize` and
     `stress` wrap.
     The command's own step runs whatever the parameter file's `steps` say: asking for it is the opt-in
-    (the acceptance file, the default, lists sanitize but not profile, and `stagelab profile` skipped)."""
+    (the acceptance file, the default, lists sanitize but not profile, and `stagelab profile` skipped).
+    The parent is not built: none of these steps looks at it."""
     import json
 
     from .family import load_family
@@ -91,7 +92,7 @@ def _tool_run(args):
     params = args.params or load_family(find_stage(args.stage)[0].family).acceptance_params
     run = StageRun(args.stage, params, defines=json.loads(args.knobs) if args.knobs else None, track=False,
                    steps=[args.command])
-    run.build()
+    run.build(with_parent=False)
     run.resources()
     return run
 

@@ -95,9 +95,9 @@ class StageRun(WatchedSteps):
                                         self.parent.input_kind)
 
     # -- measure ---------------------------------------------------------------------
-    def build(self):
+    def build(self, with_parent: bool = True):
         try:
-            self.results.built = build_step(self.ctx)
+            self.results.built = build_step(self.ctx, with_parent)
         except BuildError as exc:
             self.results.build_error = str(exc).splitlines()[0]
             self.recorder.record_build(None, exc.log)
