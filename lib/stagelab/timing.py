@@ -28,7 +28,7 @@ import numpy as np
 import torch
 
 from .gpu_clocks import ClockMonitor, ClockSummary, smi_device_id
-from .watchdog import launch_bound_s, wait_for
+from .watchdog import launch_bound_s, synchronize, wait_for
 
 TIMING_MODES = ("cold", "hot", "throughput")
 # Flushing twice the L2's size evicts everything the previous launch left there.
@@ -133,13 +133,15 @@ def time_cold(fn: Callable[[], None], flush: L2Flusher, *, warmup: int, repetiti
                   what="cold timing")
 
 
-def _capture(fn: Callable[[], None], launches: int, warmup: int) -> torch.cuda.CUDAGraph:
+def _capture(fn: Callable[[], None], launches: int, warmup: int, flops: float = 0.0) -> torch.cuda.CUDAGraph:
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
         for _ in range(max(warmup, 1)):  # capture needs lazily-created handles to exist already
             fn()
     torch.cuda.current_stream().wait_stream(side)
+    # torch.cuda.graph synchronizes the device as it starts: the warm-up is waited for here first
+    synchronize("timing warm-up", flops, launches=max(warmup, 1))
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
         for _ in range(launches):
@@ -153,12 +155,12 @@ def time_hot(fn: Callable[[], None], *, warmup: int, repetitions: int, flops: fl
     """Graph replay of one launch: no launch gaps, warm caches."""
     # the bound counts the warm-up replays too: the first sample waits behind them
     bound = launch_bound_s(flops, 1 + max(warmup, 1))
-    return _timed(_capture(fn, 1, warmup).replay, repetitions, before=_spin, bound_s=bound, what="hot timing")
+    return _timed(_capture(fn, 1, warmup, flops).replay, repetitions, before=_spin, bound_s=bound, what="hot timing")
 
 
 def time_throughput(fn: Callable[[], None], *, warmup: int, repetitions: int, flops: float = 0.0) -> list[float]:
     """THROUGHPUT_LAUNCHES launches in one graph, each sample divided by the launch count."""
-    graph = _capture(fn, THROUGHPUT_LAUNCHES, warmup)
+    graph = _capture(fn, THROUGHPUT_LAUNCHES, warmup, flops)
     bound = launch_bound_s(flops, THROUGHPUT_LAUNCHES * (1 + max(warmup, 1)))
     samples = _timed(graph.replay, repetitions, before=_spin, bound_s=bound, what="throughput timing")
     return [t / THROUGHPUT_LAUNCHES for t in samples]
