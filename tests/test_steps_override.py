@@ -59,7 +59,7 @@ def test_the_profile_and_sanitize_commands_run_their_own_step_whatever_the_file_
     from stagelab.cli import tools as cli_tools
     from stagelab.stage import StageRun
 
-    monkeypatch.setattr(StageRun, "build", lambda self: None)      # the step list is the point here,
+    monkeypatch.setattr(StageRun, "build", lambda self, **kw: None)  # the step list is the point here,
     monkeypatch.setattr(StageRun, "resources", lambda self: None)  # not nvcc
     for params in (None, "params/acceptance.yaml", "params/long.yaml"):
         run = cli_tools._tool_run(Namespace(command=command, stage="s0_baseline", params=params, knobs=None))

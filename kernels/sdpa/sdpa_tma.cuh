@@ -47,6 +47,7 @@
 #include <cudaTypedefs.h>
 
 #include "sdpa_api.h"
+#include "sdpa_stress.cuh"
 
 namespace sdpa_tma {
 
@@ -61,7 +62,9 @@ __device__ __forceinline__ void fence_mbarrier_init() {
 __device__ __forceinline__ void mbarrier_arrive_expect_tx(uint32_t bar, uint32_t bytes) {
   asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
 }
+// A consumer's slot release (STRESS_SIDE=2 delays it: sdpa_stress.cuh).
 __device__ __forceinline__ void mbarrier_arrive(uint32_t bar) {
+  sdpa_stress::delay<sdpa_stress::kConsumer>();
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
 }
 __device__ __forceinline__ bool mbarrier_try_wait(uint32_t bar, uint32_t parity) {
@@ -91,8 +94,11 @@ __device__ __forceinline__ void prefetch_tensor_map(const CUtensorMap* map) {
 // One box of a 4-D tensor map at coordinates (c0 innermost .. c3) into shared
 // memory at `dst`; completes `bytes` of transaction on `bar`. Rows past the
 // tensor's end arrive as zeros and still count toward the box's bytes.
+// STRESS_SIDE=1 delays each issue, STRESS_POISON=1 poisons its destination (sdpa_stress.cuh).
 __device__ __forceinline__ void tma_load_4d(uint32_t dst, const CUtensorMap* map, uint32_t bar, int c0, int c1,
                                             int c2, int c3) {
+  sdpa_stress::delay<sdpa_stress::kProducer>();
+  sdpa_stress::poison_destination(dst);
   asm volatile(
       "cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes"
       " [%0], [%1, {%3, %4, %5, %6}], [%2];\n" ::"r"(dst),
@@ -105,6 +111,8 @@ __device__ __forceinline__ void tma_load_4d(uint32_t dst, const CUtensorMap* map
 // (both addresses this CTA's, the same offsets in every destination).
 __device__ __forceinline__ void tma_load_4d_multicast(uint32_t dst, const CUtensorMap* map, uint32_t bar, int c0,
                                                       int c1, int c2, int c3, uint16_t cta_mask) {
+  sdpa_stress::delay<sdpa_stress::kProducer>();
+  sdpa_stress::poison_destination(dst);  // here, the rows this CTA issues; the peer poisons its own
   asm volatile(
       "cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster"
       " [%0], [%1, {%3, %4, %5, %6}], [%2], %7;\n" ::"r"(dst),

@@ -69,6 +69,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
+#include "sdpa_stress.cuh"
 
 namespace sdpa_wgmma {
 
@@ -125,10 +126,15 @@ __device__ __forceinline__ uint64_t desc_advance(uint64_t desc, uint32_t bytes) 
 }
 
 // -------------------------------------------------------------- sync / fences --
-__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+// STRESS_SIDE=2 delays each wgmma issue (its fence) and each wait (sdpa_stress.cuh).
+__device__ __forceinline__ void wgmma_fence() {
+  sdpa_stress::delay<sdpa_stress::kConsumer>();
+  asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+}
 __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
 template <int kPending>
 __device__ __forceinline__ void wgmma_wait() {
+  sdpa_stress::delay<sdpa_stress::kConsumer>();
   static_assert(kPending >= 0 && kPending <= 7, "wait_group takes 0..7");
   asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(kPending) : "memory");
 }

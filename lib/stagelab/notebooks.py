@@ -51,6 +51,9 @@ def _parameters_source(stage: Stage, params_file: str, knob_example: str) -> str
 
 SANITIZE_INTRO = ("### Sanitizer\ncompute-sanitizer memcheck, racecheck and synccheck on small odd problems, "
                   "causal and not; any error makes the stage `incorrect`. Skipped without a GPU.")
+STRESS_INTRO = ("### Stress\nThe checks and dependent-launch chains again and again, with one side of the "
+                "kernel's hand-offs delayed at random (STRESS_DELAY_NS) and beside a load kernel; a failure in any "
+                "round makes the stage `incorrect` (ordering). Runs with `steps: [stress]`; skipped without a GPU.")
 PROFILE_INTRO = ("### Profile\nNsight Compute on the stage's kernels alone, at the mission problem and one long "
                  "problem: tensor pipe, FLOP/s, DRAM, L2, occupancy, top stalls, bank conflicts; the `.ncu-rep` "
                  "files go with the record. Skipped without a GPU.")
@@ -94,6 +97,7 @@ def common_cells(stage: Stage, params_file: str, knob_example: str) -> tuple[lis
             "                    'passed', 'reason']])\n"
             "    error_plot(checks, title=f'{stage}: error / budget');"),
         *_step_cells("sanitize", SANITIZE_INTRO),
+        *_step_cells("stress", STRESS_INTRO),
         new_markdown_cell("## 4. Timing\nStage, parent and every available library contender on the same inputs, "
                           "in this process, in each timing mode of the parameter file (cold = L2 flushed, "
                           "hot = CUDA-graph replay, throughput = many launches in one graph), beside the "

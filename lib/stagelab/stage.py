@@ -5,21 +5,25 @@
     run.resources()    # measure: ptxas report per kernel and arch, registry gates
     run.check()        # measure: float64 reference, FA3 budget, poisoned outputs, >= 2 seeds
     run.sanitize()     # measure: compute-sanitizer memcheck, racecheck, synccheck at small odd problems
+    run.stress()       # measure: checks and chains again and again under perturbed timing (stagelab.measure.stress)
     run.time()         # measure: stage vs parent vs library contenders, same inputs, same process
     run.profile()      # measure: Nsight Compute on the stage's kernels, mission and one long problem
     run.finish()       # judge, then record: outcome, plots, sources; ends the MLflow run
 
 Each step returns a table for the notebook to show, keeps its typed result in
-`run.results`, and hands it to the recorder (MLflow, or nothing with track=False).
+`run.results`, and hands it to the recorder (MLflow, or nothing with track=False). A launch that
+hangs (stagelab.measure.watchdog) ends the run there: the stage is judged `incorrect` (reason `hang`),
+recorded, and `on_hang` ends the process, whose CUDA context is lost.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pandas as pd
 
-from .core.errors import BuildError
+from .core.errors import BuildError, KernelHang
 from .judge.judge import judge
 from .judge.outcome import Outcome
 from .core.params import RunParams
@@ -28,6 +32,8 @@ from .core.registry import Registry, Stage
 from .measure.results import StageResults
 from .core.context import StageContext
 from .measure.steps import build_step, check_step, resource_step, timing_step
+from .measure.watchdog import exit_after_hang
+from .measure.watched import WatchedSteps
 
 
 def _said(frame: pd.DataFrame, status: str, step: str) -> pd.DataFrame:
@@ -36,11 +42,13 @@ def _said(frame: pd.DataFrame, status: str, step: str) -> pd.DataFrame:
     return frame
 
 
-class StageRun:
+class StageRun(WatchedSteps):
     def __init__(self, stage: str, params: str | Path = "params/acceptance.yaml", *,
                  defines: dict | str | None = None, mlflow_run_id: str | None = None,
-                 experiment: str | None = None, track: bool = True, steps: str | list[str] | None = None):
+                 experiment: str | None = None, track: bool = True, steps: str | list[str] | None = None,
+                 on_hang: Callable[[KernelHang], None] = exit_after_hang):
         self.ctx = StageContext.load(stage, params, defines, steps)
+        self.on_hang = on_hang
         self.recorder = MlflowRecorder(self.ctx, experiment, mlflow_run_id) if track else NullRecorder()
         self.results = StageResults()
         self.outcome: Outcome | None = None
@@ -87,9 +95,9 @@ class StageRun:
                                         self.parent.input_kind)
 
     # -- measure ---------------------------------------------------------------------
-    def build(self):
+    def build(self, with_parent: bool = True):
         try:
-            self.results.built = build_step(self.ctx)
+            self.results.built = build_step(self.ctx, with_parent)
         except BuildError as exc:
             self.results.build_error = str(exc).splitlines()[0]
             self.recorder.record_build(None, exc.log)
@@ -112,7 +120,7 @@ class StageRun:
         if not self.gpu_available:
             print("no CUDA device: correctness checks skipped (outcome will be no_gpu)")
             return pd.DataFrame()
-        self.results.checks = check_step(self.ctx, self.results.built)
+        self.results.checks = self._watched(check_step, self.ctx, self.results.built)
         self.recorder.record_checks(self.results.checks)
         print("\n".join(self.results.checks.summary_lines()))
         chains = self.results.checks.chains
@@ -125,7 +133,7 @@ class StageRun:
         if not self.gpu_available:
             print("no CUDA device: timing skipped (outcome will be no_gpu)")
             return pd.DataFrame()
-        self.results.timing = timing_step(self.ctx, self.results.built)
+        self.results.timing = self._watched(timing_step, self.ctx, self.results.built)
         self.recorder.record_timing(self.results.timing)
         return self.results.timing.frame()
 
@@ -166,7 +174,7 @@ class StageRun:
         """Time labelled variants on problems (see explore.sweep) and record the sweep with the run."""
         from .explore import sweep
 
-        return self.log_sweep(name, sweep(self.family, kernels, shapes, **kwargs))
+        return self.log_sweep(name, self._watched(sweep, self.family, kernels, shapes, **kwargs))
 
     def log_sweep(self, name: str, frame: pd.DataFrame) -> pd.DataFrame:
         """Record an exploration sweep (TimingStats rows) with the run, as a table and metrics."""

@@ -52,3 +52,18 @@ class RunnerStopped(StagelabError):
         killed = f"; {', '.join(self.killed)} recorded as killed" if self.killed else ""
         not_run = f"; not run: {', '.join(self.not_run)}" if self.not_run else "; every stage had run"
         return f"stopped by {self.signal_name}{killed}{not_run}"
+
+
+class KernelHang(StagelabError):
+    """A launch not done within its watchdog's bound (stagelab.measure.watchdog). The CUDA context is then
+    lost for good: nothing more may be launched or synchronised in this process, so the stage is
+    judged `incorrect` (reason `hang`), recorded, and the process exits."""
+
+    def __init__(self, what: str, waited_s: float, deadline_s: float):
+        super().__init__(f"{what} not done after {waited_s:.1f} s (bound {deadline_s:.1f} s)")
+        self.what = what
+        self.waited_s = waited_s
+        self.deadline_s = deadline_s
+
+    def __reduce__(self):
+        return KernelHang, (self.what, self.waited_s, self.deadline_s)

@@ -72,6 +72,13 @@ CHECK_WORST_RATIO = Metric("check_worst_ratio", "ratio", "worst error / budget o
 CHAINS_TOTAL = Metric("chains_total", "count", "dependent-launch chains run (stagelab.measure.chain), one per problem")
 CHAINS_FAILED = Metric("chains_failed", "count", "chains whose back-to-back links differed from the synchronised chain")
 
+# -- stress (stagelab.measure.stress): checks and chains again and again under perturbed timing ------------
+STRESS_ROUNDS = Metric("stress_rounds", "count", "rounds of checks and chains the stress step ran, over every "
+                       "perturbation (build side, delay, load, grid)")
+STRESS_FAILED = Metric("stress_failed", "count", "stress rounds in which a check or chain failed, per perturbation: "
+                       "stress_failed/<perturbation>, and in all")
+STRESS_SECONDS = Metric("stress_seconds", "s", "wall time of the stress step")
+
 # -- timing, per problem (mode-suffixed), of the stage ------------------------------------
 P50_US = Metric("p50_us", "us", "median latency")
 P90_US = Metric("p90_us", "us", "90th percentile latency")
@@ -161,6 +168,8 @@ TAG_PROMOTED = "tune_promoted"        # what the best configuration was promoted
 # Tags of the sanitize and profile steps: their verdict, or why they did not run.
 TAG_SANITIZE = "sanitize"             # clean, errors, crashed, timeout, unavailable, skipped
 TAG_PROFILE = "profile"               # profiled, failed, timeout, unavailable, skipped
+TAG_STRESS = "stress"                 # passed, failed, hang, skipped (stagelab.measure.stress)
+TAG_HANG = "hang"                     # what hung and after how long (stagelab.measure.watchdog); absent when none
 TAG_TOP_STALLS = "ncu_top_stalls"     # ncu_top_stalls/<problem>: the three largest stall reasons, largest first
 
 # -- batch runs: what the runner writes besides the judged outcome, and who owns a run ---------

@@ -13,8 +13,9 @@
     timing: {dtype: float16, warmup: 10, repetitions: 100, modes: [cold],
              contenders: [flash, efficient, cudnn, math]}  # `backends` is the older name
     timeout_s: 1800                  # per-notebook limit in batch runs
-    steps: [sanitize, profile, explore]  # optional steps this file runs (default none): each
-                                     # costs minutes per stage on a GPU, so a file opts in
+    steps: [sanitize, profile, explore, stress]  # optional steps this file runs (default none):
+                                     # each costs minutes per stage on a GPU, so a file opts in
+    stress: {rounds: 10, delay_ns: 2000, sides: [producer, consumer, poison], load: true}  # stress.py
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import yaml
 
 from .errors import ConfigError
 from .family import DEFAULT_DISTRIBUTION, Family, Problem, load_family
+from .stress_spec import StressSpec, parse_stress
 
 # How a stage may be timed (measure.timing): launches apart with the L2 flushed, back to back,
 # or as many as the GPU takes in one graph.
@@ -37,10 +39,11 @@ MIN_REPETITIONS = 100
 DEFAULT_FAMILY = "sdpa"
 
 _TOP_KEYS = {"description", "family", "dtypes", "seeds", "distributions", "shapes", "mission", "timing", "timeout_s",
-             "steps"}
+             "steps", "stress"}
 # Steps a parameter file may switch on: compute-sanitizer (sanitize.py), Nsight Compute (profile.py)
-# and the stage notebook's own exploration cells (notebooks/explore/<stage>.py: variant sweeps).
-OPTIONAL_STEPS = ("sanitize", "profile", "explore")
+# the stage notebook's own exploration cells (notebooks/explore/<stage>.py: variant sweeps) and the
+# stress rounds under perturbed timing (stress.py; the file's `stress:` mapping tunes them).
+OPTIONAL_STEPS = ("sanitize", "profile", "explore", "stress")
 _TIMING_KEYS = {"dtype", "warmup", "repetitions", "modes", "contenders", "backends"}
 
 
@@ -71,6 +74,7 @@ class RunParams:
     timeout_s: int = 1800
     steps: tuple[str, ...] = ()
     distributions: tuple[str, ...] = (DEFAULT_DISTRIBUTION,)
+    stress: StressSpec = StressSpec()
 
     @property
     def name(self) -> str:
@@ -194,6 +198,7 @@ def load_params(path: Path | str) -> RunParams:
         steps=_steps(f"{path}: steps", raw.get("steps", [])),
         distributions=_distributions(f"{path}: distributions", raw.get("distributions", [DEFAULT_DISTRIBUTION]),
                                      family),
+        stress=parse_stress(f"{path}: stress", raw.get("stress")),
     )
 
 

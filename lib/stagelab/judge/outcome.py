@@ -4,9 +4,11 @@ Precedence, first match wins:
   build_failed    the stage did not compile or link
   resource_fail   a registry gate failed on the ptxas report (registers, shared memory, spills)
   no_gpu          built and resource-checked; no GPU, so correctness and timing did not run
-  incorrect       compute-sanitizer found errors (memcheck, racecheck, synccheck), or any
-                  correctness check failed on any input distribution (a fast wrong kernel is a
-                  failure; the reason names the distributions that failed)
+  incorrect       a launch hung (reason `hang: ...`, stagelab.measure.watchdog), compute-sanitizer
+                  found errors (memcheck, racecheck, synccheck), any correctness check failed on
+                  any input distribution (a fast wrong kernel is a failure; the reason names the
+                  distributions that failed), or the stress step caught a check or chain failing
+                  under perturbed timing (reason `ordering: ...`, stagelab.measure.stress)
   resource_fail   (again, once a GPU ran) an Nsight Compute gate failed (e.g. tensor_util_min)
   valid_negative  correct, but its gain over the parent is below the registry's min_gain
   pass            correct, within its gates, and (when it has a parent) faster by min_gain
@@ -19,6 +21,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+# The first word of an `incorrect` outcome's reason when a launch hung, or when only the stress
+# step's perturbed timing made a check or chain fail (an ordering bug in the async proxy).
+HANG = "hang"
+INCORRECT = "incorrect"
+ORDERING = "ordering"
+
 OUTCOMES = ("build_failed", "resource_fail", "no_gpu", "incorrect", "valid_negative", "pass", "error", "killed")
 
 
@@ -29,6 +37,9 @@ class Evidence:
     gpu_available: bool = False
     checks_passed: bool | None = None
     checks_failures: str = ""                # which checks failed (by input distribution), for the reason
+    hang: str = ""                           # what hung and for how long (stagelab.measure.watchdog); "" when none
+    stress_passed: bool | None = None        # None: not stressed
+    stress_failures: str = ""                # what failed under stress, for the reason
     sanitize_passed: bool | None = None      # None: not sanitized (no GPU, no compute-sanitizer)
     sanitize_failures: str = ""              # which tools failed, for the reason
     ncu_gates_passed: bool | None = None     # None: no ncu gates, or not profiled
@@ -50,11 +61,15 @@ def decide(e: Evidence) -> Outcome:
         return Outcome("resource_fail", "a resource gate failed on the ptxas report")
     if not e.gpu_available:
         return Outcome("no_gpu", "built and resource-checked; no GPU, so correctness and timing were not run")
+    if e.hang:
+        return Outcome("incorrect", f"{HANG}: {e.hang}")
     if e.sanitize_passed is False:
         return Outcome("incorrect", f"compute-sanitizer found errors ({e.sanitize_failures})")
     if e.checks_passed is not True:
         detail = f" ({e.checks_failures})" if e.checks_failures else ""
         return Outcome("incorrect", f"at least one correctness check failed{detail}")
+    if e.stress_passed is False:
+        return Outcome("incorrect", f"{ORDERING}: {e.stress_failures}")
     if e.ncu_gates_passed is False:
         return Outcome("resource_fail", "an Nsight Compute gate failed on the profiled problems")
     if not e.has_parent:

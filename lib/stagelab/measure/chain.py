@@ -8,7 +8,8 @@ would pass both. Here launches form a chain in which each one's input is its pre
 output (Family.chained_inputs); the chain runs back to back on one stream, then replayed from
 one CUDA graph (as throughput timing runs), with every output poisoned before each run, and each
 link must match, bit for bit, the same chain run one launch at a time with the device
-synchronised in between.
+synchronised in between. Every wait is the watchdog's (stagelab.measure.watchdog): a chain that hangs
+raises KernelHang instead of blocking.
 """
 
 from __future__ import annotations
@@ -18,7 +19,9 @@ from types import ModuleType
 
 import torch
 
+from ..core.errors import KernelHang
 from ..core.family import Family
+from .watchdog import synchronize
 
 CHAIN_LINKS = 8
 CHAIN_RUNS = ("stream", "graph")
@@ -68,8 +71,8 @@ def _poison(outputs) -> None:
         out.fill_(float("nan"))
 
 
-def _mismatched(outputs, expected) -> tuple[int, ...]:
-    torch.cuda.synchronize()
+def _mismatched(outputs, expected, what: str, flops: float) -> tuple[int, ...]:
+    synchronize(what, flops, launches=len(outputs))
     return tuple(i for i, (out, ref) in enumerate(zip(outputs, expected)) if not torch.equal(out, ref))
 
 
@@ -78,33 +81,37 @@ def check_chain(family: Family, module: ModuleType, problem, dtype: str, *, link
     """One chain of `links` dependent launches of a built stage on one problem (needs CUDA)."""
     inputs = family.make_inputs(problem, family.torch_dtype(dtype), seed, "cuda")
     calls, outputs = _chain(family, module, problem, inputs, links, input_kind)
+    what, flops = f"chain {problem.tag} {dtype}", problem.flops()
     _poison(outputs)
     expected = []
-    for call, out in zip(calls, outputs):
+    for link, (call, out) in enumerate(zip(calls, outputs)):
         call()
-        torch.cuda.synchronize()
+        synchronize(f"{what} link {link}", flops)
         expected.append(out.clone())
     _poison(outputs)
     for call in calls:
         call()
-    stream = _mismatched(outputs, expected)
+    stream = _mismatched(outputs, expected, f"{what} (stream)", flops)
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
         for call in calls:
             call()
     _poison(outputs)
     graph.replay()
-    mismatched = dict(zip(CHAIN_RUNS, (stream, _mismatched(outputs, expected))))
+    mismatched = dict(zip(CHAIN_RUNS, (stream, _mismatched(outputs, expected, f"{what} (graph)", flops))))
     return ChainResult(problem.tag, dtype, links, mismatched)
 
 
 def check_chains(family: Family, module: ModuleType, problems, dtype: str, *, input_kind: str = "",
                  progress=None) -> list[ChainResult]:
-    """One chain per problem; a chain whose launches raise is recorded failed with the error."""
+    """One chain per problem; a chain whose launches raise is recorded failed with the error, one
+    that hangs raises KernelHang."""
     results = []
     for problem in problems:
         try:
             results.append(check_chain(family, module, problem, dtype, input_kind=input_kind))
+        except KernelHang:
+            raise  # the context is lost: no further chain can run
         except Exception as exc:  # noqa: BLE001 -- a crashing launch is a failed check, not a crashed run
             results.append(ChainResult(problem.tag, dtype, 0, {}, f"{type(exc).__name__}: {exc}"))
         if progress:

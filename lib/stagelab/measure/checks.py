@@ -28,7 +28,9 @@ import math
 
 import torch
 
+from ..core.errors import KernelHang
 from ..core.family import DEFAULT_DISTRIBUTION, Family, KernelFn, Problem, stage_distributions
+from .watchdog import synchronize
 
 
 def rounding_atol(ref: torch.Tensor, dtype: torch.dtype, magnitude: float) -> float:
@@ -129,12 +131,15 @@ class CheckResult:
         return f"{self.shape} {self.dtype} seed {self.seed} {self.distribution}: {self.reason}"
 
 
-def poisoned_launch(out: torch.Tensor, launch: Callable[[torch.Tensor], None]) -> torch.Tensor:
-    """Fill `out` with NaN, launch into it and wait: an element never written stays non-finite."""
+def poisoned_launch(out: torch.Tensor, launch: Callable[[torch.Tensor], None], flops: float = 0.0,
+                    what: str = "a checked launch") -> torch.Tensor:
+    """Fill `out` with NaN, launch into it and wait under the watchdog (a launch of `flops` not
+    done in its bound raises KernelHang): an element never written stays non-finite."""
     out.fill_(float("nan"))
     launch(out)
     if out.device.type == "cuda":
-        torch.cuda.synchronize(out.device)
+        with torch.cuda.device(out.device):
+            synchronize(what, flops)
     return out
 
 
@@ -171,8 +176,9 @@ def check_shape(family: Family, kernel: KernelFn, shape: Problem, dtype_name: st
     def launch(out: torch.Tensor) -> None:
         family.call(kernel, shape, inputs, out)
 
-    first = poisoned_launch(family.new_output(shape, inputs), launch)
-    second = poisoned_launch(family.new_output(shape, inputs), launch)
+    what = f"check {shape.tag} {dtype_name} seed {seed}"
+    first = poisoned_launch(family.new_output(shape, inputs), launch, shape.flops(), what)
+    second = poisoned_launch(family.new_output(shape, inputs), launch, shape.flops(), what)
     return CheckResult.judged(shape, dtype_name, seed, budget, judge_launches(first, second, ref, budget.bound),
                               distribution)
 
@@ -187,7 +193,8 @@ def check_each(check: Callable[[Problem, str, int, str], CheckResult], shapes: I
                result_type: type[CheckResult] = CheckResult,
                distributions: Iterable[str] = (DEFAULT_DISTRIBUTION,)) -> list[CheckResult]:
     """`check(problem, dtype_name, seed, distribution)` on every combination; a launch that raises
-    is recorded as a failed check (of result_type), not propagated."""
+    is recorded as a failed check (of result_type), not propagated; a hang (KernelHang) is, since the
+    CUDA context it leaves cannot run another check."""
     distributions = tuple(distributions)
     results = []
     for shape in shapes:
@@ -198,6 +205,8 @@ def check_each(check: Callable[[Problem, str, int, str], CheckResult], shapes: I
                         progress(f"{shape.tag} {dtype_name} seed {seed} {distribution}")
                     try:
                         results.append(check(shape, dtype_name, seed, distribution))
+                    except KernelHang:
+                        raise
                     except Exception as exc:  # a crashing kernel is a failed check with its message
                         results.append(result_type.crashed(shape, dtype_name, seed, exc, distribution))
                         if _context_lost(exc):

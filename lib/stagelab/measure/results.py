@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
@@ -14,6 +15,9 @@ from .profile import ProfileReport
 from ..core.resources import GateResult, KernelResources
 from .sanitize import SanitizeReport
 from .timing import TimingStats, geometric_mean
+
+if TYPE_CHECKING:
+    from .stress import StressReport
 
 PARENT_PREFIX = "parent:"
 # The first failed check's line in an outcome's reason is cut here (an index list can be long).
@@ -161,3 +165,5 @@ class StageResults:
     timing: TimingReport | None = None
     sanitize: SanitizeReport | None = None
     profile: ProfileReport | None = None
+    hang: str | None = None               # what hung (stagelab.measure.watchdog): the run ended there
+    stress: "StressReport | None" = None  # stagelab.measure.stress

@@ -24,10 +24,10 @@ def progress_bar(iterable=None, *, desc: str, total: int | None = None):
     return tqdm(iterable, desc=desc, total=total, leave=False)
 
 
-def build_step(ctx: StageContext) -> Built:
-    """The stage, and its parent when there is a GPU to time them side by side."""
+def build_step(ctx: StageContext, with_parent: bool = True) -> Built:
+    """The stage, and (with_parent) its parent when there is a GPU to time them side by side."""
     built = Built(build_stage(ctx.stage, ctx.registry))
-    if ctx.parent is not None and ctx.gpu_available:
+    if with_parent and ctx.parent is not None and ctx.gpu_available:
         built.parent = build_stage(ctx.parent, ctx.registry)
     return built
 

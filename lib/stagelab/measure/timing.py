@@ -12,7 +12,8 @@ Each contender (the stage, its parent, each library contender) is timed in the
 same process on the same inputs, interleaved per mode, so the ratios between
 them come from one run. The timing floor (an empty kernel by the same recipe)
 is measured beside them: at small problems the cold figure is mostly floor.
-Each row also carries the SM clock and board power nvidia-smi sampled while it
+Every sample is waited on by the watchdog (stagelab.measure.watchdog): one that does not end within
+its bound, from the end of the sample before it, raises KernelHang. Each row also carries the SM clock and board power nvidia-smi sampled while it
 was timed (stagelab.measure.gpu_clocks): an H100 at its power limit lowers the clock, and
 not by the same amount for every contender.
 """
@@ -28,6 +29,7 @@ import torch
 
 from ..core.params import TIMING_MODES
 from .gpu_clocks import ClockMonitor, ClockSummary, smi_device_id
+from .watchdog import launch_bound_s, synchronize, wait_for
 
 # Flushing twice the L2's size evicts everything the previous launch left there.
 L2_FLUSH_FACTOR = 2
@@ -105,7 +107,9 @@ def empty_kernel() -> None:
     torch.cuda._sleep(0)
 
 
-def _timed(run: Callable[[], None], repetitions: int, before: Callable[[], None] | None = None) -> list[float]:
+def _timed(run: Callable[[], None], repetitions: int, before: Callable[[], None] | None = None, *,
+           bound_s: float = launch_bound_s(0.0), what: str = "a timed launch") -> list[float]:
+    """Samples of `run` between events; each sample must end within `bound_s` of the one before."""
     starts = [torch.cuda.Event(enable_timing=True) for _ in range(repetitions)]
     ends = [torch.cuda.Event(enable_timing=True) for _ in range(repetitions)]
     for start, end in zip(starts, ends):
@@ -114,7 +118,7 @@ def _timed(run: Callable[[], None], repetitions: int, before: Callable[[], None]
         start.record()
         run()
         end.record()
-    torch.cuda.synchronize()
+    wait_for(ends, bound_s, what)
     return [s.elapsed_time(e) * 1e3 for s, e in zip(starts, ends)]
 
 
@@ -123,23 +127,28 @@ def _spin() -> None:
     torch.cuda._sleep(HOST_HIDING_SPIN_CYCLES)
 
 
-def time_cold(fn: Callable[[], None], flush: L2Flusher, *, warmup: int, repetitions: int) -> list[float]:
+def time_cold(fn: Callable[[], None], flush: L2Flusher, *, warmup: int, repetitions: int,
+              flops: float = 0.0) -> list[float]:
     for _ in range(warmup):
         fn()
 
     def flush_then_spin() -> None:
         flush()
         _spin()
-    return _timed(fn, repetitions, before=flush_then_spin)
+    # the bound counts the warm-up launches too: the first sample waits behind them
+    return _timed(fn, repetitions, before=flush_then_spin, bound_s=launch_bound_s(flops, 1 + warmup),
+                  what="cold timing")
 
 
-def _capture(fn: Callable[[], None], launches: int, warmup: int) -> torch.cuda.CUDAGraph:
+def _capture(fn: Callable[[], None], launches: int, warmup: int, flops: float = 0.0) -> torch.cuda.CUDAGraph:
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
         for _ in range(max(warmup, 1)):  # capture needs lazily-created handles to exist already
             fn()
     torch.cuda.current_stream().wait_stream(side)
+    # torch.cuda.graph synchronizes the device as it starts: the warm-up is waited for here first
+    synchronize("timing warm-up", flops, launches=max(warmup, 1))
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
         for _ in range(launches):
@@ -149,28 +158,33 @@ def _capture(fn: Callable[[], None], launches: int, warmup: int) -> torch.cuda.C
     return graph
 
 
-def time_hot(fn: Callable[[], None], *, warmup: int, repetitions: int) -> list[float]:
+def time_hot(fn: Callable[[], None], *, warmup: int, repetitions: int, flops: float = 0.0) -> list[float]:
     """Graph replay of one launch: no launch gaps, warm caches."""
-    return _timed(_capture(fn, 1, warmup).replay, repetitions, before=_spin)
+    # the bound counts the warm-up replays too: the first sample waits behind them
+    bound = launch_bound_s(flops, 1 + max(warmup, 1))
+    return _timed(_capture(fn, 1, warmup, flops).replay, repetitions, before=_spin, bound_s=bound, what="hot timing")
 
 
-def time_throughput(fn: Callable[[], None], *, warmup: int, repetitions: int) -> list[float]:
+def time_throughput(fn: Callable[[], None], *, warmup: int, repetitions: int, flops: float = 0.0) -> list[float]:
     """THROUGHPUT_LAUNCHES launches in one graph, each sample divided by the launch count."""
-    graph = _capture(fn, THROUGHPUT_LAUNCHES, warmup)
-    return [t / THROUGHPUT_LAUNCHES for t in _timed(graph.replay, repetitions, before=_spin)]
+    graph = _capture(fn, THROUGHPUT_LAUNCHES, warmup, flops)
+    bound = launch_bound_s(flops, THROUGHPUT_LAUNCHES * (1 + max(warmup, 1)))
+    samples = _timed(graph.replay, repetitions, before=_spin, bound_s=bound, what="throughput timing")
+    return [t / THROUGHPUT_LAUNCHES for t in samples]
 
 
 def time_mode(fn: Callable[[], None], mode: str, flush: L2Flusher | None, *, warmup: int,
-              repetitions: int) -> list[float]:
-    """Samples in microseconds for one contender in one mode ('cold' needs a flusher)."""
+              repetitions: int, flops: float = 0.0) -> list[float]:
+    """Samples in microseconds for one contender in one mode ('cold' needs a flusher); `flops`,
+    one launch's, sets the watchdog's bound per sample."""
     if mode == "cold":
         if flush is None:
             raise ValueError("cold timing needs an L2Flusher")
-        return time_cold(fn, flush, warmup=warmup, repetitions=repetitions)
+        return time_cold(fn, flush, warmup=warmup, repetitions=repetitions, flops=flops)
     if mode == "throughput":
-        return time_throughput(fn, warmup=warmup, repetitions=repetitions)
+        return time_throughput(fn, warmup=warmup, repetitions=repetitions, flops=flops)
     if mode == "hot":
-        return time_hot(fn, warmup=warmup, repetitions=repetitions)
+        return time_hot(fn, warmup=warmup, repetitions=repetitions, flops=flops)
     raise ValueError(f"unknown timing mode {mode!r}; known: {list(TIMING_MODES)}")
 
 
@@ -179,7 +193,7 @@ def time_with_clocks(fn: Callable[[], None], mode: str, flush: L2Flusher | None,
     """One contender in one mode, summarized, with the clock and power nvidia-smi (`device`:
     gpu_clocks.smi_device_id) saw meanwhile."""
     with ClockMonitor(device) as clocks:
-        samples = time_mode(fn, mode, flush, warmup=warmup, repetitions=repetitions)
+        samples = time_mode(fn, mode, flush, warmup=warmup, repetitions=repetitions, flops=shape.flops())
     stats = summarize(samples, contender=contender, shape=shape, mode=mode, element_bytes=element_bytes)
     return stats.with_clocks(clocks.summary())
 

@@ -21,6 +21,7 @@ from ..measure.profile import ProfileReport
 from ..measure.results import Built, CheckReport, ResourceReport, StageResults, TimingReport
 from ..measure.sanitize import SanitizeReport
 from ..core.context import StageContext
+from ..measure.stress import StressReport
 
 
 class NullRecorder:
@@ -41,6 +42,10 @@ class NullRecorder:
     def record_sanitize(self, report: SanitizeReport) -> None: ...
 
     def record_profile(self, report: ProfileReport) -> None: ...
+
+    def record_stress(self, report: StressReport) -> None: ...
+
+    def record_hang(self, hang: str) -> None: ...
 
     def folder(self, name: str) -> Path:
         """Where a step writes files (Nsight Compute reports): a fresh temporary folder."""
@@ -69,7 +74,22 @@ def diff_name(parent_id: str, stage_id: str) -> str:
     return f"{parent_id}_to_{stage_id}.diff.txt"
 
 
-class MlflowRecorder:
+class StressAndHangRecords:
+    """The MLflow recorder's part for the stress step and a hang (MlflowRecorder provides _run and folder)."""
+
+    def record_stress(self, report: StressReport) -> None:
+        """The verdict as a tag, rounds and failures as metrics, every round's row as a table."""
+        run_id = self._run()
+        write_table(self.folder("stress"), "rounds", report.frame())
+        tracking.log_metrics(run_id, report.metrics())
+        tracking.set_tags(run_id, {metrics.TAG_STRESS: report.status})
+
+    def record_hang(self, hang: str) -> None:
+        """What hung, as a tag, before the verdict: the process ends right after the record."""
+        tracking.set_tags(self._run(), {metrics.TAG_HANG: hang})
+
+
+class MlflowRecorder(StressAndHangRecords):
     def __init__(self, ctx: StageContext, experiment: str | None = None, run_id: str | None = None):
         self.ctx = ctx
         self.experiment = experiment or ctx.family.experiment

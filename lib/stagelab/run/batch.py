@@ -5,7 +5,9 @@ an earlier runner left RUNNING when it died (`repair`), creates each stage's run
 before its notebook starts (so a notebook that dies still leaves a record), runs
 papermill in a session of its own with a time-out while renewing the run's
 heartbeat, logs the executed notebook as an artifact, marks any run the notebook
-did not finish as `error` with its message, and goes on to the next stage.
+did not finish as `error` with its message, and goes on to the next stage. A notebook whose launch
+hung (stagelab.measure.watchdog) records its verdict, `incorrect` with reason `hang`, then ends its own
+process (its CUDA context is lost): that run keeps its verdict, and the batch goes on.
 With `gpus`, one notebook runs per GPU at a time, each with that GPU alone as its
 CUDA_VISIBLE_DEVICES (`workers`); with `shard`, the batch runs one piece of the sweep.
 SIGINT/SIGTERM stop every running notebook's whole process tree (`stopping`), record
@@ -27,6 +29,7 @@ from ..record import tracking
 from ..core.errors import ConfigError, RunnerStopped
 from ..core.formatting import markdown
 from .execute import execute_notebook, notebook_error
+from .hang_exit import HANG_EXIT_NOTE, hang_exit
 from .gpus import Gpu
 from ..record.owner import heartbeat_tags
 from ..core.params import RunParams, load_params, with_steps
@@ -124,12 +127,15 @@ def _execute_and_record(batch: BatchContext, stage: str, run_id: str, slot: Slot
     gpu = slot.gpu.index if slot.gpu else ""
     if _killed_by_stop(batch, run_id):
         return NotebookResult(stage, run_id, metrics.OUTCOME_KILLED, seconds, executed, "", gpu)
+    outcome = tracking.get_tag(run_id, metrics.TAG_OUTCOME) or metrics.OUTCOME_RUNNING
+    if code != 0 and (after_hang := hang_exit(run_id, outcome, stderr)) is not None:
+        return NotebookResult(stage, run_id, after_hang, seconds, executed, HANG_EXIT_NOTE, gpu)
     error = ""
     if code is None:
         error = f"notebook timed out after {batch.timeout_s}s"
     elif code != 0:
         error = notebook_error(executed, stderr) if executed.is_file() else stderr.strip()[-2000:]
-    outcome = _record_error(run_id, tracking.get_tag(run_id, metrics.TAG_OUTCOME) or metrics.OUTCOME_RUNNING, error)
+    outcome = _record_error(run_id, outcome, error)
     return NotebookResult(stage, run_id, outcome, seconds, executed, error, gpu)
 
 

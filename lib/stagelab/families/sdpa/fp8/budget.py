@@ -68,8 +68,8 @@ def fp16_baseline_output(shape: Shape, inputs, fp16_kernel: KernelFn | None) -> 
         q, k, v = inputs
         exact = attention(q, k, v, default_scale(shape.head_dim), shape.causal, torch.float32)
         return exact.to(q.dtype), UNQUANTIZED_BASELINE
-    out = torch.empty_like(inputs[0])
-    call_plain(fp16_kernel, shape, inputs, out)
+    out = poisoned_launch(torch.empty_like(inputs[0]), lambda out: call_plain(fp16_kernel, shape, inputs, out),
+                          shape.flops(), f"fp16 baseline of the fp8 check {shape.tag}")
     return out, STAGE_BASELINE
 
 
@@ -88,8 +88,9 @@ def check_fp8_shape(kernel: Fp8KernelFn, shape: Shape, dtype_name: str, seed: in
     def launch(out: torch.Tensor) -> None:
         kernel(fp8, out, scale, shape.causal)
 
-    first = poisoned_launch(torch.empty_like(inputs[0]), launch)
-    second = poisoned_launch(torch.empty_like(inputs[0]), launch)
+    what = f"fp8 check {shape.tag} {dtype_name} seed {seed}"
+    first = poisoned_launch(torch.empty_like(inputs[0]), launch, shape.flops(), what)
+    second = poisoned_launch(torch.empty_like(inputs[0]), launch, shape.flops(), what)
     verdict = judge_launches(first, second, ref, budget.bound)
     baseline, baseline_name = fp16_baseline_output(shape, inputs, fp16_kernel)
     err_vs_fp16 = (first.double() - baseline.double()).abs().max().item()

@@ -1,0 +1,94 @@
+"""Ordering plants in the shared warp-specialized kernel (kernels/sdpa/sdpa_warpspec.cuh, s6-s8),
+issue 28: each a small edit of one exact passage, applied to a scratch copy of the checkout
+(make_sdpa_plant_checkout), so the repository's headers, and every stage's default SASS, stay
+as they are. An edit whose passage is gone (the header was rewritten) fails loudly: re-anchor it.
+
+- k_release_early: the first tile's consumer releases its K slot right after issuing the wgmma
+  that reads it, before wgmma_wait<0> (the producer may refill the slot while the wgmma runs).
+  The same move in middle_tile is harmless by the protocol: the producer's next load into that
+  K slot comes after its V load for the tile before, which waits for this warpgroup's release
+  of the previous V slot, itself after wgmma_wait<0>, which also covers S.
+- pv_no_final_wait: the last P.V's wgmma_wait<0> removed, so its V slot is released while the
+  wgmma may be in flight.
+- no_k_full_wait: the consumers' wait for a K tile to land removed (the check hung for the
+  issue's author: the evidence for the watchdog).
+"""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from stagelab.core.paths import repo_root
+
+WARPSPEC = "sdpa_warpspec.cuh"
+
+
+@dataclass(frozen=True)
+class Plant:
+    name: str
+    header: str
+    passage: str
+    planted: str
+    what: str
+
+
+PLANTS = {plant.name: plant for plant in (
+    Plant("k_release_early", WARPSPEC,
+          """    wgmma_commit();
+    turn_end();
+    wgmma_wait<0>();
+    fence_regs(tile.s_acc);
+    release(ring_bar<kStages>(bars, kEmptyK, ring));
+""",
+          """    wgmma_commit();
+    release(ring_bar<kStages>(bars, kEmptyK, ring));  // PLANTED: before the wgmma reading K completes
+    turn_end();
+    wgmma_wait<0>();
+    fence_regs(tile.s_acc);
+""",
+          "the first tile's K slot released before the wgmma reading it completes"),
+    Plant("pv_no_final_wait", WARPSPEC,
+          """    turn_end();
+    wgmma_wait<0>();
+    fence_regs(tile.o_acc);
+    release(ring_bar<kStages>(bars, kEmptyV, idx));
+""",
+          """    turn_end();
+    fence_regs(tile.o_acc);  // PLANTED: no wgmma_wait<0> before the V slot's release
+    release(ring_bar<kStages>(bars, kEmptyV, idx));
+""",
+          "the last P.V's wgmma_wait<0> removed: its V slot released with the wgmma in flight"),
+    Plant("no_k_full_wait", WARPSPEC,
+          """  __device__ __forceinline__ void wait_full(int ring, int index) const {
+    mbarrier_wait(ring_bar<kStages>(bars, ring, index), ring_parity<kStages>(index));
+  }
+""",
+          """  __device__ __forceinline__ void wait_full(int ring, int index) const {
+    if (ring != kFullK) mbarrier_wait(ring_bar<kStages>(bars, ring, index), ring_parity<kStages>(index));  // PLANTED
+  }
+""",
+          "the consumers' K-ring wait_full removed"),
+)}
+
+
+def plant_text(text: str, plant: Plant) -> str:
+    """`text` with the plant's passage replaced; exactly one occurrence, or a clear error."""
+    count = text.count(plant.passage)
+    if count != 1:
+        raise ValueError(f"plant {plant.name}: its passage occurs {count} times in {plant.header} (expected once); "
+                         "the header changed, re-anchor the plant in tests/planted_sdpa.py")
+    return text.replace(plant.passage, plant.planted)
+
+
+def make_sdpa_plant_checkout(root: Path, plant_name: str | None) -> Path:
+    """A checkout at `root` (kernels/sdpa, params, pyproject.toml) with one plant, or none."""
+    shutil.copytree(repo_root() / "kernels" / "sdpa", root / "kernels" / "sdpa")
+    shutil.copytree(repo_root() / "params", root / "params")
+    shutil.copy(repo_root() / "pyproject.toml", root / "pyproject.toml")
+    if plant_name is not None:
+        plant = PLANTS[plant_name]
+        header = root / "kernels" / "sdpa" / plant.header
+        header.write_text(plant_text(header.read_text(), plant))
+    return root
