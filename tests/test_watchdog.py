@@ -12,7 +12,7 @@ import pytest
 
 from stagelab.measure import chain
 
-from stagelab import watchdog
+from stagelab.measure import watchdog
 from stagelab.measure.checks import CheckResult, check_each
 from stagelab.core.errors import KernelHang
 from stagelab.judge.outcome import HANG, ORDERING, Evidence, decide
@@ -166,7 +166,7 @@ def test_exit_after_hang_ends_the_process_with_its_status_and_marker():
 
 def test_watchdog_sources_never_block_in_synchronize():
     """checks, chains and timing wait only through the watchdog."""
-    for name in ("checks.py", "chain.py", "timing.py", "families/sdpa/fp8/budget.py"):
+    for name in ("measure/checks.py", "measure/chain.py", "measure/timing.py", "families/sdpa/fp8/budget.py"):
         text = (ROOT / "lib" / "stagelab" / name).read_text()
         assert "torch.cuda.synchronize(" not in text, name
     assert watchdog.HANG_EXIT_CODE not in (0, 1, 2, 124) and watchdog.HANG_EXIT_CODE < 128
