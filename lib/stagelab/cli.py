@@ -1,5 +1,6 @@
 """The `stagelab` command: run stage notebooks, list stages, build, show resources, write reports,
-regenerate notebooks, open the MLflow UI, close runs left RUNNING, back up the store."""
+regenerate notebooks, open the MLflow UI, close runs left RUNNING, back up the store, try changes
+to a stage and read its journal."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import argparse
 import os
 import sys
 
+from .cli_try import add_trial_parsers, route
 from .errors import RunnerStopped, StagelabError
 from .server import DEFAULT_HOST, DEFAULT_PORT
 
@@ -205,6 +207,8 @@ def _cmd_ui(args) -> int:
             if found is not None:
                 runs_view.install(tracking.client(), found)  # a store written before stagelab set its columns
                 print(f"{experiment}: {runs_view.runs_url(base, found.experiment_id)}")
+                if experiment == family.experiment:
+                    print(f"{experiment} trials: {runs_view.trials_url(base, found.experiment_id)}")
     if remote:
         print(f"MLFLOW_TRACKING_URI points at a tracking server: open {uri} in a browser")
         return 0
@@ -451,12 +455,13 @@ def build_parser() -> argparse.ArgumentParser:
     srv.set_defaults(func=_cmd_server)
 
     _add_store_commands(sub)
+    add_trial_parsers(sub)
 
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = build_parser().parse_args(route(sys.argv[1:] if argv is None else list(argv)))
     try:
         return args.func(args)
     except RunnerStopped as exc:

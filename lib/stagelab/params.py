@@ -7,6 +7,8 @@
     shapes:                          # the family's problem entries, e.g. for sdpa:
       - {shape: [1, 8, 512, 64], causal: [false, true]}
     mission: {shape: [2, 8, 512, 64], causal: false}      # headline timing problem, always timed
+    timed: [{shape: [4, 16, 4096, 128], causal: false}]  # optional: time these instead of `shapes`
+                                     # (a file of tiny ragged check problems, params/try.yaml)
     timing: {dtype: float16, warmup: 10, repetitions: 100, modes: [cold],
              contenders: [flash, efficient, cudnn, math]}  # `backends` is the older name
     timeout_s: 1800                  # per-notebook limit in batch runs
@@ -30,7 +32,8 @@ from .timing import TIMING_MODES
 MIN_REPETITIONS = 100
 DEFAULT_FAMILY = "sdpa"
 
-_TOP_KEYS = {"description", "family", "dtypes", "seeds", "shapes", "mission", "timing", "timeout_s", "steps"}
+_TOP_KEYS = {"description", "family", "dtypes", "seeds", "shapes", "mission", "timing", "timeout_s", "steps",
+             "timed"}
 # Steps a parameter file may switch on: compute-sanitizer (sanitize.py), Nsight Compute (profile.py)
 # and the stage notebook's own exploration cells (notebooks/explore/<stage>.py: variant sweeps).
 OPTIONAL_STEPS = ("sanitize", "profile", "explore")
@@ -63,14 +66,15 @@ class RunParams:
     timing: TimingSpec
     timeout_s: int = 1800
     steps: tuple[str, ...] = ()
+    timed: tuple[Problem, ...] = ()  # timed instead of `shapes` when given
 
     @property
     def name(self) -> str:
         return self.path.stem
 
     def timed_shapes(self) -> list[Problem]:
-        """Every checked problem, plus the mission problem when the file lacks it."""
-        shapes = list(self.shapes)
+        """Every checked problem (or the file's `timed` list), plus the mission problem when it lacks it."""
+        shapes = list(self.timed or self.shapes)
         if self.mission not in shapes:
             shapes.append(self.mission)
         return shapes
@@ -145,19 +149,23 @@ def _read_yaml(path: Path) -> dict:
     return _check_keys(str(path), raw, _TOP_KEYS)
 
 
-def _problems(path: Path, raw: dict, family: Family) -> tuple[tuple[Problem, ...], Problem]:
-    entries = raw.get("shapes")
+def _problem_list(path: Path, key: str, entries: Any, family: Family) -> tuple[Problem, ...]:
     if not isinstance(entries, list) or not entries:
-        raise ConfigError(f"{path}: shapes: expected a non-empty list")
+        raise ConfigError(f"{path}: {key}: expected a non-empty list")
     shapes: list[Problem] = []
     for index, entry in enumerate(entries):
-        for shape in family.parse_problem(f"{path}: shapes[{index}]", entry):
+        for shape in family.parse_problem(f"{path}: {key}[{index}]", entry):
             if shape not in shapes:
                 shapes.append(shape)
+    return tuple(shapes)
+
+
+def _problems(path: Path, raw: dict, family: Family) -> tuple[tuple[Problem, ...], Problem]:
+    shapes = _problem_list(path, "shapes", raw.get("shapes"), family)
     mission = family.parse_problem(f"{path}: mission", raw.get("mission", family.default_mission))
     if len(mission) != 1:
         raise ConfigError(f"{path}: mission: give exactly one problem (one causal value)")
-    return tuple(shapes), mission[0]
+    return shapes, mission[0]
 
 
 def load_params(path: Path | str) -> RunParams:
@@ -184,6 +192,7 @@ def load_params(path: Path | str) -> RunParams:
         timing=_timing(f"{path}: timing", raw.get("timing") or {}, family),
         timeout_s=_positive_int(f"{path}: timeout_s", raw.get("timeout_s", 1800)),
         steps=_steps(f"{path}: steps", raw.get("steps", [])),
+        timed=_problem_list(path, "timed", raw["timed"], family) if "timed" in raw else (),
     )
 
 

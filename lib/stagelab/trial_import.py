@@ -1,0 +1,199 @@
+"""`stagelab try import FILE`: measured history (docs/results/sdpa/history/trials.yaml) as trial runs.
+
+One trial run per entry, in its stage's experiment, tagged like any trial (trial_record.trial_tags)
+and `imported_from` the file; its start time is the entry's date and its commit the entry's, its
+numbers metrics (`imported/<metric>/<problem>/<trial|default|clock_mhz>`), and the patch of each of
+its defines that has one (`<file's folder>/patches/<KNOB>.diff`) an artifact, so `stagelab try
+--patch` can replay it. Importing twice adds nothing: each run carries the content hash of its
+entry (TAG_IMPORT_HASH), and an entry whose hash is in the store is skipped.
+
+Schema (/work/notes/trials_schema.md): stage, date, commit, session, gpu, name, defines, hypothesis,
+verdict, conclusion, numbers [{problem, metric, trial, default, clock_mhz, unit}], checks, source.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from datetime import datetime, timezone
+from pathlib import Path
+
+import yaml
+
+from . import metrics, tracking
+from .errors import ConfigError
+from .paths import repo_root
+
+REQUIRED_KEYS = ("stage", "date", "name", "hypothesis", "verdict")
+ENTRY_KEYS = {*REQUIRED_KEYS, "commit", "session", "gpu", "defines", "conclusion", "numbers", "checks", "source"}
+NUMBER_KEYS = {"problem", "metric", "trial", "default", "clock_mhz", "unit"}
+# trial_judge.VERDICTS and the log's own `inconclusive` (a measurement that could not decide).
+IMPORTED_VERDICTS = ("faster", "valid_negative", "incorrect", "build_failed", "resource_fail", "inconclusive")
+METRICS = ("tflops", "us_per_launch", "us", "ratio", "pct", "clocks", "registers", "spill_bytes", "other")
+IMPORTED_PARAMS_FILE = "imported"
+
+
+def entry_hash(entry: dict) -> str:
+    return hashlib.sha256(json.dumps(entry, sort_keys=True, default=str).encode()).hexdigest()[:20]
+
+
+def _check_entry(where: str, entry) -> dict:
+    if not isinstance(entry, dict):
+        raise ConfigError(f"{where}: expected a mapping")
+    missing = [k for k in REQUIRED_KEYS if entry.get(k) in (None, "")]
+    unknown = sorted(set(entry) - ENTRY_KEYS)
+    if missing or unknown:
+        raise ConfigError(f"{where}: " + "; ".join(filter(None, [missing and f"missing {missing}",
+                                                                  unknown and f"unknown key(s) {unknown}"])))
+    if entry["verdict"] not in IMPORTED_VERDICTS:
+        raise ConfigError(f"{where}: verdict {entry['verdict']!r} is not one of {list(IMPORTED_VERDICTS)}")
+    if not isinstance(entry.get("defines") or {}, dict):
+        raise ConfigError(f"{where}: defines: expected a mapping NAME: value")
+    for index, number in enumerate(entry.get("numbers") or []):
+        if not isinstance(number, dict) or not {"problem", "metric"} <= set(number) or set(number) - NUMBER_KEYS:
+            raise ConfigError(f"{where}: numbers[{index}]: expected problem, metric, trial, default "
+                              f"(clock_mhz, unit optional), got {number!r}")
+        if number["metric"] not in METRICS:
+            raise ConfigError(f"{where}: numbers[{index}]: metric {number['metric']!r} is not one of {list(METRICS)}")
+    return entry
+
+
+def start_ms(where: str, date, position: int) -> int:
+    """The entry's date (UTC when it names no zone) in ms, plus its position in the file in ms: entries
+    of one day keep the file's (chronological) order, far below the date's own precision."""
+    try:
+        moment = date if isinstance(date, datetime) else datetime.fromisoformat(str(date))
+    except ValueError as exc:
+        raise ConfigError(f"{where}: date {date!r} is not an ISO date (2026-11-24, 2026-11-24T13:05)") from exc
+    if not isinstance(moment, datetime):  # a YAML date without a time
+        moment = datetime(moment.year, moment.month, moment.day)
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    return int(moment.timestamp() * 1000) + position
+
+
+def load_entries(path: Path) -> list[dict]:
+    if not path.is_file():
+        raise ConfigError(f"no trials file {path}")
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML: {exc}") from exc
+    if not isinstance(raw, list):
+        raise ConfigError(f"{path}: expected a list of trial entries")
+    return [_check_entry(f"{path}: entry {i} ({(e or {}).get('name', '?') if isinstance(e, dict) else '?'})", e)
+            for i, e in enumerate(raw)]
+
+
+def number_metrics(entry: dict) -> dict[str, float]:
+    out = {}
+    for n in entry.get("numbers") or []:
+        for field in ("trial", "default", "clock_mhz"):
+            if isinstance(n.get(field), (int, float)) and not isinstance(n.get(field), bool):
+                out[metrics.IMPORTED_NUMBER.key(n["metric"], str(n["problem"]), field)] = float(n[field])
+    return out
+
+
+def key_numbers(entry: dict) -> str:
+    """The log's numbers as one line: `problem metric trial vs default @clock`, then the checks."""
+    parts = []
+    for n in entry.get("numbers") or []:
+        unit = f" {n['unit']}" if n.get("unit") else ""
+        base = f" vs {n['default']}" if n.get("default") is not None else ""
+        clock = f" @{n['clock_mhz']} MHz" if n.get("clock_mhz") else ""
+        parts.append(f"{n['problem']} {n['metric']}{unit} {n.get('trial')}{base}{clock}")
+    if entry.get("checks"):
+        parts.append(str(entry["checks"]))
+    return "; ".join(parts)
+
+
+def _relative(path: Path) -> str:
+    resolved = path.resolve()
+    root = repo_root().resolve()
+    return str(resolved.relative_to(root)) if resolved.is_relative_to(root) else str(path)
+
+
+def _tags(entry: dict, source: str, digest: str) -> dict[str, str]:
+    from .trial_record import trial_tags
+
+    defines = {str(k): str(v) for k, v in (entry.get("defines") or {}).items()}
+    commit = str(entry.get("commit") or "unknown")
+    tags = trial_tags(entry["stage"], str(entry["name"]), str(entry["hypothesis"]).strip(), defines)
+    return tags | {
+        metrics.TAG_STAGE: entry["stage"], metrics.TAG_PARAMS_FILE: IMPORTED_PARAMS_FILE,
+        metrics.TAG_IMPORTED_FROM: source, metrics.TAG_IMPORT_HASH: digest,
+        metrics.TAG_TRIAL_COMMIT: commit, "mlflow.source.git.commit": commit,
+        metrics.TAG_TRIAL_GPU: str(entry.get("gpu") or "unknown"),
+        metrics.TAG_VERDICT: entry["verdict"], metrics.TAG_VERDICT_REASON: "as the log concluded",
+        metrics.TAG_CONCLUSION: str(entry.get("conclusion") or "").strip(),
+        metrics.TAG_KEY_NUMBERS: key_numbers(entry),
+        "stagelab.trial.session": str(entry.get("session") or ""),
+        "stagelab.trial.log_source": str(entry.get("source") or ""),
+        "stagelab.trial.checks": str(entry.get("checks") or ""),
+        "mlflow.source.name": f"stagelab try import {source}", "mlflow.source.type": "LOCAL",
+    }
+
+
+def _patches(entry: dict, folder: Path) -> list[Path]:
+    return [folder / "patches" / f"{knob}.diff" for knob in sorted(entry.get("defines") or {})
+            if (folder / "patches" / f"{knob}.diff").is_file()]
+
+
+def _import_entry(entry: dict, where: str, position: int, source: str, folder: Path, experiment_id: str,
+                  digest: str) -> str:
+    import tempfile
+
+    client = tracking.client()
+    start = start_ms(where, entry["date"], position)
+    run = client.create_run(experiment_id, start_time=start, tags=_tags(entry, source, digest),
+                            run_name=f"{entry['stage']} try {entry['name']}")
+    run_id = run.info.run_id
+    tracking.log_metrics(run_id, number_metrics(entry), timestamp_ms=start)
+    with tempfile.TemporaryDirectory(prefix="stagelab-import-") as scratch:
+        (Path(scratch) / "entry.json").write_text(json.dumps(entry, indent=2, default=str))
+        tracking.log_artifact(run_id, Path(scratch) / "entry.json", "trial")
+    for patch in _patches(entry, folder):  # `.txt` last: the UI previews it as text
+        with tempfile.TemporaryDirectory(prefix="stagelab-import-") as scratch:
+            copy = Path(scratch) / f"{patch.stem}.diff.txt"
+            copy.write_text(patch.read_text())
+            tracking.log_artifact(run_id, copy, "trial/patches")
+    client.set_terminated(run_id, status="FINISHED", end_time=start)
+    return run_id
+
+
+def _known_hashes(experiment_id: str) -> set[str]:
+    from .journal import trials_filter
+
+    runs = tracking.client().search_runs([experiment_id], filter_string=trials_filter(), max_results=50000)
+    return {r.data.tags[metrics.TAG_IMPORT_HASH] for r in runs if metrics.TAG_IMPORT_HASH in r.data.tags}
+
+
+def import_trials(path: str | Path, progress=print) -> tuple[int, int]:
+    """Every entry of a trials file not yet in the store, as a trial run; returns (added, skipped).
+    The whole file is checked before anything is written."""
+    from .family import load_family
+    from .registry import find_stage
+
+    path = Path(path)
+    entries = load_entries(path)
+    experiments = {}
+    for index, entry in enumerate(entries):
+        try:
+            experiments.setdefault(entry["stage"], load_family(find_stage(entry["stage"])[0].family).experiment)
+        except ConfigError as exc:
+            raise ConfigError(f"{path}: entry {index} ({entry['name']}): {exc}") from exc
+        start_ms(f"{path}: entry {index}", entry["date"], index)
+    source, added, skipped = _relative(path), 0, 0
+    known: dict[str, set[str]] = {}
+    for index, entry in enumerate(entries):
+        experiment_id = tracking.init_store(experiments[entry["stage"]])
+        hashes = known.setdefault(experiment_id, _known_hashes(experiment_id))
+        digest = entry_hash(entry)
+        if digest in hashes:
+            skipped += 1
+            continue
+        _import_entry(entry, f"{path}: entry {index}", index, source, path.parent, experiment_id, digest)
+        hashes.add(digest)
+        added += 1
+    progress(f"{source}: {len(entries)} entries, {added} imported, {skipped} already there")
+    return added, skipped
