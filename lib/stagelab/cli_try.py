@@ -32,16 +32,10 @@ def specs_from_args(args) -> list:
     return specs
 
 
-def _cmd_try(args) -> int:
+def print_session(session) -> bool:
+    """A table of the trials, each one's reason, build log or speedups; True when none failed outright."""
     import pandas as pd
 
-    from .trial import Narrowing, run_trials
-
-    narrowing = Narrowing(tuple(args.contenders) if args.contenders is not None else None, args.repetitions,
-                          tuple(args.only))
-    session = run_trials(args.stage, specs_from_args(args), params=args.params, jobs=args.jobs,
-                         hypothesis=args.hypothesis, min_gain=args.min_gain, track=not args.no_record,
-                         narrowing=narrowing)
     from .trial_compare import key_numbers
 
     rows = [{"trial": t.spec.name, "verdict": t.verdict.verdict,
@@ -54,7 +48,18 @@ def _cmd_try(args) -> int:
             print(trial.measured.build_error.log[-3000:])
         if trial.measured.timing is not None:
             print(trial.measured.timing.speedups().to_markdown(index=False, floatfmt=".4g"))
-    return 1 if any(t.verdict.verdict in ("incorrect", "build_failed", "error") for t in session.trials) else 0
+    return not any(t.verdict.verdict in ("incorrect", "build_failed", "error") for t in session.trials)
+
+
+def _cmd_try(args) -> int:
+    from .trial import Narrowing, run_trials
+
+    narrowing = Narrowing(tuple(args.contenders) if args.contenders is not None else None, args.repetitions,
+                          tuple(args.only))
+    session = run_trials(args.stage, specs_from_args(args), params=args.params, jobs=args.jobs,
+                         hypothesis=args.hypothesis, min_gain=args.min_gain, track=not args.no_record,
+                         narrowing=narrowing)
+    return 0 if print_session(session) else 1
 
 
 def _cmd_try_note(args) -> int:

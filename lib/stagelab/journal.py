@@ -28,9 +28,12 @@ class JournalEntry:
     reason: str
     conclusion: str
     imported_from: str
+    logged_date: str = ""                # an imported trial's date as its log gave it
 
     @property
     def date(self) -> str:
+        if self.logged_date:
+            return self.logged_date
         return datetime.fromtimestamp(self.start_ms / 1000, tz=timezone.utc).strftime("%Y-%m-%d %H:%M")
 
     @classmethod
@@ -40,7 +43,7 @@ class JournalEntry:
                    tags.get(metrics.TAG_TRIAL_NAME, run.info.run_name or ""), tags.get(metrics.TAG_HYPOTHESIS, ""),
                    tags.get(metrics.TAG_KEY_NUMBERS, ""), tags.get(metrics.TAG_VERDICT, "(none)"),
                    tags.get(metrics.TAG_VERDICT_REASON, ""), tags.get(metrics.TAG_CONCLUSION, ""),
-                   tags.get(metrics.TAG_IMPORTED_FROM, ""))
+                   tags.get(metrics.TAG_IMPORTED_FROM, ""), tags.get(metrics.TAG_TRIAL_DATE, ""))
 
 
 def trials_filter(stage_id: str | None = None) -> str:

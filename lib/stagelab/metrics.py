@@ -205,6 +205,7 @@ TAG_CONCLUSION = "stagelab.trial.conclusion"   # added later: `stagelab try note
 TAG_KEY_NUMBERS = "stagelab.trial.key_numbers"  # one line of the headline numbers, for the journal
 TAG_TRIAL_COMMIT = "stagelab.trial.commit"     # the commit measured at (the original one when imported)
 TAG_TRIAL_GPU = "stagelab.trial.gpu"
+TAG_TRIAL_DATE = "stagelab.trial.date"         # an imported trial's date as its log gave it (the run starts then)
 TAG_TRIAL_FROM_RUN = "stagelab.trial.from_run"  # the stage run whose notebook started the trial
 TAG_IMPORTED_FROM = "imported_from"            # the file an imported trial came from (issue 30)
 TAG_IMPORT_HASH = "stagelab.trial.import_hash"  # content hash of the imported entry: import is idempotent

@@ -65,20 +65,6 @@ class Trial:
         return m.build is not None and m.build.module is not None and (m.resources is None or m.resources.passed)
 
 
-@dataclass
-class TrialSession:
-    """A call of `stagelab try`: the stage's context, its default build and the trials."""
-
-    ctx: object                          # steps.StageContext of the stage on the trial parameter file
-    default: Measured
-    trials: list[Trial]
-    workdirs: list[Path] = field(default_factory=list)
-
-    def cleanup(self) -> None:
-        for folder in self.workdirs:
-            shutil.rmtree(folder, ignore_errors=True)
-
-
 @dataclass(frozen=True)
 class Narrowing:
     """Less of the parameter file, for a quick look: other contenders, fewer repetitions, some problems."""
@@ -86,6 +72,7 @@ class Narrowing:
     contenders: tuple[str, ...] | None = None
     repetitions: int | None = None
     only: tuple[str, ...] = ()          # problem tags of the timed list
+    check_only: bool = False            # check the trials, time nothing
 
     def apply(self, params):
         from .params import MIN_REPETITIONS
@@ -111,6 +98,21 @@ class Narrowing:
         return replace(params, timing=timing, timed=timed)
 
 
+@dataclass
+class TrialSession:
+    """A call of `stagelab try`: the stage's context, its default build and the trials."""
+
+    ctx: object                          # steps.StageContext of the stage on the trial parameter file
+    default: Measured
+    trials: list[Trial]
+    workdirs: list[Path] = field(default_factory=list)
+    narrowing: Narrowing | None = None
+
+    def cleanup(self) -> None:
+        for folder in self.workdirs:
+            shutil.rmtree(folder, ignore_errors=True)
+
+
 def load_session(stage_id: str, specs: list[TrialSpec], params: str | Path | None = None,
                  narrowing: Narrowing | None = None) -> TrialSession:
     """The stage's context and every trial resolved (patches applied): every spec error is raised
@@ -128,7 +130,7 @@ def load_session(stage_id: str, specs: list[TrialSpec], params: str | Path | Non
     names = [s.name for s in specs]
     if len(set(names)) != len(names) or metrics.TRIAL_DEFAULT_LABEL in names:
         raise ConfigError(f"trial names must be distinct and not {metrics.TRIAL_DEFAULT_LABEL!r}: {names}")
-    session = TrialSession(ctx, Measured(), [])
+    session = TrialSession(ctx, Measured(), [], narrowing=narrowing)
     try:
         for spec in specs:
             stage, trial_registry, diff, workdir = prepare(spec, ctx.registry, ctx.stage)
@@ -248,7 +250,8 @@ def run_trials(stage_id: str, specs: list[TrialSpec], *, params: str | Path | No
 def _gpu_steps(session: TrialSession, progress) -> None:
     try:
         check_trials(session, progress)
-        time_trials(session)
+        if not (session.narrowing and session.narrowing.check_only):
+            time_trials(session)
     except Exception as exc:  # the context is gone: the trials not yet measured say why
         for trial in session.trials:
             m = trial.measured

@@ -123,7 +123,7 @@ def _tags(entry: dict, source: str, digest: str) -> dict[str, str]:
         metrics.TAG_STAGE: entry["stage"], metrics.TAG_PARAMS_FILE: IMPORTED_PARAMS_FILE,
         metrics.TAG_IMPORTED_FROM: source, metrics.TAG_IMPORT_HASH: digest,
         metrics.TAG_TRIAL_COMMIT: commit, "mlflow.source.git.commit": commit,
-        metrics.TAG_TRIAL_GPU: str(entry.get("gpu") or "unknown"),
+        metrics.TAG_TRIAL_GPU: str(entry.get("gpu") or "unknown"), metrics.TAG_TRIAL_DATE: str(entry["date"]),
         metrics.TAG_VERDICT: entry["verdict"], metrics.TAG_VERDICT_REASON: "as the log concluded",
         metrics.TAG_CONCLUSION: str(entry.get("conclusion") or "").strip(),
         metrics.TAG_KEY_NUMBERS: key_numbers(entry),
