@@ -245,3 +245,16 @@ def test_without_a_gpu_a_trial_is_built_resource_checked_and_recorded_as_no_gpu(
     failed = runs["ROWS_PER_BLOCK=0"]
     log = Path(tracking.client().download_artifacts(failed.info.run_id, "trial/build.log")).read_text()
     assert "ROWS_PER_BLOCK" in log
+
+
+@pytest.mark.gpu
+@pytest.mark.slow
+def test_on_a_gpu_a_trial_is_checked_timed_with_clocks_and_judged(tmp_store):
+    session = run_trials(STAGE, [TrialSpec.of(defines={"ROWS_PER_BLOCK": "2"})], hypothesis="two rows per block")
+    trial = session.trials[0]
+    assert trial.verdict.verdict in ("faster", "valid_negative"), trial.verdict
+    run = trial_runs()["ROWS_PER_BLOCK=2"]
+    assert run.data.metrics[m.CHECKS_FAILED.key()] == 0 and run.data.metrics[m.CHECKS_TOTAL.key()] > 0
+    assert run.data.metrics[m.speedup_geomean("default").key()] > 0
+    assert any(k.startswith(m.of_default("p50_us/")) for k in run.data.metrics)
+    assert run.data.tags[m.TAG_TRIAL_GPU] != "none" and "vs" in run.data.tags[m.TAG_KEY_NUMBERS]

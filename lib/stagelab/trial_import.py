@@ -127,9 +127,9 @@ def _tags(entry: dict, source: str, digest: str) -> dict[str, str]:
         metrics.TAG_VERDICT: entry["verdict"], metrics.TAG_VERDICT_REASON: "as the log concluded",
         metrics.TAG_CONCLUSION: str(entry.get("conclusion") or "").strip(),
         metrics.TAG_KEY_NUMBERS: key_numbers(entry),
-        "stagelab.trial.session": str(entry.get("session") or ""),
-        "stagelab.trial.log_source": str(entry.get("source") or ""),
-        "stagelab.trial.checks": str(entry.get("checks") or ""),
+        metrics.TAG_TRIAL_SESSION: str(entry.get("session") or ""),
+        metrics.TAG_TRIAL_LOG_SOURCE: str(entry.get("source") or ""),
+        metrics.TAG_TRIAL_CHECKS: str(entry.get("checks") or ""),
         "mlflow.source.name": f"stagelab try import {source}", "mlflow.source.type": "LOCAL",
     }
 

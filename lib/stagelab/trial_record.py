@@ -44,7 +44,7 @@ def _start(session, trial, hypothesis: str, from_run: str | None) -> str:
     tags |= {metrics.TAG_TRIAL_COMMIT: tags.get("git_commit", "unknown"), metrics.TAG_TRIAL_GPU: tags.get("gpu", "none"),
              "mlflow.source.name": "stagelab try", "mlflow.source.type": "LOCAL"}
     if spec.variant:
-        tags["stagelab.trial.variant"] = spec.variant
+        tags[metrics.TAG_TRIAL_VARIANT] = spec.variant
     if from_run:
         tags[metrics.TAG_TRIAL_FROM_RUN] = from_run
     run_id = tracking.create_run(experiment_id, ctx.stage.id, ctx.params.name, tags=tags,
