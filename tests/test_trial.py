@@ -124,6 +124,8 @@ def test_cli_errors_are_one_line_and_exit_2(stagelab_cli):
     (TrialEvidence(built=True, gpu_available=True, crash="illegal address", checks_passed=None), "incorrect"),
     (TrialEvidence(built=True, gpu_available=True, checks_passed=False, speedup_vs_default=2.0), "incorrect"),
     (TrialEvidence(built=True, gpu_available=True, checks_passed=True), "error"),
+    (TrialEvidence(built=True, gpu_available=True, timing_error="not measured: context lost"), "error"),
+    (TrialEvidence(built=True, gpu_available=True, checks_passed=True, timing_asked=False), "checked"),
     (TrialEvidence(built=True, gpu_available=True, checks_passed=True, speedup_vs_default=1.04, min_gain=0.05),
      "valid_negative"),
     (TrialEvidence(built=True, gpu_available=True, checks_passed=True, speedup_vs_default=0.9), "valid_negative"),

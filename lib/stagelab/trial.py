@@ -220,7 +220,7 @@ def judge_session(session: TrialSession, min_gain: float | None = None) -> None:
             gpu_available=session.ctx.gpu_available, checks_passed=m.checks.passed if m.checks else None,
             crash=m.crash, timing_error=m.timing_error, build_error=str(m.build_error).splitlines()[0] if m.build_error else "",
             speedup_vs_default=timing.speedup_geomean(metrics.TRIAL_DEFAULT_LABEL) if timing else None,
-            min_gain=gain))
+            min_gain=gain, timing_asked=not (session.narrowing and session.narrowing.check_only)))
 
 
 def run_trials(stage_id: str, specs: list[TrialSpec], *, params: str | Path | None = None, jobs: int = 1,

@@ -5,7 +5,9 @@ Precedence, first match wins:
   resource_fail   a registry gate failed on the trial's ptxas report or SASS
   no_gpu          built and resource-checked; no GPU, so checks and timing were skipped
   incorrect       a check failed or a launch crashed (a fast wrong kernel is a failure)
-  error           correct, but not timed (the CUDA context was lost, or the default could not run)
+  error           not checked, or correct but not timed, though both were asked for (the CUDA
+                  context was lost to another trial's launch, or the default could not run)
+  checked         correct; no timing was asked for (tools/quick_check.py without --time)
   faster          correct, and faster than the stage's default by at least min_gain (the geometric
                   mean over the timed problems of default p50 / trial p50, primary mode): the gain
                   that would make it pass as a stage of its own over the default
@@ -17,7 +19,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-VERDICTS = ("faster", "valid_negative", "incorrect", "build_failed", "resource_fail", "no_gpu", "error")
+VERDICTS = ("faster", "valid_negative", "incorrect", "build_failed", "resource_fail", "no_gpu", "error", "checked")
 
 
 @dataclass(frozen=True)
@@ -31,6 +33,7 @@ class TrialEvidence:
     build_error: str = ""
     speedup_vs_default: float | None = None
     min_gain: float = 0.0
+    timing_asked: bool = True
 
 
 @dataclass(frozen=True)
@@ -48,8 +51,12 @@ def judge_trial(e: TrialEvidence) -> TrialVerdict:
         return TrialVerdict("no_gpu", "built and resource-checked; no GPU, so checks and timing were skipped")
     if e.crash:
         return TrialVerdict("incorrect", f"a launch crashed: {e.crash}")
-    if e.checks_passed is not True:
+    if e.checks_passed is False:
         return TrialVerdict("incorrect", "at least one correctness check failed")
+    if e.checks_passed is None:
+        return TrialVerdict("error", e.timing_error or "the trial was not checked")
+    if not e.timing_asked:
+        return TrialVerdict("checked", "correct; no timing was asked for")
     speedup = e.speedup_vs_default
     if speedup is None or not math.isfinite(speedup):
         return TrialVerdict("error", e.timing_error or "correct, but the trial and its default were not both timed")
