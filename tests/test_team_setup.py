@@ -15,7 +15,7 @@ def test_store_carries_the_runs_table_view(tmp_store):
     tags = tracking.client().get_experiment(experiment_id).tags
     views = sorted(k for k in tags if k.startswith(runs_view.SHARED_VIEW_TAG_PREFIX))
     stage_view = runs_view.SHARED_VIEW_TAG_PREFIX + runs_view.share_key()
-    trial_view = runs_view.SHARED_VIEW_TAG_PREFIX + runs_view.share_key(runs_view.trial_columns())
+    trial_view = runs_view.SHARED_VIEW_TAG_PREFIX + runs_view.share_key(*runs_view.trials_view())
     assert views == sorted([stage_view, trial_view])
     columns = json.loads(tags[stage_view])["selectedColumns"]
     assert "tags.`outcome`" in columns and "metrics.`mission_p50_us`" in columns

@@ -2,6 +2,7 @@
 them, the UI's trials link, and `stagelab import` carrying trial runs between stores. A real
 SQLite store; the fixture's numbers are made up for the tests (tests/fixtures/history)."""
 
+import json
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -97,14 +98,14 @@ def test_the_trials_link_filters_trials_from_stage_runs(tmp_store, stagelab_cli)
     stage_run = tracking.create_run(experiment_id, S8, "acceptance")
     url = runs_view.trials_url("http://h:5000", experiment_id)
     assert url.startswith(f"http://h:5000/#/experiments/{experiment_id}/runs?workflowType=machine_learning")
-    assert "searchFilter=tags.%60stagelab.kind%60%20%3D%20%27trial%27" in url
-    assert runs_view.share_key(runs_view.trial_columns()) in url
-    tags = tracking.client().get_experiment(experiment_id).tags
-    assert tags[runs_view.SHARED_VIEW_TAG_PREFIX + runs_view.share_key(runs_view.trial_columns())]
+    key = runs_view.share_key(*runs_view.trials_view())
+    assert url.endswith(f"viewStateShareKey={key}")
+    state = json.loads(tracking.client().get_experiment(experiment_id).tags[runs_view.SHARED_VIEW_TAG_PREFIX + key])
+    assert state["searchFilter"] == runs_view.TRIALS_FILTER and "tags.`stagelab.trial.verdict`" in state["selectedColumns"]
     found = tracking.client().search_runs([experiment_id], filter_string=runs_view.TRIALS_FILTER)
     assert len(found) == 3 and stage_run not in {r.info.run_id for r in found}
     done = stagelab_cli("ui", "--dry-run")
-    assert f"stagelab-sdpa trials: http://127.0.0.1" in done.stdout and "searchFilter=" in done.stdout, done.stdout
+    assert f"stagelab-sdpa trials: http://127.0.0.1" in done.stdout and key in done.stdout, done.stdout
 
 
 def test_stagelab_import_keeps_the_trial_tags_and_dates(tmp_path, monkeypatch):
