@@ -50,6 +50,19 @@ def test_each_entry_becomes_a_trial_run_once(tmp_store):
     assert patches == ["trial/patches/WS_PV_SS.diff.txt"]
     assert tracking.client().list_artifacts(runs["late_merger"].info.run_id, "trial/patches") == []
     assert runs["late_merger"].data.tags[m.TAG_TRIAL_COMMIT] == "unknown"
+    merger = runs["late_merger"].data.metrics
+    assert merger["imported/us/2x8x512x64/merge phase. range low/contender.cudnn"] == 0.9
+    assert merger["imported/us/2x8x512x64/merge phase. range low/trial"] == 0.5
+    assert merger["imported/us/2x8x512x64/merge phase. range low/trial_2"] == 0.55, "a repeated row keeps its value"
+
+
+def test_a_number_key_too_long_for_mlflow_is_cut_with_a_hash():
+    from stagelab.trial_import import MLFLOW_MAX_KEY, number_metrics
+
+    row = {"problem": "p" * 200, "metric": "us", "quantity": "q" * 200, "trial": 1.0, "default": 2.0}
+    keys = number_metrics({"numbers": [row]})
+    assert len(keys) == 2 and all(len(k) <= MLFLOW_MAX_KEY and k.startswith("imported/us/ppp") for k in keys)
+    assert sorted(k.rsplit("/", 1)[1] for k in keys) == ["default", "trial"]
 
 
 def test_a_changed_entry_is_imported_as_new_and_a_bad_file_writes_nothing(tmp_store, tmp_path):

@@ -26,7 +26,18 @@ from .paths import repo_root
 
 REQUIRED_KEYS = ("stage", "date", "name", "hypothesis", "verdict")
 ENTRY_KEYS = {*REQUIRED_KEYS, "commit", "session", "gpu", "defines", "conclusion", "numbers", "checks", "source"}
-NUMBER_KEYS = {"problem", "metric", "trial", "default", "clock_mhz", "unit"}
+# A number row's values (docs/results/sdpa/history/README.md): the trial's and the default's, and what
+# quick_check printed beside them (clocks, board power; the contenders' too).
+NUMBER_VALUES = ("trial", "default", "clock_mhz", "default_clock_mhz", "power_w", "default_power_w",
+                 "contender_clock_mhz", "contender_power_w")
+NUMBER_KEYS = {"problem", "metric", "unit", "quantity", "contenders", *NUMBER_VALUES}
+# Rows of a trial the journal line shows; every row is a metric of the run and in its entry.json.
+JOURNAL_ROWS = 8
+# MLflow keys are at most 250 characters: a long `quantity` is cut in the key (whole in entry.json),
+# and a problem and quantity still too long together become their first characters and a hash.
+QUANTITY_IN_KEY = 120
+MLFLOW_MAX_KEY = 250
+KEY_HASH_CHARS = 8
 # trial_judge.VERDICTS and the log's own `inconclusive` (a measurement that could not decide).
 IMPORTED_VERDICTS = ("faster", "valid_negative", "incorrect", "build_failed", "resource_fail", "inconclusive")
 METRICS = ("tflops", "us_per_launch", "us", "ratio", "pct", "clocks", "registers", "spill_bytes", "other")
@@ -52,7 +63,10 @@ def _check_entry(where: str, entry) -> dict:
     for index, number in enumerate(entry.get("numbers") or []):
         if not isinstance(number, dict) or not {"problem", "metric"} <= set(number) or set(number) - NUMBER_KEYS:
             raise ConfigError(f"{where}: numbers[{index}]: expected problem, metric, trial, default "
-                              f"(clock_mhz, unit optional), got {number!r}")
+                              f"(optional: {sorted(NUMBER_KEYS - {'problem', 'metric', 'trial', 'default'})}), "
+                              f"got {number!r}")
+        if not isinstance(number.get("contenders") or {}, dict):
+            raise ConfigError(f"{where}: numbers[{index}]: contenders: expected a mapping name: number")
         if number["metric"] not in METRICS:
             raise ConfigError(f"{where}: numbers[{index}]: metric {number['metric']!r} is not one of {list(METRICS)}")
     return entry
@@ -85,23 +99,55 @@ def load_entries(path: Path) -> list[dict]:
             for i, e in enumerate(raw)]
 
 
+def _number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _key(parts: list[str], field: str) -> str:
+    key = metrics.IMPORTED_NUMBER.key(*parts, field)
+    if len(key) <= MLFLOW_MAX_KEY:
+        return key
+    middle = "/".join(parts[1:])
+    digest = hashlib.sha256(middle.encode()).hexdigest()[:KEY_HASH_CHARS]
+    room = MLFLOW_MAX_KEY - len(metrics.IMPORTED_NUMBER.key(parts[0], "", field)) - KEY_HASH_CHARS - 1
+    return metrics.IMPORTED_NUMBER.key(parts[0], f"{middle[:room]}~{digest}", field)
+
+
 def number_metrics(entry: dict) -> dict[str, float]:
-    out = {}
+    """imported/<metric>/<problem>[/<quantity>]/<value>, for each value a row gives (a contender's as
+    contender.<name>); a key a second row of the same name would repeat gets _2, _3, ..."""
+    out: dict[str, float] = {}
     for n in entry.get("numbers") or []:
-        for field in ("trial", "default", "clock_mhz"):
-            if isinstance(n.get(field), (int, float)) and not isinstance(n.get(field), bool):
-                out[metrics.IMPORTED_NUMBER.key(n["metric"], str(n["problem"]), field)] = float(n[field])
+        parts = [n["metric"], str(n["problem"])] + ([str(n["quantity"])[:QUANTITY_IN_KEY]] if n.get("quantity") else [])
+        values = {field: n.get(field) for field in NUMBER_VALUES}
+        values |= {f"contender.{name}": value for name, value in (n.get("contenders") or {}).items()}
+        for field, value in values.items():
+            if not _number(value):
+                continue
+            key, repeat = _key(parts, field), 2
+            while key in out:
+                key, repeat = _key(parts, f"{field}_{repeat}"), repeat + 1
+            out[key] = float(value)
     return out
 
 
+def _row_text(n: dict) -> str:
+    unit = f" {n['unit']}" if n.get("unit") else ""
+    quantity = f" ({n['quantity']})" if n.get("quantity") else ""
+    base = f" vs {n['default']}" if n.get("default") is not None else ""
+    clock = f" @{n['clock_mhz']} MHz" if n.get("clock_mhz") else ""
+    clock += f"/{n['default_clock_mhz']} MHz" if n.get("default_clock_mhz") else ""
+    others = ", ".join(f"{k} {v}" for k, v in (n.get("contenders") or {}).items())
+    return f"{n['problem']} {n['metric']}{unit}{quantity} {n.get('trial')}{base}{clock}" + (f" [{others}]" if others else "")
+
+
 def key_numbers(entry: dict) -> str:
-    """The log's numbers as one line: `problem metric trial vs default @clock`, then the checks."""
-    parts = []
-    for n in entry.get("numbers") or []:
-        unit = f" {n['unit']}" if n.get("unit") else ""
-        base = f" vs {n['default']}" if n.get("default") is not None else ""
-        clock = f" @{n['clock_mhz']} MHz" if n.get("clock_mhz") else ""
-        parts.append(f"{n['problem']} {n['metric']}{unit} {n.get('trial')}{base}{clock}")
+    """The log's numbers as one line, `problem metric trial vs default @clock [contenders]` for the
+    first JOURNAL_ROWS rows, then the checks."""
+    rows = entry.get("numbers") or []
+    parts = [_row_text(n) for n in rows[:JOURNAL_ROWS]]
+    if len(rows) > JOURNAL_ROWS:
+        parts.append(f"+{len(rows) - JOURNAL_ROWS} more rows in the run's metrics")
     if entry.get("checks"):
         parts.append(str(entry["checks"]))
     return "; ".join(parts)
