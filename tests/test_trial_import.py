@@ -137,3 +137,27 @@ def test_stagelab_import_keeps_the_trial_tags_and_dates(tmp_path, monkeypatch):
     assert run.info.start_time == utc_ms(2026, 11, 24)
     assert [e.name for e in journal_entries(S8)] == ["ws_pv_ss", "late_merger"]
     assert import_trials(FIXTURE) == (0, 3), "trials merged from another store are not imported again"
+
+
+def test_a_slash_in_a_label_stays_inside_its_key_segment():
+    from mlflow.utils.validation import _validate_metric_name
+
+    from stagelab.trial_import import number_metrics
+
+    row = {"problem": "2x8x512x64", "metric": "us", "quantity": "timeline (file s8 -DK=1) q_issued / loads // every K",
+           "trial": 1.0}
+    (key,) = number_metrics({"numbers": [row]})
+    assert key.count("/") == 4 and key.endswith("/trial")
+    _validate_metric_name(key)  # MLflow refuses a name that would read as another path
+
+
+def test_a_run_that_fails_half_way_is_removed_so_a_second_import_writes_it(tmp_store, monkeypatch):
+    import stagelab.trial_import as trial_import
+
+    real = tracking.log_artifact
+    monkeypatch.setattr(tracking, "log_artifact", lambda *a, **k: (_ for _ in ()).throw(OSError("disk full")))
+    with pytest.raises(OSError, match="disk full"):
+        trial_import.import_trials(FIXTURE)
+    assert journal_entries(S8) == []
+    monkeypatch.setattr(tracking, "log_artifact", real)
+    assert trial_import.import_trials(FIXTURE) == (3, 0)

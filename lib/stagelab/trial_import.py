@@ -118,7 +118,9 @@ def number_metrics(entry: dict) -> dict[str, float]:
     contender.<name>); a key a second row of the same name would repeat gets _2, _3, ..."""
     out: dict[str, float] = {}
     for n in entry.get("numbers") or []:
-        parts = [n["metric"], str(n["problem"])] + ([str(n["quantity"])[:QUANTITY_IN_KEY]] if n.get("quantity") else [])
+        # a `/` inside a label would make MLflow read the key as a longer path: one segment per label
+        labels = [str(n["problem"])] + ([str(n["quantity"])[:QUANTITY_IN_KEY]] if n.get("quantity") else [])
+        parts = [n["metric"], *(label.replace("/", ".").strip() for label in labels)]
         values = {field: n.get(field) for field in NUMBER_VALUES}
         values |= {f"contender.{name}": value for name, value in (n.get("contenders") or {}).items()}
         for field, value in values.items():
@@ -191,19 +193,23 @@ def _import_entry(entry: dict, where: str, position: int, source: str, folder: P
 
     client = tracking.client()
     start = start_ms(where, entry["date"], position)
+    values = number_metrics(entry)
     run = client.create_run(experiment_id, start_time=start, tags=_tags(entry, source, digest),
                             run_name=f"{entry['stage']} try {entry['name']}")
     run_id = run.info.run_id
-    tracking.log_metrics(run_id, number_metrics(entry), timestamp_ms=start)
-    with tempfile.TemporaryDirectory(prefix="stagelab-import-") as scratch:
-        (Path(scratch) / "entry.json").write_text(json.dumps(entry, indent=2, default=str))
-        tracking.log_artifact(run_id, Path(scratch) / "entry.json", "trial")
-    for patch in _patches(entry, folder):  # `.txt` last: the UI previews it as text
+    try:
+        tracking.log_metrics(run_id, values, timestamp_ms=start)
         with tempfile.TemporaryDirectory(prefix="stagelab-import-") as scratch:
-            copy = Path(scratch) / f"{patch.stem}.diff.txt"
-            copy.write_text(patch.read_text())
-            tracking.log_artifact(run_id, copy, "trial/patches")
-    client.set_terminated(run_id, status="FINISHED", end_time=start)
+            (Path(scratch) / "entry.json").write_text(json.dumps(entry, indent=2, default=str))
+            tracking.log_artifact(run_id, Path(scratch) / "entry.json", "trial")
+            for patch in _patches(entry, folder):  # `.txt` last: the UI previews it as text
+                copy = Path(scratch) / f"{patch.stem}.diff.txt"
+                copy.write_text(patch.read_text())
+                tracking.log_artifact(run_id, copy, "trial/patches")
+        client.set_terminated(run_id, status="FINISHED", end_time=start)
+    except Exception:
+        client.delete_run(run_id)  # a half-written run carries the entry's hash: it would block a re-import
+        raise
     return run_id
 
 
