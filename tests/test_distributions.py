@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from stagelab.core import metrics as m
-from stagelab.measure.checks import CheckResult, ErrorBudget, LaunchVerdict, check_all, check_stage
+from stagelab.measure.checks import CheckResult, ErrorBudget, LaunchVerdict, check_all
 from stagelab.core.errors import ConfigError
 from stagelab.families.sdpa import FAMILY as SDPA, FP8_INPUTS, Shape, attention
 from stagelab.families.sdpa import distributions as sdpa_dist
@@ -334,27 +334,3 @@ def test_the_results_page_shows_the_worst_ratio_per_distribution(tmp_store, tmp_
 
 
 # -- tools/quick_check.py --distributions ---------------------------------------------------------
-class CpuStage:
-    """A correct fp16 'stage' on the CPU, as quick_check's check step sees a built one."""
-
-    input_kind = FP16_KIND
-
-    def into(self, q, k, v, out, scale, causal):
-        correct(q, k, v, out, scale, causal)
-
-
-def checked_on_cpu(family, kernel, problems, dtypes, seeds, device, progress=None, distributions=("normal",)):
-    """The lab's check_stage on the CPU whatever device the caller names (quick_check asks for cuda)."""
-    return check_stage(family, kernel, problems, dtypes, seeds, "cpu", progress, distributions)
-
-
-def test_quick_check_checks_every_distribution_that_applies(monkeypatch, capsys):
-    from tool_module import load_tool
-
-    quick_check = load_tool("quick_check")
-    monkeypatch.setattr(quick_check, "CHECK_PROBLEMS", [{"shape": [1, 2, 33, 64], "causal": [True]}])
-    monkeypatch.setattr(quick_check, "check_stage", checked_on_cpu)
-    assert quick_check.check(SDPA, {"s_cpu": CpuStage()}, distributions=["all"])
-    summary = capsys.readouterr().out
-    # 2 dtypes x 2 seeds x the 6 distributions of an fp16 stage (outlier is FP8's)
-    assert "s_cpu: 24/24 ok" in summary and "large" in summary and "outlier" not in summary

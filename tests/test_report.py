@@ -80,3 +80,19 @@ def test_the_experiment_note_stays_within_mlflows_limit():
     kept = note.split("\n\n_(cut")[0].splitlines()
     assert kept == lines[: len(kept)] and len(kept) > 10
     assert experiment_note(lines[:3], "x.md") == "\n".join(lines[:3])
+
+
+def test_the_page_links_each_stage_journal_and_the_trials_stay_off_the_ladder(tmp_store, tmp_path):
+    from pathlib import Path
+
+    from stagelab.record.trial_import import import_trials
+
+    experiment_id = tracking.init_store("stagelab-sdpa")
+    log_run(experiment_id, "s0_baseline", "acceptance", 200.0)
+    import_trials(Path(__file__).parent / "fixtures" / "history" / "trials.yaml", progress=lambda _: None)
+    text = write_report(["acceptance"], out_dir=tmp_path).read_text()
+    assert "[docs/results/sdpa/journal-s8_persistent_split.md](journal-s8_persistent_split.md)" in text
+    assert "ws_pv_ss" in (tmp_path / "journal-s8_persistent_split.md").read_text()
+    assert "s8_persistent_split" not in text.split("## acceptance")[1], "a trial is not a stage run"
+    note = tracking.client().get_experiment_by_name("stagelab-sdpa").tags["mlflow.note.content"]
+    assert "journal-s8_persistent_split.md" in note

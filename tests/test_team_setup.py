@@ -15,10 +15,14 @@ def test_store_carries_the_runs_table_view(tmp_store):
     experiment_id = tracking.init_store("stagelab-sdpa")
     tracking.init_store("stagelab-sdpa")  # a second open writes nothing new
     tags = tracking.client().get_experiment(experiment_id).tags
-    views = [k for k in tags if k.startswith(runs_view.SHARED_VIEW_TAG_PREFIX)]
-    assert views == [runs_view.SHARED_VIEW_TAG_PREFIX + runs_view.share_key()]
-    columns = json.loads(tags[views[0]])["selectedColumns"]
+    views = sorted(k for k in tags if k.startswith(runs_view.SHARED_VIEW_TAG_PREFIX))
+    stage_view = runs_view.SHARED_VIEW_TAG_PREFIX + runs_view.share_key()
+    trial_view = runs_view.SHARED_VIEW_TAG_PREFIX + runs_view.share_key(*runs_view.trials_view())
+    assert views == sorted([stage_view, trial_view])
+    columns = json.loads(tags[stage_view])["selectedColumns"]
     assert "tags.`outcome`" in columns and "metrics.`mission_p50_us`" in columns
+    trial_columns = json.loads(tags[trial_view])["selectedColumns"]
+    assert "tags.`stagelab.trial.verdict`" in trial_columns and "metrics.`speedup_vs_default_geomean`" in trial_columns
     url = runs_view.runs_url("http://127.0.0.1:5000/", experiment_id)
     assert url == (f"http://127.0.0.1:5000/#/experiments/{experiment_id}/runs?workflowType=machine_learning"
                    f"&viewStateShareKey={runs_view.share_key()}")

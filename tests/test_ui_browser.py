@@ -20,11 +20,13 @@ from gpu_record import record_gpu_results
 from services import LOOPBACK, free_port, http_server
 from stagelab.run.batch import run_batch
 from stagelab.core.registry import find_stage
+from stagelab.record.trial_import import import_trials
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[1]
 PARAMS = "params/smoke.yaml"
 STAGES = ("s0_baseline", "s1_cp_async")
+TRIALS = Path(__file__).parent / "fixtures" / "history" / "trials.yaml"  # three trial runs, two of s8
 P50_US = {"s0_baseline": 40.0, "s1_cp_async": 30.0}  # s1 1.33x its parent: above min_gain, so `pass`
 RENDER_TIMEOUT_MS = 60_000  # the UI's first load compiles nothing, but 2 busy cores make it slow
 
@@ -38,12 +40,14 @@ def _make_store(folder: Path) -> dict[str, str]:
         for stage in STAGES:
             parent = find_stage(stage)[1].parent
             record_gpu_results(run_ids[stage], stage, PARAMS, P50_US[stage], P50_US.get(parent))
+        import_trials(TRIALS, progress=lambda _: None)
     return run_ids
 
 
 @pytest.fixture(scope="module")
 def moved_store_ui(tmp_path_factory):
-    """`stagelab ui` on a copy of the store; yields (base url, runs-table url, stage -> run id)."""
+    """`stagelab ui` on a copy of the store; yields (base url, runs-table url, stage -> run id); the
+    trials link is in the module's TRIALS_URL."""
     tmp = tmp_path_factory.mktemp("ui")
     origin = tmp / "gpu-machine" / "mlruns"
     origin.mkdir(parents=True)
@@ -57,8 +61,13 @@ def moved_store_ui(tmp_path_factory):
     base = f"http://{LOOPBACK}:{port}"
     with http_server([sys.executable, "-m", "stagelab", "ui", "--port", str(port)], base, log, env):
         printed = re.search(r"sdpa: (\S+)", log.read_text())
-        assert printed, log.read_text()
+        trials = re.search(r"sdpa trials: (\S+)", log.read_text())
+        assert printed and trials, log.read_text()
+        TRIALS_URL.append(trials.group(1))
         yield base, printed.group(1), run_ids
+
+
+TRIALS_URL: list[str] = []
 
 
 def _cell(page, run_id: str, column: str) -> str:
@@ -119,3 +128,17 @@ def test_run_page_shows_description_plots_notebook_ptxas_and_diff(moved_store_ui
         for path, text in expected_text.items():
             _open_artifact(page, base, experiment_id, run_id, path)
             _preview_shows(page, text, "artifact_" + path.replace("/", "_") + ".png")
+
+
+def test_trials_link_shows_the_trial_runs_only(moved_store_ui):
+    """The trials link (`stagelab ui` prints it) opens the runs table filtered to trial runs, with the
+    trials' columns: the imported s8 trials with their verdicts, and none of the batch's stage runs."""
+    with browser_page() as page:
+        page.goto(TRIALS_URL[0])
+        page.get_by_text("s8_persistent_split try ws_pv_ss").first.wait_for(timeout=RENDER_TIMEOUT_MS)
+        page.get_by_text("s8_persistent_split try late_merger").first.wait_for(timeout=RENDER_TIMEOUT_MS)
+        page.locator('[col-id="tags.`stagelab.trial.verdict`"]').first.wait_for(timeout=RENDER_TIMEOUT_MS)
+        page.screenshot(path=str(screenshot_dir() / "trials_table.png"), full_page=True)
+        assert page.get_by_text("valid_negative").count() >= 1
+        for stage in STAGES:
+            assert page.get_by_text(f"{stage}@smoke").count() == 0, f"{stage}'s stage run is not a trial"

@@ -113,7 +113,7 @@ def _problem(tag="1x1x8x64"):
 
 
 def test_checks_record_a_crash_but_let_a_hang_through():
-    def check(shape, dtype, seed):
+    def check(shape, dtype, seed, distribution):
         if seed == 0:
             raise RuntimeError("invalid argument")
         raise KernelHang(f"check {shape.tag}", 5.0, 5.0)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One call on a lent GPU machine (no network): install the wheelhouse, run the
 # stage batch(es), the GPU tests and the report, and leave everything under $OUT.
-#   usage: [REPORT=0] [BUILD_STAGES="..."] [QUICK="..."] [TIMELINE="..."] [GPUS=all|0,1] [SANITIZE="stage ..."] [PROFILE="stage ..."] [TUNE="stage ..."] tools/device_run.sh "<stagelab run args>;<stagelab run args>..." [pytest-args]
+#   usage: [REPORT=0] [BUILD_STAGES="..."] [TRY="..."] [QUICK="..."] [TIMELINE="..."] [GPUS=all|0,1] [SANITIZE="stage ..."] [PROFILE="stage ..."] [TUNE="stage ..."] tools/device_run.sh "<stagelab run args>;<stagelab run args>..." [pytest-args]
 # GPUS adds `--gpus $GPUS` to every batch: one notebook per GPU at a time (nvidia-h200-x2 and larger).
 # Needs `make wheelhouse` beforehand and the folder carried along (carry: ["wheelhouse"]);
 # to keep adding to one store across calls, also carry "mlruns" and "runs".
@@ -32,9 +32,23 @@ snapshot() {
     mv -f "$OUT/mlruns.tgz.new" "$OUT/mlruns.tgz"
   fi
 }
-# QUICK="<tools/quick_check.py args>": check and time stages or variants without MLflow first (the
-# fast edit loop, e.g. QUICK="s9_fp8 s6_tma_warpspec --time --variant pp=s9_fp8:PINGPONG=1"); its
-# output comes back as quick_check.txt.
+# TRY="<stagelab try args>[;<args>...]": the recorded edit loop first, e.g. TRY="s8_persistent_split
+# --define WS_PDL=0 --hypothesis 'PDL off costs the mission its gain'": each spec's trials are built
+# in parallel, checked, timed beside the default and the contenders, and recorded as trial runs in
+# mlruns (here `stagelab import` merges them back, as batches); the output comes back as try.log.
+# `;` separates specs, so a hypothesis cannot hold one.
+IFS=';' read -ra TRY_SPECS <<< "${TRY:-}"
+for spec in "${TRY_SPECS[@]}"; do
+  [ -n "${spec// }" ] || continue
+  echo "=== stagelab try $spec" | tee -a "$OUT/try.log"
+  # eval: a spec quotes its hypothesis ('...'), which must reach stagelab as one argument
+  eval "timeout ${TRY_TIMEOUT:-540} python3 -m stagelab try $spec --jobs $(nproc)" 2>&1 | grep -v '^\s*$' \
+    | tee -a "$OUT/try.log" | tail -40
+  snapshot
+done
+# QUICK="<tools/quick_check.py args>": the old spelling of the edit loop, a wrapper over `stagelab try`
+# that records nothing (e.g. QUICK="s9_fp8 --time --variant pp=s9_fp8:PINGPONG=1"); its output comes
+# back as quick_check.txt.
 if [ -n "${QUICK:-}" ]; then
   echo "=== quick_check $QUICK" | tee "$OUT/quick_check.txt"
   timeout "${QUICK_TIMEOUT:-300}" python3 tools/quick_check.py $QUICK 2>&1 | tee -a "$OUT/quick_check.txt" | tail -40

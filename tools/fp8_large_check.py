@@ -31,7 +31,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from quick_check import load_kernel, parse_variant, prebuild  # noqa: E402  (tools/ is not a package)
+from ncu_compare import load_kernel, parse_variant, prebuild  # noqa: E402  (tools/ is not a package)
 
 from stagelab.families.sdpa.distributions import DISTRIBUTIONS, draw  # noqa: E402
 from stagelab.families.sdpa.fp8 import budget as fp8_budget  # noqa: E402

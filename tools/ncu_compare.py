@@ -1,5 +1,5 @@
 """Nsight Compute side by side: stages, variants and library contenders on ONE problem, one ncu
-report each, one table. quick_check says how fast; this says where the time goes (tensor pipe,
+report each, one table. `stagelab try` says how fast; this says where the time goes (tensor pipe,
 issue slots, the softmax's pipes, instructions, stalls).
 
     python3 tools/ncu_compare.py --problem 2x8x2048x128 s8_persistent_split \
@@ -139,10 +139,37 @@ def table(columns: list[dict]) -> str:
     return "\n".join(lines + [""] + notes + names)
 
 
+def parse_variant(spec: str):
+    """LABEL=STAGE:KEY=VAL,KEY=VAL -> (LABEL, (registry, the stage built with those defines))."""
+    from stagelab.core.registry import find_stage
+    from stagelab.core.trial_spec import parse_defines
+
+    label, _, rest = spec.partition("=")
+    stage_id, _, defines = rest.partition(":")
+    reg, stage = find_stage(stage_id)
+    return label, (reg, stage.with_defines(parse_defines([d for d in defines.split(",") if d])))
+
+
+def load_kernel(family, build):
+    """The family's kernel of a (registry, stage) pair, loaded from the build cache."""
+    from stagelab.core.build import build_stage
+
+    reg, stage = build
+    return family.stage_kernel(build_stage(stage, reg).module, stage.id, stage.input_kind)
+
+
+def prebuild(builds, jobs: int) -> None:
+    """Every subject compiled side by side into the build cache; the child processes load them."""
+    from stagelab.core.build import build_all
+    from stagelab.core.errors import BuildError
+
+    for _, outcome in build_all([(stage, reg) for reg, stage in builds], jobs):
+        if isinstance(outcome, BuildError):
+            raise outcome
+
+
 def subjects(args) -> dict:
     """label -> ("stage", (registry, stage)) or ("contender", name), in the order given."""
-    from quick_check import parse_variant
-
     from stagelab.core.registry import find_stage
 
     found = {stage_id: ("stage", find_stage(stage_id)) for stage_id in args.stages}
@@ -156,7 +183,6 @@ def subjects(args) -> dict:
 def run_child(args, label: str) -> int:
     """Warm the subject up, then profile exactly one call of it."""
     import torch
-    from quick_check import load_kernel
 
     from stagelab.explore import stage_call
     from stagelab.core.family import load_family
@@ -238,8 +264,6 @@ def main(argv: list[str] | None = None) -> int:
     executable = find_tool(ncu.NCU)
     if executable is None:
         raise SystemExit("ncu is neither on PATH nor in the CUDA toolkit")
-    from quick_check import prebuild
-
     from stagelab.core.family import load_family
 
     found = subjects(args)

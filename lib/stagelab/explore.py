@@ -46,3 +46,36 @@ def time_contender(family: Family, name: str, shape, *, dtype: str = "float16", 
     """One library contender (e.g. sdpa's `flash`) on one problem, timed like a stage."""
     return _time_launch(family, shape, lambda inputs: family.contender(name, shape, inputs),
                         family.contender_label(name), dtype=dtype, mode=mode, warmup=warmup, repetitions=repetitions)
+
+
+def try_variants(run, name: str, variants: dict[str, dict], *, hypothesis: str, shapes: list | None = None,
+                 repetitions: int | None = None, jobs: int | None = None) -> pd.DataFrame:
+    """A notebook's variants of its stage as trials (stagelab.run.trial, what `stagelab try` runs): built in
+    parallel, checked with the lab's checks, timed beside the stage's default and the library
+    contenders on the run's parameter file (only `shapes` and the mission when given), and recorded
+    as one trial run each, tagged with the stage run they came from, when the stage run records.
+    Returns the timing rows of the file's primary mode (contender = the variant's label, `default`,
+    the libraries), also logged as the sweep `name` on the stage run. A variant with no defines is the default itself: left out."""
+    import os
+
+    from .recorder import NullRecorder
+    from .run.trial import Narrowing, run_trials
+    from .run.trial_session import TRIAL_LABEL_PREFIX
+    from .trial_spec import TrialSpec
+
+    specs = [TrialSpec.of(defines={k: str(v) for k, v in defines.items()}, name=label)
+             for label, defines in variants.items() if defines]
+    narrowing = Narrowing(repetitions=repetitions, only=tuple(s.tag for s in shapes or ()))
+    track = not isinstance(run.recorder, NullRecorder)
+    session = run_trials(run.stage.id, specs, params=run.params.path, jobs=jobs or os.cpu_count() or 1,
+                         hypothesis=hypothesis, track=track, from_run=run.run_id if track else None,
+                         narrowing=narrowing)
+    for trial in session.trials:
+        print(f"{trial.spec.name}: {trial.verdict.verdict} ({trial.verdict.reason})"
+              + (f", trial run {trial.run_id}" if trial.run_id else ""))
+    timing = session.default.timing
+    frame = timing.frame() if timing is not None else pd.DataFrame()
+    if not frame.empty:
+        frame = frame[frame["mode"] == timing.primary_mode].reset_index(drop=True)
+        frame["contender"] = frame["contender"].str.removeprefix(TRIAL_LABEL_PREFIX)
+    return run.log_sweep(name, frame)

@@ -1,17 +1,16 @@
 Where the pingpong turn starts and ends: K(n)'s wait inside or before the turn
 (`WS_WAIT_K_IN_TURN`), O's rescale inside or before it (`WS_RESCALE_IN_TURN`), against the
-parent on the long shapes. The sweep is logged with the run (`sweep_p50_us/turn/...`).
+default on the long shapes (the parent beside it is in the timing above). The sweep is logged with
+the run (`sweep_p50_us/turn/...`), each layout a trial run of its own (`stagelab journal s7_pingpong`).
 # %%
+from stagelab.explore import try_variants
+
 if run.explores:
-    variants = {
-        "default": run.variant(),
-        "K wait in turn": run.variant(WS_WAIT_K_IN_TURN=1),
-        "rescale in turn": run.variant(WS_RESCALE_IN_TURN=1),
-        "parent (no pingpong)": run.parent_kernel(),
-    }
+    variants = {"K wait in turn": {"WS_WAIT_K_IN_TURN": 1}, "rescale in turn": {"WS_RESCALE_IN_TURN": 1}}
     shapes = [s for s in run.params.timed_shapes() if s.seq_len >= 2048]
     if shapes:
-        turn = run.sweep("turn", variants, shapes, repetitions=100)
+        turn = try_variants(run, "turn", variants, shapes=shapes, repetitions=100,
+                            hypothesis="a wider pingpong turn hides K's wait or O's rescale")
         display(turn.pivot_table(index="shape", columns="contender", values="tflops"))
         turn.pivot_table(index="contender", columns="shape", values="tflops").plot(
             kind="bar", ylabel="TFLOP/s", title="s7: TFLOP/s by turn layout")

@@ -1,5 +1,6 @@
 """The `stagelab` command: run stage notebooks, list stages, build, show resources, write reports,
-regenerate notebooks, open the MLflow UI, close runs left RUNNING, back up the store."""
+regenerate notebooks, open the MLflow UI, close runs left RUNNING, back up the store, try changes
+to a stage and read its journal."""
 
 from __future__ import annotations
 
@@ -7,12 +8,12 @@ import argparse
 import sys
 
 from ..core.errors import RunnerStopped, StagelabError
-from . import pages, run, stages, store, tools, tune
+from . import pages, run, stages, store, tools, trial, tune
 
 # The shell's convention for a process ended by signal N: exit status 128 + N (130 for SIGINT).
 SIGNAL_EXIT_BASE = 128
 # The command groups in the order `stagelab --help` lists them.
-COMMAND_GROUPS = (run, stages, pages, tune, tools, store)
+COMMAND_GROUPS = (run, stages, pages, tune, tools, store, trial)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -24,7 +25,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = build_parser().parse_args(trial.route(sys.argv[1:] if argv is None else list(argv)))
     try:
         return args.func(args)
     except RunnerStopped as exc:

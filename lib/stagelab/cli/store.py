@@ -31,6 +31,8 @@ def _cmd_ui(args) -> int:
             if found is not None:
                 runs_view.install(tracking.client(), found)  # a store written before stagelab set its columns
                 print(f"{experiment}: {runs_view.runs_url(base, found.experiment_id)}")
+                if experiment == family.experiment:
+                    print(f"{experiment} trials: {runs_view.trials_url(base, found.experiment_id)}")
     if remote:
         print(f"MLFLOW_TRACKING_URI points at a tracking server: open {uri} in a browser")
         return 0

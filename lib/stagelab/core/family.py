@@ -90,6 +90,8 @@ class Family:
     # The parameter file a stage notebook opens with, and a knob its parameters cell shows as an example.
     acceptance_params: str = "params/acceptance.yaml"
     knob_example: str = "{}"
+    # The quick parameter file `stagelab try` checks and times a trial on (ragged checks, a few timed shapes).
+    try_params: str = "params/try.yaml"
     # Small, ragged problems compute-sanitizer watches (params-file entries): partial tiles, causal and not.
     sanitize_problems: tuple[dict[str, Any], ...] = ()
     # The parameter file whose largest problem Nsight Compute profiles beside the mission problem

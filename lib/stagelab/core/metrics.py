@@ -201,3 +201,37 @@ def elite_tag(rank: int) -> str:
 def elite_run_tag(rank: int) -> str:
     """The tune run's tag holding the run id of the elite of this rank."""
     return f"elite_{rank}_run"
+
+# -- trials (stagelab try): a variant, a define or a patch measured against the stage's default ----
+# A trial is a run in its stage's experiment; these tags tell it from the stage runs (the UI's
+# trials link filters on TAG_KIND, the journal on TAG_TRIAL_OF). No `outcome` tag: a trial is not
+# a stage run, so the report, the batch summary and --resume never take it for one.
+TAG_KIND = "stagelab.kind"
+KIND_TRIAL = "trial"
+TAG_TRIAL_OF = "stagelab.trial_of"             # the stage id the trial changes
+TAG_TRIAL_NAME = "stagelab.trial.name"         # its short label: the variant, the defines or the patch
+TAG_TRIAL_DEFINES = "stagelab.trial.defines"   # JSON of the define overrides ({} for a code change)
+TAG_TRIAL_PATCH = "stagelab.trial.patch"       # the patch's file name (the patch is an artifact)
+TAG_HYPOTHESIS = "stagelab.trial.hypothesis"
+TAG_VERDICT = "stagelab.trial.verdict"         # trial.VERDICTS
+TAG_VERDICT_REASON = "stagelab.trial.verdict_reason"
+TAG_CONCLUSION = "stagelab.trial.conclusion"   # added later: `stagelab try note RUN "..."`
+TAG_KEY_NUMBERS = "stagelab.trial.key_numbers"  # one line of the headline numbers, for the journal
+TAG_TRIAL_COMMIT = "stagelab.trial.commit"     # the commit measured at (the original one when imported)
+TAG_TRIAL_GPU = "stagelab.trial.gpu"
+TAG_TRIAL_DATE = "stagelab.trial.date"         # an imported trial's date as its log gave it (the run starts then)
+TAG_TRIAL_VARIANT = "stagelab.trial.variant"   # the registry variant it builds, when it is one
+TAG_TRIAL_SESSION = "stagelab.trial.session"   # an imported trial's session name in the logs
+TAG_TRIAL_LOG_SOURCE = "stagelab.trial.log_source"  # where in the logs an imported trial was written down
+TAG_TRIAL_CHECKS = "stagelab.trial.checks"     # an imported trial's correctness evidence, as the log gave it
+TAG_TRIAL_FROM_RUN = "stagelab.trial.from_run"  # the stage run whose notebook started the trial
+TAG_IMPORTED_FROM = "imported_from"            # the file an imported trial came from (issue 30)
+TAG_IMPORT_HASH = "stagelab.trial.import_hash"  # content hash of the imported entry: import is idempotent
+TRIAL_DEFAULT_LABEL = "default"                 # the stage's default build in a trial's timing tables
+IMPORTED_NUMBER = Metric("imported", "as logged", "a number an imported trial's log gave: "
+                         "imported/<metric>/<problem>/<trial|default|clock_mhz>")
+
+
+def of_default(key: str) -> str:
+    """The default build's value of a metric key, on a trial's run: `default/<key>`."""
+    return safe_key(f"{TRIAL_DEFAULT_LABEL}/{key}")

@@ -10,6 +10,8 @@
     shapes:                          # the family's problem entries, e.g. for sdpa:
       - {shape: [1, 8, 512, 64], causal: [false, true]}
     mission: {shape: [2, 8, 512, 64], causal: false}      # headline timing problem, always timed
+    timed: [{shape: [4, 16, 4096, 128], causal: false}]  # optional: time these instead of `shapes`
+                                     # (a file of tiny ragged check problems, params/try.yaml)
     timing: {dtype: float16, warmup: 10, repetitions: 100, modes: [cold],
              contenders: [flash, efficient, cudnn, math]}  # `backends` is the older name
     timeout_s: 1800                  # per-notebook limit in batch runs
@@ -39,7 +41,7 @@ MIN_REPETITIONS = 100
 DEFAULT_FAMILY = "sdpa"
 
 _TOP_KEYS = {"description", "family", "dtypes", "seeds", "distributions", "shapes", "mission", "timing", "timeout_s",
-             "steps", "stress"}
+             "steps", "stress", "timed"}
 # Steps a parameter file may switch on: compute-sanitizer (sanitize.py), Nsight Compute (profile.py)
 # the stage notebook's own exploration cells (notebooks/explore/<stage>.py: variant sweeps) and the
 # stress rounds under perturbed timing (stress.py; the file's `stress:` mapping tunes them).
@@ -75,14 +77,15 @@ class RunParams:
     steps: tuple[str, ...] = ()
     distributions: tuple[str, ...] = (DEFAULT_DISTRIBUTION,)
     stress: StressSpec = StressSpec()
+    timed: tuple[Problem, ...] = ()  # timed instead of `shapes` when given
 
     @property
     def name(self) -> str:
         return self.path.stem
 
     def timed_shapes(self) -> list[Problem]:
-        """Every checked problem, plus the mission problem when the file lacks it."""
-        shapes = list(self.shapes)
+        """Every checked problem (or the file's `timed` list), plus the mission problem when it lacks it."""
+        shapes = list(self.timed or self.shapes)
         if self.mission not in shapes:
             shapes.append(self.mission)
         return shapes
@@ -157,19 +160,23 @@ def _read_yaml(path: Path) -> dict:
     return _check_keys(str(path), raw, _TOP_KEYS)
 
 
-def _problems(path: Path, raw: dict, family: Family) -> tuple[tuple[Problem, ...], Problem]:
-    entries = raw.get("shapes")
+def _problem_list(path: Path, key: str, entries: Any, family: Family) -> tuple[Problem, ...]:
     if not isinstance(entries, list) or not entries:
-        raise ConfigError(f"{path}: shapes: expected a non-empty list")
+        raise ConfigError(f"{path}: {key}: expected a non-empty list")
     shapes: list[Problem] = []
     for index, entry in enumerate(entries):
-        for shape in family.parse_problem(f"{path}: shapes[{index}]", entry):
+        for shape in family.parse_problem(f"{path}: {key}[{index}]", entry):
             if shape not in shapes:
                 shapes.append(shape)
+    return tuple(shapes)
+
+
+def _problems(path: Path, raw: dict, family: Family) -> tuple[tuple[Problem, ...], Problem]:
+    shapes = _problem_list(path, "shapes", raw.get("shapes"), family)
     mission = family.parse_problem(f"{path}: mission", raw.get("mission", family.default_mission))
     if len(mission) != 1:
         raise ConfigError(f"{path}: mission: give exactly one problem (one causal value)")
-    return tuple(shapes), mission[0]
+    return shapes, mission[0]
 
 
 def load_params(path: Path | str) -> RunParams:
@@ -199,6 +206,7 @@ def load_params(path: Path | str) -> RunParams:
         distributions=_distributions(f"{path}: distributions", raw.get("distributions", [DEFAULT_DISTRIBUTION]),
                                      family),
         stress=parse_stress(f"{path}: stress", raw.get("stress")),
+        timed=_problem_list(path, "timed", raw["timed"], family) if "timed" in raw else (),
     )
 
 

@@ -104,12 +104,18 @@ def _params_section(runs: pd.DataFrame, name: str, family: Family) -> tuple[list
 
 def write_report(params_names: list[str], *, family: str = "sdpa", out_dir: str | Path | None = None,
                  experiment: str | None = None, gpu: str | None = None) -> Path:
+    from .journal import write_journals
+
     fam = load_family(family)
+    out = Path(out_dir) if out_dir else repo_root() / "docs" / "results" / fam.name
+    journals = write_journals(fam.name, out, experiment)  # the trials, whether or not stage runs exist yet
     runs, gpu = latest_runs(experiment or fam.experiment, params_names, gpu)
     label = gpu_label({"gpu": gpu})
-    out = Path(out_dir) if out_dir else repo_root() / "docs" / "results" / fam.name
     out.mkdir(parents=True, exist_ok=True)
     lines = _page_header(runs, params_names, gpu, fam)
+    if journals:
+        lines += ["Trial journals (`stagelab journal STAGE`): "
+                  + ", ".join(f"[docs/results/{family}/{p.name}]({p.name})" for p in journals), ""]
     plot_frames: dict[str, pd.DataFrame] = {}
     for name in params_names:
         section, shapes = _params_section(runs, name, fam)

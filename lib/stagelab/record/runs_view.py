@@ -32,21 +32,52 @@ def selected_columns() -> list[str]:
             _column("attributes", "Source")]
 
 
-def view_state() -> str:
-    """The shared view's JSON, as the UI's Share button writes it (only the columns set)."""
-    return json.dumps({"selectedColumns": selected_columns()}, sort_keys=True)
+# The trials' table (stagelab try): what was tried, the verdict, the ratio to the default and the clock.
+TRIAL_COLUMNS = (metrics.TAG_TRIAL_NAME, metrics.TAG_VERDICT, metrics.TAG_HYPOTHESIS, metrics.TAG_CONCLUSION)
+TRIAL_METRICS = (metrics.speedup_geomean(metrics.TRIAL_DEFAULT_LABEL), metrics.speedup_geomean(metrics.BEST_CONTENDER),
+                 metrics.MAX_REGISTERS)
 
 
-def share_key() -> str:
+def trial_columns() -> list[str]:
+    return [*(_column("tags", t) for t in TRIAL_COLUMNS), *(_column("metrics", m.key()) for m in TRIAL_METRICS)]
+
+
+TRIALS_FILTER = f"tags.`{metrics.TAG_KIND}` = '{metrics.KIND_TRIAL}'"
+
+
+def view_state(columns: list[str] | None = None, search_filter: str = "") -> str:
+    """The shared view's JSON, as the UI's Share button writes it: the columns, and the search box's
+    filter when the view has one (the UI takes a shared view's filter from its state, not the URL)."""
+    state: dict[str, object] = {"selectedColumns": selected_columns() if columns is None else columns}
+    if search_filter:
+        state["searchFilter"] = search_filter
+    return json.dumps(state, sort_keys=True)
+
+
+def share_key(columns: list[str] | None = None, search_filter: str = "") -> str:
     """Named after its content, so a change of columns is a new view and old links keep theirs."""
-    return "stagelab-" + hashlib.sha256(view_state().encode()).hexdigest()[:16]
+    return "stagelab-" + hashlib.sha256(view_state(columns, search_filter).encode()).hexdigest()[:16]
+
+
+def trials_view() -> tuple[list[str], str]:
+    """The trials' view: their columns, and only trial runs."""
+    return trial_columns(), TRIALS_FILTER
 
 
 def install(client, experiment) -> None:
-    """Write the view's tag on `experiment` (an mlflow Experiment) unless it is there already."""
-    tag = SHARED_VIEW_TAG_PREFIX + share_key()
-    if experiment.tags.get(tag) != view_state():
-        client.set_experiment_tag(experiment.experiment_id, tag, view_state())
+    """Write the views' tags (stage runs, trials) on `experiment` (an mlflow Experiment) unless there already."""
+    for columns, search_filter in ((None, ""), trials_view()):
+        tag = SHARED_VIEW_TAG_PREFIX + share_key(columns, search_filter)
+        state = view_state(columns, search_filter)
+        if experiment.tags.get(tag) != state:
+            client.set_experiment_tag(experiment.experiment_id, tag, state)
+
+
+def trials_url(base_url: str, experiment_id: str) -> str:
+    """The experiment's trial runs only (stagelab try), with the trials' columns: the view puts the
+    filter in the UI's search box, so a person sees why the table is short and can widen it."""
+    return (f"{base_url.rstrip('/')}/#/experiments/{experiment_id}/runs"
+            f"?workflowType=machine_learning&{SHARE_KEY_PARAM}={share_key(*trials_view())}")
 
 
 def runs_url(base_url: str, experiment_id: str) -> str:

@@ -100,6 +100,7 @@ class SoftmaxFamily(Family):
     default_mission = {"shape": [4096, 4096]}
     throughput_unit = "GB/s"
     acceptance_params = "params/softmax-acceptance.yaml"
+    try_params = "params/softmax-try.yaml"
     knob_example = '{"BLOCK_THREADS": 128}'
     # A row narrower than one block's stride and one wider, both odd.
     sanitize_problems = ({"shape": [5, 77]}, {"shape": [3, 4097]})

@@ -1,0 +1,120 @@
+"""A stage's journal: its trials in the order they were measured, read from the MLflow store.
+
+`stagelab journal STAGE` prints it; `stagelab report` writes it as
+docs/results/<family>/journal-<stage>.md for each stage with trials and links it from the
+experiment's description. Each entry: date, commit, the trial, its hypothesis, the key numbers
+with their clocks, the verdict and the conclusion. Nothing here is typed in: the journal follows
+the store (imported trials keep their original date and commit).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+from ..core import metrics
+
+from . import tracking
+
+
+@dataclass(frozen=True)
+class JournalEntry:
+    run_id: str
+    start_ms: int
+    commit: str
+    name: str
+    hypothesis: str
+    key_numbers: str
+    verdict: str
+    reason: str
+    conclusion: str
+    imported_from: str
+    logged_date: str = ""                # an imported trial's date as its log gave it
+
+    @property
+    def date(self) -> str:
+        if self.logged_date:
+            return self.logged_date
+        return datetime.fromtimestamp(self.start_ms / 1000, tz=timezone.utc).strftime("%Y-%m-%d %H:%M")
+
+    @classmethod
+    def of(cls, run) -> "JournalEntry":
+        tags = run.data.tags
+        return cls(run.info.run_id, run.info.start_time or 0, tags.get(metrics.TAG_TRIAL_COMMIT, "unknown"),
+                   tags.get(metrics.TAG_TRIAL_NAME, run.info.run_name or ""), tags.get(metrics.TAG_HYPOTHESIS, ""),
+                   tags.get(metrics.TAG_KEY_NUMBERS, ""), tags.get(metrics.TAG_VERDICT, "(none)"),
+                   tags.get(metrics.TAG_VERDICT_REASON, ""), tags.get(metrics.TAG_CONCLUSION, ""),
+                   tags.get(metrics.TAG_IMPORTED_FROM, ""), tags.get(metrics.TAG_TRIAL_DATE, ""))
+
+
+def trials_filter(stage_id: str | None = None) -> str:
+    """The MLflow search filter for trial runs (of one stage when given)."""
+    where = f"tags.`{metrics.TAG_KIND}` = '{metrics.KIND_TRIAL}'"
+    return where + (f" AND tags.`{metrics.TAG_TRIAL_OF}` = '{stage_id}'" if stage_id else "")
+
+
+def journal_entries(stage_id: str, experiment: str | None = None) -> list[JournalEntry]:
+    """The stage's trial runs, oldest first (ties in the order they were recorded)."""
+    from ..core.family import load_family
+    from ..core.registry import find_stage
+
+    name = experiment or load_family(find_stage(stage_id)[0].family).experiment
+    found = tracking.client().get_experiment_by_name(name)
+    if found is None:
+        return []
+    runs = tracking.client().search_runs([found.experiment_id], filter_string=trials_filter(stage_id),
+                                         max_results=50000)
+    entries = [JournalEntry.of(run) for run in runs]
+    return sorted(entries, key=lambda e: (e.start_ms, e.run_id))
+
+
+def _short(commit: str) -> str:
+    return commit[:7] if len(commit) >= 7 and all(c in "0123456789abcdef" for c in commit) else commit
+
+
+NO_CONCLUSION = '(none yet: `stagelab try note RUN_ID "..."`)'
+
+
+def entry_markdown(number: int, e: JournalEntry) -> list[str]:
+    lines = [f"### {number}. {e.date} · `{_short(e.commit)}` · {e.name} · **{e.verdict}**", ""]
+    lines += [f"- Hypothesis: {e.hypothesis or '(none recorded)'}"]
+    if e.key_numbers:
+        lines += [f"- Numbers: {e.key_numbers}"]
+    if e.reason:
+        lines += [f"- Verdict: {e.reason}"]
+    lines += [f"- Conclusion: {e.conclusion or NO_CONCLUSION}"]
+    lines += [f"- Run `{e.run_id}`" + (f", imported from {e.imported_from}" if e.imported_from else "")]
+    return lines + [""]
+
+
+def journal_markdown(stage_id: str, entries: list[JournalEntry]) -> str:
+    counts: dict[str, int] = {}
+    for e in entries:
+        counts[e.verdict] = counts.get(e.verdict, 0) + 1
+    tally = ", ".join(f"{n} {verdict}" for verdict, n in sorted(counts.items())) or "none yet"
+    lines = [f"# Journal of {stage_id}", "",
+             f"{len(entries)} trials ({tally}), oldest first, from the MLflow store: `stagelab journal {stage_id}` "
+             f"prints this, `stagelab try {stage_id} ...` adds to it. Dates are UTC.", ""]
+    for number, entry in enumerate(entries, 1):
+        lines += entry_markdown(number, entry)
+    return "\n".join(lines)
+
+
+def journal_name(stage_id: str) -> str:
+    return f"journal-{stage_id}.md"
+
+
+def write_journals(family: str, out_dir: Path, experiment: str | None = None) -> list[Path]:
+    """journal-<stage>.md for every stage of the family that has trials; returns the files written."""
+    from ..core.registry import family_registry
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written = []
+    for stage_id in family_registry(family).stages:
+        entries = journal_entries(stage_id, experiment)
+        if entries:
+            path = out_dir / journal_name(stage_id)
+            path.write_text(journal_markdown(stage_id, entries))
+            written.append(path)
+    return written

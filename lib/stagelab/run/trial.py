@@ -1,0 +1,174 @@
+"""`stagelab try`: one change to a stage measured against the stage's default, in one process.
+
+A trial is a named variant, a set of define overrides, or a patch (a code change that is not a
+knob: applied to a temporary copy of the family's kernel sources and built from there), with or
+without defines. `run_trials` builds every trial and the stage's default side by side (spawned
+processes, the build cache), reads their resources and SASS, checks each trial with the lab's
+checks (the same as a stage run's: the family's budget on every problem, dtype and seed, and the
+dependent-launch chains), times the trials, the default and the family's library contenders on
+the same inputs in the parameter file's mode (throughput in params/try.yaml) with the clocks
+nvidia-smi saw, and judges each trial (`judge_trial`). Recording is trial_record's job.
+
+Without a GPU the trials are built and resource-checked, and their verdict says `no_gpu`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+from ..core import metrics
+from ..core.build import build_all, build_stage
+from ..core.errors import BuildError, ConfigError
+from ..measure.results import Built
+from ..judge.trial import TrialEvidence, judge_trial
+from ..core.trial_spec import TrialSpec, prepare
+
+from .trial_session import Measured, Narrowing, Trial, TrialSession
+
+
+def load_session(stage_id: str, specs: list[TrialSpec], params: str | Path | None = None,
+                 narrowing: Narrowing | None = None) -> TrialSession:
+    """The stage's context and every trial resolved (patches applied): every spec error is raised
+    here, before anything is built."""
+    from ..core.family import load_family
+    from ..core.registry import find_stage
+    from ..core.context import StageContext
+
+    if not specs:
+        raise ConfigError("stagelab try: name at least one trial (--variant, --define or --patch)")
+    registry, _ = find_stage(stage_id)
+    ctx = StageContext.load(stage_id, params or load_family(registry.family).try_params)
+    if narrowing is not None:
+        ctx = replace(ctx, params=narrowing.apply(ctx.params))
+    names = [s.name for s in specs]
+    if len(set(names)) != len(names) or metrics.TRIAL_DEFAULT_LABEL in names:
+        raise ConfigError(f"trial names must be distinct and not {metrics.TRIAL_DEFAULT_LABEL!r}: {names}")
+    session = TrialSession(ctx, Measured(), [], narrowing=narrowing)
+    try:
+        for spec in specs:
+            stage, trial_registry, diff, workdir = prepare(spec, ctx.registry, ctx.stage)
+            session.trials.append(Trial(spec, stage, trial_registry, diff))
+            session.workdirs += [workdir] if workdir else []
+    except ConfigError:
+        session.cleanup()
+        raise
+    return session
+
+
+def build_session(session: TrialSession, jobs: int) -> None:
+    """The default and every trial compiled side by side, then loaded and resource-checked; a build
+    that fails is kept as that trial's error and the others go on."""
+    from ..measure.steps import resource_report
+
+    entries = [(session.default, session.ctx.stage, session.ctx.registry)]
+    entries += [(t.measured, t.stage, t.registry) for t in session.trials]
+    for index, outcome in build_all([(stage, registry) for _, stage, registry in entries], jobs):
+        if isinstance(outcome, BuildError):
+            entries[index][0].build_error = outcome
+    for measured, stage, registry in entries:
+        if measured.build_error is not None:
+            continue
+        try:
+            measured.build = build_stage(stage, registry)  # cached now: loads the module
+            measured.resources = resource_report(stage, measured.build)
+        except BuildError as exc:
+            measured.build_error = exc
+    if session.default.build_error is not None:
+        raise BuildError(f"the default build of {session.ctx.stage.id} failed: nothing to measure a trial "
+                         "against", session.default.build_error.log)
+
+
+def check_trials(session: TrialSession, progress=print) -> None:
+    """The lab's checks on every trial that built within its gates. A launch that loses the CUDA
+    context ends the checking: what follows in this process could not be trusted."""
+    from ..measure.steps import check_step
+
+    for trial in session.trials:
+        if not trial.kernel_ready:
+            continue
+        ctx = replace(session.ctx, stage=trial.stage, registry=trial.registry)
+        try:
+            trial.measured.checks = check_step(ctx, Built(trial.measured.build))
+        except Exception as exc:  # a crashing kernel is that trial's verdict, with its message
+            trial.measured.crash = f"{type(exc).__name__}: {exc}"
+            progress(f"[check] {trial.spec.name}: crashed: {trial.measured.crash}")
+            raise_if_context_lost(exc)
+            continue
+        report = trial.measured.checks
+        failed = [*(r for r in report.results if not r.passed), *(c for c in report.chains if not c.passed)]
+        progress(f"[check] {trial.spec.name}: {len(report.results) + len(report.chains) - len(failed)}/"
+                 f"{len(report.results) + len(report.chains)} ok")
+
+
+def raise_if_context_lost(exc: Exception) -> None:
+    message = str(exc).lower()
+    if "illegal" in message or "unspecified launch failure" in message:
+        raise exc
+
+
+def time_trials(session: TrialSession) -> None:
+    """Every correct trial, the default and the library contenders on the same inputs per problem;
+    each trial then gets the table's rows of itself, the default and the libraries."""
+    from ..measure.steps import time_builds
+
+    timed = [t for t in session.trials if t.kernel_ready and t.measured.checks and t.measured.checks.passed]
+    if not timed:
+        return
+    builds = {metrics.TRIAL_DEFAULT_LABEL: session.default.build, **{t.label: t.measured.build for t in timed}}
+    report = time_builds(session.ctx, builds, desc=f"{session.ctx.stage.id} trials")
+    session.default.timing = report
+    others = {t.label for t in timed}
+    for trial in timed:
+        stats = [s for s in report.stats if s.contender == trial.label or s.contender not in others]
+        trial.measured.timing = replace(report, stats=stats, stage_label=trial.label)
+
+
+def judge_session(session: TrialSession, min_gain: float | None = None) -> None:
+    gain = session.ctx.stage.min_gain if min_gain is None else min_gain
+    for trial in session.trials:
+        m = trial.measured
+        timing = m.timing
+        trial.verdict = judge_trial(TrialEvidence(
+            built=m.build is not None, gates_passed=m.resources.passed if m.resources else None,
+            gpu_available=session.ctx.gpu_available, checks_passed=m.checks.passed if m.checks else None,
+            crash=m.crash, timing_error=m.timing_error, build_error=str(m.build_error).splitlines()[0] if m.build_error else "",
+            speedup_vs_default=timing.speedup_geomean(metrics.TRIAL_DEFAULT_LABEL) if timing else None,
+            min_gain=gain, timing_asked=not (session.narrowing and session.narrowing.check_only)))
+
+
+def run_trials(stage_id: str, specs: list[TrialSpec], *, params: str | Path | None = None, jobs: int = 1,
+               hypothesis: str = "", min_gain: float | None = None, track: bool = True,
+               from_run: str | None = None, narrowing: Narrowing | None = None, progress=print) -> TrialSession:
+    """Build, check, time, judge and (track=True) record each trial: one MLflow run per trial in the
+    stage's experiment. A crash that loses the CUDA context ends the GPU steps; every trial is still
+    judged and recorded with what it measured."""
+    session = load_session(stage_id, specs, params, narrowing)
+    try:
+        build_session(session, jobs)
+        if session.ctx.gpu_available:
+            _gpu_steps(session, progress)
+        else:
+            progress("no CUDA device: the trials were built and resource-checked; checks and timing were "
+                     "skipped (verdict no_gpu)")
+        judge_session(session, min_gain)
+        if track:
+            from ..record.trial_record import record_session
+
+            record_session(session, hypothesis, from_run)
+    finally:
+        session.cleanup()
+    return session
+
+
+def _gpu_steps(session: TrialSession, progress) -> None:
+    try:
+        check_trials(session, progress)
+        if not (session.narrowing and session.narrowing.check_only):
+            time_trials(session)
+    except Exception as exc:  # the context is gone: the trials not yet measured say why
+        for trial in session.trials:
+            m = trial.measured
+            if m.timing is None and not m.crash:
+                m.timing_error = f"not measured: a launch lost the CUDA context ({type(exc).__name__}: {exc})"
+

@@ -1,0 +1,164 @@
+"""The trial importer (docs/results/sdpa/history/trials.yaml -> trial runs), the journal read from
+them, the UI's trials link, and `stagelab import` carrying trial runs between stores. A real
+SQLite store; the fixture's numbers are made up for the tests (tests/fixtures/history)."""
+
+import json
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+import yaml
+
+from stagelab.core import metrics as m
+from stagelab.record import runs_view
+from stagelab.record import tracking
+from stagelab.core.errors import ConfigError
+from stagelab.record.journal import journal_entries, journal_markdown, trials_filter, write_journals
+from stagelab.record.trial_import import import_trials
+
+FIXTURE = Path(__file__).parent / "fixtures" / "history" / "trials.yaml"
+S8 = "s8_persistent_split"
+
+
+def runs_by_name(stage: str = S8) -> dict:
+    c = tracking.client()
+    experiment = c.get_experiment_by_name("stagelab-sdpa")
+    return {r.data.tags[m.TAG_TRIAL_NAME]: r for r in c.search_runs([experiment.experiment_id], trials_filter(stage))}
+
+
+def utc_ms(*date) -> int:
+    return int(datetime(*date, tzinfo=timezone.utc).timestamp() * 1000)
+
+
+def test_each_entry_becomes_a_trial_run_once(tmp_store):
+    assert import_trials(FIXTURE) == (3, 0)
+    assert import_trials(FIXTURE) == (0, 3), "a second import adds nothing"
+    runs = runs_by_name()
+    assert set(runs) == {"ws_pv_ss", "late_merger"} and set(runs_by_name("s7_pingpong")) == {"wait_k_in_turn"}
+    run = runs["ws_pv_ss"]
+    tags = run.data.tags
+    assert tags[m.TAG_IMPORTED_FROM].endswith("tests/fixtures/history/trials.yaml")
+    assert tags[m.TAG_KIND] == m.KIND_TRIAL and tags[m.TAG_TRIAL_OF] == S8 and m.TAG_OUTCOME not in tags
+    assert tags[m.TAG_TRIAL_COMMIT] == "e3ae422" and tags[m.TAG_VERDICT] == "valid_negative"
+    assert tags[m.TAG_CONCLUSION] == "slower on every shape; code removed"
+    assert run.info.start_time == utc_ms(2026, 11, 24)
+    assert runs["late_merger"].info.start_time == utc_ms(2026, 11, 24) + 1, "one day's entries keep the file's order"
+    assert runs_by_name("s7_pingpong")["wait_k_in_turn"].info.start_time == utc_ms(2026, 11, 20, 9, 30) + 2
+    assert run.data.metrics["imported/tflops/4x16x4096x128/trial"] == 100
+    assert run.data.metrics["imported/tflops/4x16x4096x128/default"] == 110
+    assert run.data.metrics["imported/tflops/4x16x4096x128/clock_mhz"] == 1700
+    patches = [a.path for a in tracking.client().list_artifacts(run.info.run_id, "trial/patches")]
+    assert patches == ["trial/patches/WS_PV_SS.diff.txt"]
+    assert tracking.client().list_artifacts(runs["late_merger"].info.run_id, "trial/patches") == []
+    assert runs["late_merger"].data.tags[m.TAG_TRIAL_COMMIT] == "unknown"
+    merger = runs["late_merger"].data.metrics
+    assert merger["imported/us/2x8x512x64/merge phase. range low/contender.cudnn"] == 0.9
+    assert merger["imported/us/2x8x512x64/merge phase. range low/trial"] == 0.5
+    assert merger["imported/us/2x8x512x64/merge phase. range low/trial_2"] == 0.55, "a repeated row keeps its value"
+
+
+def test_a_number_key_too_long_for_mlflow_is_cut_with_a_hash():
+    from stagelab.record.trial_import import MLFLOW_MAX_KEY, number_metrics
+
+    row = {"problem": "p" * 200, "metric": "us", "quantity": "q" * 200, "trial": 1.0, "default": 2.0}
+    keys = number_metrics({"numbers": [row]})
+    assert len(keys) == 2 and all(len(k) <= MLFLOW_MAX_KEY and k.startswith("imported/us/ppp") for k in keys)
+    assert sorted(k.rsplit("/", 1)[1] for k in keys) == ["default", "trial"]
+
+
+def test_a_changed_entry_is_imported_as_new_and_a_bad_file_writes_nothing(tmp_store, tmp_path):
+    import_trials(FIXTURE)
+    entries = yaml.safe_load(FIXTURE.read_text())
+    entries[0]["conclusion"] = "a corrected conclusion"
+    changed = tmp_path / "trials.yaml"
+    changed.write_text(yaml.safe_dump(entries))
+    assert import_trials(changed) == (1, 2)
+    del entries[1]["verdict"]
+    changed.write_text(yaml.safe_dump(entries))
+    with pytest.raises(ConfigError, match=r"entry 1 \(late_merger\): missing \['verdict'\]"):
+        import_trials(changed)
+    entries[1].update(verdict="faster", stage="s99_nothing")
+    changed.write_text(yaml.safe_dump(entries))
+    with pytest.raises(ConfigError, match="unknown stage 's99_nothing'"):
+        import_trials(changed)
+    assert len(journal_entries(S8)) == 3, "the original, the corrected entry and late_merger; nothing more"
+
+
+def test_the_journal_lists_trials_oldest_first_with_their_record(tmp_store, tmp_path):
+    import_trials(FIXTURE)
+    entries = journal_entries(S8)
+    assert [e.name for e in entries] == ["ws_pv_ss", "late_merger"]
+    text = journal_markdown(S8, entries)
+    assert text.index("ws_pv_ss") < text.index("late_merger")
+    assert "2 trials (1 inconclusive, 1 valid_negative)" in text
+    assert "### 1. 2026-11-24 · `e3ae422` · ws_pv_ss · **valid_negative**" in text
+    assert "4x16x4096x128 tflops 100 vs 110 @1700 MHz; 2x8x512x64 us_per_launch 6.0 vs 5.5; 10/10 checks" in text
+    assert "Conclusion: slower on every shape; code removed" in text and "Conclusion: (none yet" in text
+    written = write_journals("sdpa", tmp_path)
+    assert sorted(p.name for p in written) == ["journal-s7_pingpong.md", "journal-s8_persistent_split.md"]
+    assert (tmp_path / "journal-s8_persistent_split.md").read_text() == text
+
+
+def test_journal_command_prints_it(tmp_store, stagelab_cli):
+    import_trials(FIXTURE)
+    done = stagelab_cli("journal", S8)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.index("ws_pv_ss") < done.stdout.index("late_merger") and "wait_k_in_turn" not in done.stdout
+
+
+def test_the_trials_link_filters_trials_from_stage_runs(tmp_store, stagelab_cli):
+    import_trials(FIXTURE)
+    experiment_id = tracking.init_store("stagelab-sdpa")
+    stage_run = tracking.create_run(experiment_id, S8, "acceptance")
+    url = runs_view.trials_url("http://h:5000", experiment_id)
+    assert url.startswith(f"http://h:5000/#/experiments/{experiment_id}/runs?workflowType=machine_learning")
+    key = runs_view.share_key(*runs_view.trials_view())
+    assert url.endswith(f"viewStateShareKey={key}")
+    state = json.loads(tracking.client().get_experiment(experiment_id).tags[runs_view.SHARED_VIEW_TAG_PREFIX + key])
+    assert state["searchFilter"] == runs_view.TRIALS_FILTER and "tags.`stagelab.trial.verdict`" in state["selectedColumns"]
+    found = tracking.client().search_runs([experiment_id], filter_string=runs_view.TRIALS_FILTER)
+    assert len(found) == 3 and stage_run not in {r.info.run_id for r in found}
+    done = stagelab_cli("ui", "--dry-run")
+    assert f"stagelab-sdpa trials: http://127.0.0.1" in done.stdout and key in done.stdout, done.stdout
+
+
+def test_stagelab_import_keeps_the_trial_tags_and_dates(tmp_path, monkeypatch):
+    from stagelab.record.portable import import_store
+
+    origin = tmp_path / "gpu-machine" / "mlflow.db"
+    origin.parent.mkdir()
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{origin}")
+    import_trials(FIXTURE)
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'here' / 'mlflow.db'}")
+    (tmp_path / "here").mkdir()
+    assert import_store(origin, progress=lambda _: None) == 3
+    run = runs_by_name()["ws_pv_ss"]
+    for key in (m.TAG_KIND, m.TAG_TRIAL_OF, m.TAG_IMPORTED_FROM, m.TAG_IMPORT_HASH, m.TAG_VERDICT, m.TAG_HYPOTHESIS):
+        assert run.data.tags.get(key), key
+    assert run.info.start_time == utc_ms(2026, 11, 24)
+    assert [e.name for e in journal_entries(S8)] == ["ws_pv_ss", "late_merger"]
+    assert import_trials(FIXTURE) == (0, 3), "trials merged from another store are not imported again"
+
+
+def test_a_slash_in_a_label_stays_inside_its_key_segment():
+    from mlflow.utils.validation import _validate_metric_name
+
+    from stagelab.record.trial_import import number_metrics
+
+    row = {"problem": "2x8x512x64", "metric": "us", "quantity": "timeline (file s8 -DK=1) q_issued / loads // every K",
+           "trial": 1.0}
+    (key,) = number_metrics({"numbers": [row]})
+    assert key.count("/") == 4 and key.endswith("/trial")
+    _validate_metric_name(key)  # MLflow refuses a name that would read as another path
+
+
+def test_a_run_that_fails_half_way_is_removed_so_a_second_import_writes_it(tmp_store, monkeypatch):
+    import stagelab.record.trial_import as trial_import
+
+    real = tracking.log_artifact
+    monkeypatch.setattr(tracking, "log_artifact", lambda *a, **k: (_ for _ in ()).throw(OSError("disk full")))
+    with pytest.raises(OSError, match="disk full"):
+        trial_import.import_trials(FIXTURE)
+    assert journal_entries(S8) == []
+    monkeypatch.setattr(tracking, "log_artifact", real)
+    assert trial_import.import_trials(FIXTURE) == (3, 0)
