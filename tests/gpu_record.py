@@ -10,7 +10,7 @@ lets the judge decide: the keys, tables, plots and outcome are the recorder's ow
 from __future__ import annotations
 
 from stagelab.measure.checks import CheckResult
-from stagelab.core.family import stage_distributions
+from stagelab.core.distributions import stage_distributions
 from stagelab.judge.judge import judge
 from stagelab.record.recorder import MlflowRecorder
 from stagelab.measure.results import PARENT_PREFIX, CheckReport, StageResults, TimingReport

@@ -16,7 +16,7 @@ from stagelab.families.sdpa.fp8.emulation import flat_e4m3_operands, per_head
 from stagelab.families.sdpa.reference import causal_mask
 from stagelab.families.softmax import FAMILY as SOFTMAX, Rows, plain_softmax
 from stagelab.families.softmax import distributions as softmax_dist
-from stagelab.core.family import DEFAULT_DISTRIBUTION, stage_distributions
+from stagelab.core.distributions import DEFAULT_DISTRIBUTION, stage_distributions
 from stagelab.record.flatten import check_metrics
 from stagelab.judge.judge import judge
 from stagelab.core.params import load_params

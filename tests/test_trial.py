@@ -183,7 +183,7 @@ def fake_measuring(monkeypatch, tmp_path, broken: str = ""):
     monkeypatch.setattr(stagelab.measure.steps, "check_step", check_step)
     monkeypatch.setattr(stagelab.measure.steps, "time_builds", time_builds)
     monkeypatch.setattr("torch.cuda.is_available", lambda: True)
-    monkeypatch.setattr("stagelab.provenance.gpu_info", lambda: {"gpu": "a faked GPU"})
+    monkeypatch.setattr("stagelab.record.provenance.gpu_info", lambda: {"gpu": "a faked GPU"})
 
 
 def trial_runs() -> dict[str, object]:

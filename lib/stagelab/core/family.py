@@ -15,34 +15,18 @@ folder `kernels/<name>/` (stages, headers, binding, stages.yaml) plus one
 from __future__ import annotations
 
 import importlib
-import zlib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from types import ModuleType
 from typing import Any, Protocol
 
 import torch
 
+from .distributions import DEFAULT_DISTRIBUTION
 from .errors import ConfigError
 from .paths import kernels_root
 
 # A kernel as the checker and the timer see it: writes its result into `out`.
 KernelFn = Callable[..., None]
-
-# The input distribution every family has: its standard inputs, what `make_inputs` gave before
-# distributions had names (a parameter file without `distributions` checks on it alone).
-DEFAULT_DISTRIBUTION = "normal"
-_SEED_MASK = 2**63 - 1  # torch.Generator.manual_seed takes a non-negative 64-bit integer
-
-
-def input_generator(key: tuple, distribution: str = DEFAULT_DISTRIBUTION) -> torch.Generator:
-    """A CPU generator for one check's inputs: `key` (seed and problem, ints and bools only, whose
-    hash is the same in every process) mixed with the distribution's name, so no two checks share
-    data. The default distribution keeps the key alone: its inputs are those of every earlier run.
-    The name enters through crc32, not hash(), which Python salts per process for strings."""
-    if distribution != DEFAULT_DISTRIBUTION:
-        key = (*key, zlib.crc32(distribution.encode()))
-    return torch.Generator(device="cpu").manual_seed(hash(key) & _SEED_MASK)
-
 
 def dtype_named(family: str, dtypes: dict[str, torch.dtype], name: str) -> torch.dtype:
     """A family's torch dtype by its parameter-file name; a clear error for one it lacks."""
@@ -214,16 +198,6 @@ class Family:
 
 
 FAMILIES_PACKAGE = "stagelab.families"
-
-
-def stage_distributions(family: Family, requested: Iterable[str], input_kind: str = "") -> tuple[str, ...]:
-    """Of the requested distributions (each must be the family's), those a stage of this input kind
-    is checked on, in the requested order."""
-    requested = tuple(requested)
-    for name in requested:
-        family.require_distribution(name)
-    applicable = family.distributions_for(input_kind)
-    return tuple(name for name in requested if name in applicable)
 
 
 def load_family(name: str) -> Family:

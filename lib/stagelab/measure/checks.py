@@ -29,7 +29,8 @@ import math
 import torch
 
 from ..core.errors import KernelHang
-from ..core.family import DEFAULT_DISTRIBUTION, Family, KernelFn, Problem, stage_distributions
+from ..core.distributions import DEFAULT_DISTRIBUTION, stage_distributions
+from ..core.family import Family, KernelFn, Problem
 from .watchdog import synchronize
 
 

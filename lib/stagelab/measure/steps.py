@@ -10,7 +10,7 @@ from ..core.context import StageContext
 from .chain import check_chains
 from .checks import check_stage
 from ..core.envinfo import read_clocks
-from ..core.family import stage_distributions
+from ..core.distributions import stage_distributions
 from ..core.registry import Stage
 from ..core.resources import evaluate_gates
 from ..core.sass import WATCHED_OPCODES

@@ -21,7 +21,7 @@ from collections.abc import Callable
 
 import torch
 
-from ...core.family import DEFAULT_DISTRIBUTION, input_generator
+from ...core.distributions import DEFAULT_DISTRIBUTION, input_generator
 from .shapes import Shape
 
 NORMAL = DEFAULT_DISTRIBUTION

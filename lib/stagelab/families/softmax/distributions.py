@@ -17,7 +17,7 @@ from collections.abc import Callable
 
 import torch
 
-from ...core.family import DEFAULT_DISTRIBUTION, input_generator
+from ...core.distributions import DEFAULT_DISTRIBUTION, input_generator
 
 # Standard normal times this: logits spread over about +-12, so rows are peaked (a few elements
 # near 1) and long tails near 0 both occur, as in attention or classification.
