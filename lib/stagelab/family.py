@@ -95,6 +95,10 @@ class Family:
     # Named input distributions `make_inputs` can draw (a parameter file's `distributions` picks
     # among them); the first is the family's standard inputs.
     distributions: tuple[str, ...] = (DEFAULT_DISTRIBUTION,)
+    # What a problem may need beyond the family's plain one (name -> meaning; a problem lists its own in
+    # `features`): a stage is given such a problem only where its stages.yaml `supports:` names them all;
+    # elsewhere the lab skips it with the reason, before any launch (e.g. sdpa's gqa, cross_length, bshd).
+    problem_features: dict[str, str] = {}
 
     @property
     def experiment(self) -> str:
@@ -123,6 +127,29 @@ class Family:
     # -- problems ------------------------------------------------------------------
     def parse_problem(self, where: str, entry: Any) -> list[Problem]:
         raise NotImplementedError
+
+    def require_supports(self, where: str, supports: Iterable[str]) -> None:
+        """A clear error for a stages.yaml `supports:` entry that names no feature of this family."""
+        unknown = [name for name in supports if name not in self.problem_features]
+        if unknown:
+            raise ConfigError(f"{where}.supports: {unknown} are not problem features of the {self.name} family; "
+                              f"known: {list(self.problem_features) or 'none'}")
+
+    def declared_supports(self, stage_id: str) -> tuple[str, ...]:
+        """The features a stage's stages.yaml entry declares it takes (none for an id not in the registry,
+        such as a test's stand-in)."""
+        from .registry import family_registry
+
+        stage = family_registry(self.name).stages.get(stage_id)
+        supports = stage.supports if stage is not None else ()
+        self.require_supports(f"stage {stage_id}", supports)
+        return supports
+
+    def refusal(self, problem: Problem, supports: Iterable[str]) -> str:
+        """Why a stage declaring `supports` cannot take the problem ('' when it can)."""
+        supports = tuple(supports)
+        missing = [name for name in getattr(problem, "features", ()) if name not in supports]
+        return refusal_message(self.problem_features, missing, supports, problem.tag) if missing else ""
 
     # -- data and reference ----------------------------------------------------------
     def make_inputs(self, problem: Problem, dtype: torch.dtype, seed: int, device: torch.device | str,
@@ -211,6 +238,27 @@ class Family:
     def dynamic_shared_memory(self, module: ModuleType, template_args: list[str]) -> int | None:
         """Launch-time shared memory of one kernel instance, named by its template arguments."""
         return None
+
+
+def refusal_message(features: dict[str, str], missing: Iterable[str], supports: Iterable[str], what: str) -> str:
+    """Why a stage refuses a problem: the features it lacks, and what its stages.yaml declares."""
+    needs = "; ".join(f"{name}: {features.get(name, name)}" for name in missing)
+    declared = ", ".join(supports) or "none"
+    return f"the stage does not take {what}, which needs {needs} (its stages.yaml `supports:` lists {declared})"
+
+
+def split_supported(family: Family, problems: Iterable[Problem], supports: Iterable[str]
+                    ) -> tuple[list[Problem], dict[str, str]]:
+    """The problems a stage declaring `supports` takes, and the others by tag with the reason."""
+    supports = tuple(supports)
+    taken, skipped = [], {}
+    for problem in problems:
+        reason = family.refusal(problem, supports)
+        if reason:
+            skipped[problem.tag] = reason
+        else:
+            taken.append(problem)
+    return taken, skipped
 
 
 def stage_distributions(family: Family, requested: Iterable[str], input_kind: str = "") -> tuple[str, ...]:

@@ -15,6 +15,7 @@ def evidence(results: StageResults, *, gpu_available: bool, has_parent: bool, mi
         gpu_available=gpu_available,
         checks_passed=results.checks.passed if results.checks else None,
         checks_failures=results.checks.failures() if results.checks else "",
+        checks_skipped=len(results.checks.skipped) if results.checks else 0,
         sanitize_passed=sanitize.passed if sanitize else None,
         sanitize_failures=sanitize.failures() if sanitize else "",
         ncu_gates_passed=profile.gates_passed if profile else None,

@@ -4,6 +4,8 @@ Precedence, first match wins:
   build_failed    the stage did not compile or link
   resource_fail   a registry gate failed on the ptxas report (registers, shared memory, spills)
   no_gpu          built and resource-checked; no GPU, so correctness and timing did not run
+  error           every problem of the parameter file was skipped: the stage takes none of them
+                  (stages.yaml `supports:`), so nothing was checked
   incorrect       compute-sanitizer found errors (memcheck, racecheck, synccheck), or any
                   correctness check failed on any input distribution (a fast wrong kernel is a
                   failure; the reason names the distributions that failed)
@@ -29,6 +31,7 @@ class Evidence:
     gpu_available: bool = False
     checks_passed: bool | None = None
     checks_failures: str = ""                # which checks failed (by input distribution), for the reason
+    checks_skipped: int = 0                  # problems the stage does not take (never launched)
     sanitize_passed: bool | None = None      # None: not sanitized (no GPU, no compute-sanitizer)
     sanitize_failures: str = ""              # which tools failed, for the reason
     ncu_gates_passed: bool | None = None     # None: no ncu gates, or not profiled
@@ -58,6 +61,9 @@ def decide(e: Evidence) -> Outcome:
         return Outcome("no_gpu", "built and resource-checked; no GPU, so correctness and timing were not run")
     if e.sanitize_passed is False:
         return Outcome("incorrect", f"compute-sanitizer found errors ({e.sanitize_failures})")
+    if e.checks_passed is None and e.checks_skipped:
+        return Outcome("error", f"the stage takes none of the {e.checks_skipped} problems of the parameter file "
+                                "(its stages.yaml `supports:`), so nothing was checked")
     if e.checks_passed is not True:
         detail = f" ({e.checks_failures})" if e.checks_failures else ""
         return Outcome("incorrect", f"at least one correctness check failed{detail}")

@@ -20,7 +20,7 @@ from .space import SearchSpace, parse_search_space, parse_variants
 
 _TOP_KEYS = {"family", "binding", "defaults", "stages"}
 _STAGE_KEYS = {"id", "title", "parent", "changes", "compile_options", "arch", "hypothesis", "min_gain", "gates",
-               "search_space", "variants", "inputs"}
+               "search_space", "variants", "inputs", "supports"}
 _DEFAULT_KEYS = {"compile_options", "arch", "min_gain", "gates"}
 _COMPILE_KEYS = {"defines", "nvcc_flags"}
 _GATE_KEYS = {"max_registers", "max_shared_memory_bytes", "spills_allowed", "sass_require", "sass_forbid",
@@ -72,6 +72,10 @@ class Stage:
     # The inputs the stage takes: "" = the family's standard ones, else one of its input_kinds
     # (stages.yaml `inputs: fp8`); the family checks and times the stage accordingly.
     input_kind: str = ""
+    # Problem features beyond the family's plain problem the stage takes (stages.yaml `supports:`, the
+    # family's problem_features, e.g. sdpa's [gqa, cross_length, bshd]); none by default: the lab skips
+    # a problem that needs another, before any launch.
+    supports: tuple[str, ...] = ()
 
     def with_defines(self, overrides: dict[str, Any] | None) -> "Stage":
         """A copy with knob overrides (e.g. a notebook sweeping BLOCK_N)."""
@@ -272,7 +276,16 @@ def _stage(path: Path, index: int, entry: Any, base: Stage) -> Stage:
         search_space=parse_search_space(where, entry.get("search_space"), defines),
         variants=parse_variants(where, entry.get("variants"), defines),
         input_kind=_input_kind(where, entry.get("inputs")),
+        supports=_supports(where, entry.get("supports")),
     )
+
+
+def _supports(where: str, raw: Any) -> tuple[str, ...]:
+    """Names only; the family checks they are its problem features (Family.require_supports)."""
+    names = raw or []
+    if not isinstance(names, list) or not all(isinstance(n, str) and _ID_RE.match(n) for n in names):
+        raise ConfigError(f"{where}.supports: expected a list of problem features like [gqa, bshd], got {raw!r}")
+    return tuple(names)
 
 
 def _input_kind(where: str, raw: Any) -> str:

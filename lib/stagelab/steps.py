@@ -12,7 +12,7 @@ from .build import BuildResult, build_stage
 from .chain import check_chains
 from .envinfo import read_clocks
 from .errors import ConfigError
-from .family import Family, stage_distributions
+from .family import Family, split_supported, stage_distributions
 from .params import RunParams, load_params, with_steps
 from .paths import resolve_params_path
 from .registry import Registry, Stage, find_stage
@@ -62,6 +62,9 @@ class StageContext:
             raise ConfigError(f"stage {stage_id} is in the {registry.family} family, but "
                               f"{run_params.path} describes {run_params.family.name} problems")
         parent = registry.get(stage.parent) if stage.parent else None
+        for declared in (stage, parent):
+            if declared is not None:
+                run_params.family.require_supports(f"stage {declared.id}", declared.supports)
         return cls(registry, stage.with_defines(defines), parent, run_params, torch.cuda.is_available())
 
 
@@ -92,23 +95,25 @@ def check_step(ctx: StageContext, built: Built) -> CheckReport:
     """The family's checks on every problem, dtype, seed and input distribution of the parameter
     file that applies to the stage's inputs; then one chain of dependent launches per problem in
     the first dtype (stagelab.chain: what a launch that may start before its predecessor ends must
-    get right)."""
+    get right). A problem the stage does not declare it takes (stages.yaml `supports:`) is skipped
+    with the reason, before any launch."""
     p = ctx.params
     kernel = ctx.family.stage_kernel(built.stage.module, ctx.stage.id, ctx.stage.input_kind)
     distributions = stage_distributions(ctx.family, p.distributions, ctx.stage.input_kind)
+    shapes, skipped = split_supported(ctx.family, p.shapes, ctx.stage.supports)
     bar = progress_bar(desc=f"{ctx.stage.id} checks",
-                       total=len(p.shapes) * len(p.dtypes) * len(p.seeds) * len(distributions) + len(p.shapes))
+                       total=len(shapes) * len(p.dtypes) * len(p.seeds) * len(distributions) + len(shapes))
 
     def step(label: str) -> None:
         bar.set_postfix_str(label)
         bar.update(1)
 
-    results = ctx.family.check_stage(kernel, p.shapes, p.dtypes, p.seeds, ctx.device, progress=step,
-                                     distributions=distributions)
-    chains = check_chains(ctx.family, built.stage.module, p.shapes, p.dtypes[0], input_kind=ctx.stage.input_kind,
+    results = ctx.family.check_stage(kernel, shapes, p.dtypes, p.seeds, ctx.device, progress=step,
+                                     distributions=distributions) if shapes else []
+    chains = check_chains(ctx.family, built.stage.module, shapes, p.dtypes[0], input_kind=ctx.stage.input_kind,
                           progress=step)
     bar.close()
-    return CheckReport(results, chains)
+    return CheckReport(results, chains, skipped)
 
 
 def _contenders(ctx: StageContext, builds: dict[str, BuildResult | None], shape, inputs,
@@ -132,6 +137,22 @@ def _contenders(ctx: StageContext, builds: dict[str, BuildResult | None], shape,
     return contenders
 
 
+def _builds_taking(ctx: StageContext, builds: dict[str, BuildResult | None], shape,
+                   skipped: dict[str, str]) -> dict[str, BuildResult]:
+    """The loaded builds whose stage takes the problem (stages.yaml `supports:`); the others are
+    recorded in `skipped` (label/problem -> reason) and never launched on it."""
+    taking = {}
+    for label, result in builds.items():
+        if result is None or result.module is None:
+            continue
+        reason = ctx.family.refusal(shape, ctx.registry.get(result.stage_id).supports)
+        if reason:
+            skipped[f"{label}/{shape.tag}"] = reason
+        else:
+            taking[label] = result
+    return taking
+
+
 def timing_step(ctx: StageContext, built: Built) -> TimingReport:
     """The stage beside its parent and the library contenders."""
     return time_builds(ctx, {ctx.stage.id: built.stage, PARENT_PREFIX + (ctx.stage.parent or ""): built.parent})
@@ -146,8 +167,11 @@ def time_builds(ctx: StageContext, builds: dict[str, BuildResult | None], desc: 
     report = TimingReport([], ctx.stage.id, ctx.family.library_prefix, spec.primary_mode,
                           floor_us=time_floor(spec, flush))
     for shape in progress_bar(ctx.params.timed_shapes(), desc=desc or f"{ctx.stage.id} timing"):
+        taking = _builds_taking(ctx, builds, shape, report.skipped)
+        if not taking:  # no build to time: the library contenders alone would say nothing of the stage
+            continue
         inputs = ctx.family.make_inputs(shape, dtype, ctx.params.seeds[0], ctx.device)
-        contenders = _contenders(ctx, builds, shape, inputs, report.unavailable)
+        contenders = _contenders(ctx, taking, shape, inputs, report.unavailable)
         report.stats += time_contenders(contenders, shape, spec, flush, element_bytes=dtype.itemsize)
         del inputs, contenders
         torch.cuda.empty_cache()
