@@ -13,7 +13,7 @@ from stagelab.families.sdpa import FAMILY, Shape
 from stagelab.families.sdpa.contenders import sdpa_arguments, sdpa_output
 from stagelab.families.sdpa.kernel import StageKernel, tensor_layout
 from stagelab.families.sdpa.reference import attention, causal_mask, default_scale
-from stagelab.family import input_generator, split_supported
+from stagelab.family import declared_supports, input_generator, require_supports, split_supported
 from stagelab.outcome import Evidence, decide
 from stagelab.params import load_params
 from stagelab.paths import repo_root
@@ -229,7 +229,7 @@ def test_a_stage_kernel_refuses_an_undeclared_problem_before_launch():
 
 def test_every_registered_stage_declares_known_features():
     for stage_id, stage in family_registry("sdpa").stages.items():
-        assert FAMILY.declared_supports(stage_id) == stage.supports
+        assert declared_supports(FAMILY, stage_id) == stage.supports
 
 
 def test_supports_is_validated(tmp_path):
@@ -239,7 +239,7 @@ def test_supports_is_validated(tmp_path):
     with pytest.raises(ConfigError, match=r"stage a\.supports: expected a list"):
         load_registry(tmp_path / "stages.yaml")
     with pytest.raises(ConfigError, match=r"\['paged'\] are not problem features of the sdpa family"):
-        FAMILY.require_supports("stage a", ["gqa", "paged"])
+        require_supports(FAMILY, "stage a", ["gqa", "paged"])
 
 
 def test_split_supported_keeps_the_order_and_gives_each_skip_its_reason():

@@ -128,29 +128,6 @@ class Family:
     def parse_problem(self, where: str, entry: Any) -> list[Problem]:
         raise NotImplementedError
 
-    def require_supports(self, where: str, supports: Iterable[str]) -> None:
-        """A clear error for a stages.yaml `supports:` entry that names no feature of this family."""
-        unknown = [name for name in supports if name not in self.problem_features]
-        if unknown:
-            raise ConfigError(f"{where}.supports: {unknown} are not problem features of the {self.name} family; "
-                              f"known: {list(self.problem_features) or 'none'}")
-
-    def declared_supports(self, stage_id: str) -> tuple[str, ...]:
-        """The features a stage's stages.yaml entry declares it takes (none for an id not in the registry,
-        such as a test's stand-in)."""
-        from .registry import family_registry
-
-        stage = family_registry(self.name).stages.get(stage_id)
-        supports = stage.supports if stage is not None else ()
-        self.require_supports(f"stage {stage_id}", supports)
-        return supports
-
-    def refusal(self, problem: Problem, supports: Iterable[str]) -> str:
-        """Why a stage declaring `supports` cannot take the problem ('' when it can)."""
-        supports = tuple(supports)
-        missing = [name for name in getattr(problem, "features", ()) if name not in supports]
-        return refusal_message(self.problem_features, missing, supports, problem.tag) if missing else ""
-
     # -- data and reference ----------------------------------------------------------
     def make_inputs(self, problem: Problem, dtype: torch.dtype, seed: int, device: torch.device | str,
                     distribution: str = DEFAULT_DISTRIBUTION) -> tuple[torch.Tensor, ...]:
@@ -240,6 +217,32 @@ class Family:
         return None
 
 
+def require_supports(family: Family, where: str, supports: Iterable[str]) -> None:
+    """A clear error for a stages.yaml `supports:` entry that names no problem feature of the family."""
+    unknown = [name for name in supports if name not in family.problem_features]
+    if unknown:
+        raise ConfigError(f"{where}.supports: {unknown} are not problem features of the {family.name} family; "
+                          f"known: {list(family.problem_features) or 'none'}")
+
+
+def declared_supports(family: Family, stage_id: str) -> tuple[str, ...]:
+    """The features a stage's stages.yaml entry declares it takes (none for an id not in the registry,
+    such as a test's stand-in)."""
+    from .registry import family_registry
+
+    stage = family_registry(family.name).stages.get(stage_id)
+    supports = stage.supports if stage is not None else ()
+    require_supports(family, f"stage {stage_id}", supports)
+    return supports
+
+
+def refusal(family: Family, problem: Problem, supports: Iterable[str]) -> str:
+    """Why a stage declaring `supports` cannot take the problem ('' when it can)."""
+    supports = tuple(supports)
+    missing = [name for name in getattr(problem, "features", ()) if name not in supports]
+    return refusal_message(family.problem_features, missing, supports, problem.tag) if missing else ""
+
+
 def refusal_message(features: dict[str, str], missing: Iterable[str], supports: Iterable[str], what: str) -> str:
     """Why a stage refuses a problem: the features it lacks, and what its stages.yaml declares."""
     needs = "; ".join(f"{name}: {features.get(name, name)}" for name in missing)
@@ -253,7 +256,7 @@ def split_supported(family: Family, problems: Iterable[Problem], supports: Itera
     supports = tuple(supports)
     taken, skipped = [], {}
     for problem in problems:
-        reason = family.refusal(problem, supports)
+        reason = refusal(family, problem, supports)
         if reason:
             skipped[problem.tag] = reason
         else:

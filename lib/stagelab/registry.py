@@ -281,7 +281,7 @@ def _stage(path: Path, index: int, entry: Any, base: Stage) -> Stage:
 
 
 def _supports(where: str, raw: Any) -> tuple[str, ...]:
-    """Names only; the family checks they are its problem features (Family.require_supports)."""
+    """Names only; the family checks they are its problem features (family.require_supports)."""
     names = raw or []
     if not isinstance(names, list) or not all(isinstance(n, str) and _ID_RE.match(n) for n in names):
         raise ConfigError(f"{where}.supports: expected a list of problem features like [gqa, bshd], got {raw!r}")

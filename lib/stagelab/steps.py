@@ -12,7 +12,7 @@ from .build import BuildResult, build_stage
 from .chain import check_chains
 from .envinfo import read_clocks
 from .errors import ConfigError
-from .family import Family, split_supported, stage_distributions
+from .family import Family, refusal, require_supports, split_supported, stage_distributions
 from .params import RunParams, load_params, with_steps
 from .paths import resolve_params_path
 from .registry import Registry, Stage, find_stage
@@ -64,7 +64,7 @@ class StageContext:
         parent = registry.get(stage.parent) if stage.parent else None
         for declared in (stage, parent):
             if declared is not None:
-                run_params.family.require_supports(f"stage {declared.id}", declared.supports)
+                require_supports(run_params.family, f"stage {declared.id}", declared.supports)
         return cls(registry, stage.with_defines(defines), parent, run_params, torch.cuda.is_available())
 
 
@@ -145,7 +145,7 @@ def _builds_taking(ctx: StageContext, builds: dict[str, BuildResult | None], sha
     for label, result in builds.items():
         if result is None or result.module is None:
             continue
-        reason = ctx.family.refusal(shape, ctx.registry.get(result.stage_id).supports)
+        reason = refusal(ctx.family, shape, ctx.registry.get(result.stage_id).supports)
         if reason:
             skipped[f"{label}/{shape.tag}"] = reason
         else:

@@ -12,7 +12,7 @@ from typing import Any
 
 import torch
 
-from ...family import DEFAULT_DISTRIBUTION, Family, KernelFn, stage_distributions
+from ...family import DEFAULT_DISTRIBUTION, Family, KernelFn, declared_supports, stage_distributions
 from .contenders import FA4, SDPA_BACKENDS
 from .contenders import contender as library_contender
 from .distributions import DISTRIBUTIONS, FP8_ONLY, draw
@@ -84,7 +84,7 @@ class SdpaFamily(Family):
             from .fp8.kernel import Fp8StageKernel
 
             return Fp8StageKernel(module, stage_id)
-        return StageKernel(module, stage_id, self.declared_supports(stage_id))
+        return StageKernel(module, stage_id, declared_supports(self, stage_id))
 
     def module_launch(self, module: ModuleType, problem: Shape, inputs, out: torch.Tensor, input_kind: str = ""):
         self.require_input_kind(input_kind)
