@@ -292,3 +292,13 @@ def test_a_run_whose_every_problem_was_skipped_is_an_error_not_incorrect():
     outcome = decide(Evidence(built=True, gates_passed=True, gpu_available=True, checks_passed=None,
                               checks_skipped=3))
     assert outcome.outcome == "error" and "takes none of the 3 problems" in outcome.reason
+
+
+def test_an_exploration_sweep_refuses_an_undeclared_problem_before_launch():
+    from stagelab.explore import stage_call
+
+    module = RecordingModule()
+    bshd = Shape(1, 2, 8, 64, False, layout="bshd")
+    with pytest.raises(InputError, match="bshd: strided"):
+        stage_call(FAMILY, StageKernel(module, "s_test"), bshd, FAMILY.make_inputs(bshd, torch.float16, 0, "cpu"))
+    assert module.launched == []

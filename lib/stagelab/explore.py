@@ -6,7 +6,8 @@ from collections.abc import Callable
 
 import pandas as pd
 
-from .family import Family
+from .errors import InputError
+from .family import Family, refusal
 from .gpu_clocks import smi_device_id
 from .timing import L2Flusher, time_with_clocks
 
@@ -25,7 +26,11 @@ def _time_launch(family: Family, shape, launch_of: Callable, label: str, *, dtyp
 
 def stage_call(family: Family, kernel, shape, inputs) -> Callable[[], None]:
     """One launch of a built stage kernel on `inputs`, into a fresh output (a contender's
-    counterpart is family.contender)."""
+    counterpart is family.contender); InputError, before any launch, for a problem the stage does
+    not declare it takes (stages.yaml `supports:`)."""
+    reason = refusal(family, shape, getattr(kernel, "supports", ()))
+    if reason:
+        raise InputError(reason)
     return family.module_launch(kernel.module, shape, inputs, family.new_output(shape, inputs), kernel.input_kind)
 
 
