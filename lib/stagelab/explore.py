@@ -6,7 +6,9 @@ from collections.abc import Callable
 
 import pandas as pd
 
+from .core.errors import InputError
 from .core.family import Family
+from .core.supports import refusal
 from .measure.gpu_clocks import smi_device_id
 from .measure.timing import L2Flusher, time_with_clocks
 
@@ -25,7 +27,11 @@ def _time_launch(family: Family, shape, launch_of: Callable, label: str, *, dtyp
 
 def stage_call(family: Family, kernel, shape, inputs) -> Callable[[], None]:
     """One launch of a built stage kernel on `inputs`, into a fresh output (a contender's
-    counterpart is family.contender)."""
+    counterpart is family.contender); InputError, before any launch, for a problem the stage does
+    not declare it takes (stages.yaml `supports:`)."""
+    reason = refusal(family, shape, getattr(kernel, "supports", ()))
+    if reason:
+        raise InputError(reason)
     return family.module_launch(kernel.module, shape, inputs, family.new_output(shape, inputs), kernel.input_kind)
 
 

@@ -123,6 +123,8 @@ class StageRun(WatchedSteps):
         self.results.checks = self._watched(check_step, self.ctx, self.results.built)
         self.recorder.record_checks(self.results.checks)
         print("\n".join(self.results.checks.summary_lines()))
+        for tag, reason in self.results.checks.skipped.items():
+            print(f"  SKIP {tag}: {reason}")
         chains = self.results.checks.chains
         print(f"dependent launches: {sum(c.passed for c in chains)}/{len(chains)} chains match the synchronised chain")
         for failed in (c for c in chains if not c.passed):

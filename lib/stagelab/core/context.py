@@ -16,6 +16,7 @@ from .family import Family
 from .params import RunParams, load_params, with_steps
 from .paths import resolve_params_path
 from .registry import Registry, Stage, find_stage
+from .supports import require_supports
 
 
 @dataclass
@@ -52,4 +53,7 @@ class StageContext:
             raise ConfigError(f"stage {stage_id} is in the {registry.family} family, but "
                               f"{run_params.path} describes {run_params.family.name} problems")
         parent = registry.get(stage.parent) if stage.parent else None
+        for declared in (stage, parent):
+            if declared is not None:
+                require_supports(run_params.family, f"stage {declared.id}", declared.supports)
         return cls(registry, stage.with_defines(defines), parent, run_params, torch.cuda.is_available())

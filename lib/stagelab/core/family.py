@@ -88,6 +88,10 @@ class Family:
     # Named input distributions `make_inputs` can draw (a parameter file's `distributions` picks
     # among them); the first is the family's standard inputs.
     distributions: tuple[str, ...] = (DEFAULT_DISTRIBUTION,)
+    # What a problem may need beyond the family's plain one (name -> meaning; a problem lists its own in
+    # `features`): a stage is given such a problem only where its stages.yaml `supports:` names them all;
+    # elsewhere the lab skips it with the reason, before any launch (e.g. sdpa's gqa, cross_length, bshd).
+    problem_features: dict[str, str] = {}
 
     @property
     def experiment(self) -> str:

@@ -62,6 +62,8 @@ INSTRUCTION_COUNT = Metric("sass", "instructions", "count of one SASS opcode in 
 # -- correctness ----------------------------------------------------------------------
 CHECKS_TOTAL = Metric("checks_total", "count", "correctness checks run")
 CHECKS_FAILED = Metric("checks_failed", "count", "correctness checks failed")
+PROBLEMS_SKIPPED = Metric("problems_skipped", "count", "problems of the parameter file the stage does not take "
+                          "(stages.yaml `supports:`): skipped before any launch, neither passed nor failed")
 MAX_ABS_ERR = Metric("max_abs_err", "output units", "worst |out - ref| over seeds and input distributions, "
                      "per problem and dtype (a `large` distribution's outputs are hundreds)")
 ERR_BUDGET_RATIO = Metric("err_budget_ratio", "ratio", "worst error / budget over seeds and input distributions, "

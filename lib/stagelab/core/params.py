@@ -9,6 +9,8 @@
                                      # positive, peaky, zero_head, tiny, outlier
     shapes:                          # the family's problem entries, e.g. for sdpa:
       - {shape: [1, 8, 512, 64], causal: [false, true]}
+      - {name: llama3-8b, shape: [1, 32, 512, 128], kv_heads: 8, kv_seq_len: 4096, causal: true,
+         layout: bshd}               # sdpa's optional keys (families/sdpa/shapes.py)
     mission: {shape: [2, 8, 512, 64], causal: false}      # headline timing problem, always timed
     timed: [{shape: [4, 16, 4096, 128], causal: false}]  # optional: time these instead of `shapes`
                                      # (a file of tiny ragged check problems, params/try.yaml)

@@ -40,6 +40,10 @@ class Stage:
     # The inputs the stage takes: "" = the family's standard ones, else one of its input_kinds
     # (stages.yaml `inputs: fp8`); the family checks and times the stage accordingly.
     input_kind: str = ""
+    # Problem features beyond the family's plain problem the stage takes (stages.yaml `supports:`, the
+    # family's problem_features, e.g. sdpa's [gqa, cross_length, bshd]); none by default: the lab skips
+    # a problem that needs another, before any launch.
+    supports: tuple[str, ...] = ()
 
     def with_defines(self, overrides: dict[str, Any] | None) -> "Stage":
         """A copy with knob overrides (e.g. a notebook sweeping BLOCK_N)."""
@@ -161,7 +165,16 @@ def _stage(path: Path, index: int, entry: Any, base: Stage) -> Stage:
         search_space=parse_search_space(where, entry.get("search_space"), defines),
         variants=parse_variants(where, entry.get("variants"), defines),
         input_kind=parse_input_kind(where, entry.get("inputs")),
+        supports=_supports(where, entry.get("supports")),
     )
+
+
+def _supports(where: str, raw: Any) -> tuple[str, ...]:
+    """Names only; the family checks they are its problem features (core.supports.require_supports)."""
+    names = raw or []
+    if not isinstance(names, list) or not all(isinstance(n, str) and ID_RE.match(n) for n in names):
+        raise ConfigError(f"{where}.supports: expected a list of problem features like [gqa, bshd], got {raw!r}")
+    return tuple(names)
 
 
 def load_registry(path: Path | str) -> Registry:

@@ -12,7 +12,7 @@ from .errors import ConfigError
 
 TOP_KEYS = {"family", "binding", "defaults", "stages"}
 STAGE_KEYS = {"id", "title", "parent", "changes", "compile_options", "arch", "hypothesis", "min_gain", "gates",
-              "search_space", "variants", "inputs"}
+              "search_space", "variants", "inputs", "supports"}
 DEFAULT_KEYS = {"compile_options", "arch", "min_gain", "gates"}
 _COMPILE_KEYS = {"defines", "nvcc_flags"}
 _GATE_KEYS = {"max_registers", "max_shared_memory_bytes", "spills_allowed", "sass_require", "sass_forbid",

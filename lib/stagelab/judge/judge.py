@@ -18,6 +18,7 @@ def evidence(results: StageResults, *, gpu_available: bool, has_parent: bool, mi
         hang=results.hang or "",
         stress_passed=results.stress.passed if results.stress else None,
         stress_failures=results.stress.failures() if results.stress else "",
+        checks_skipped=len(results.checks.skipped) if results.checks else 0,
         sanitize_passed=sanitize.passed if sanitize else None,
         sanitize_failures=sanitize.failures() if sanitize else "",
         ncu_gates_passed=profile.gates_passed if profile else None,

@@ -4,6 +4,8 @@ Precedence, first match wins:
   build_failed    the stage did not compile or link
   resource_fail   a registry gate failed on the ptxas report (registers, shared memory, spills)
   no_gpu          built and resource-checked; no GPU, so correctness and timing did not run
+  error           every problem of the parameter file was skipped: the stage takes none of them
+                  (stages.yaml `supports:`), so nothing was checked
   incorrect       a launch hung (reason `hang: ...`, stagelab.measure.watchdog), compute-sanitizer
                   found errors (memcheck, racecheck, synccheck), any correctness check failed on
                   any input distribution (a fast wrong kernel is a failure; the reason names the
@@ -40,6 +42,7 @@ class Evidence:
     hang: str = ""                           # what hung and for how long (stagelab.measure.watchdog); "" when none
     stress_passed: bool | None = None        # None: not stressed
     stress_failures: str = ""                # what failed under stress, for the reason
+    checks_skipped: int = 0                  # problems the stage does not take (never launched)
     sanitize_passed: bool | None = None      # None: not sanitized (no GPU, no compute-sanitizer)
     sanitize_failures: str = ""              # which tools failed, for the reason
     ncu_gates_passed: bool | None = None     # None: no ncu gates, or not profiled
@@ -65,6 +68,9 @@ def decide(e: Evidence) -> Outcome:
         return Outcome("incorrect", f"{HANG}: {e.hang}")
     if e.sanitize_passed is False:
         return Outcome("incorrect", f"compute-sanitizer found errors ({e.sanitize_failures})")
+    if e.checks_passed is None and e.checks_skipped:
+        return Outcome("error", f"the stage takes none of the {e.checks_skipped} problems of the parameter file "
+                                "(its stages.yaml `supports:`), so nothing was checked")
     if e.checks_passed is not True:
         detail = f" ({e.checks_failures})" if e.checks_failures else ""
         return Outcome("incorrect", f"at least one correctness check failed{detail}")

@@ -51,6 +51,9 @@ class ResourceReport:
 class CheckReport:
     results: list[CheckResult]
     chains: list[ChainResult] = field(default_factory=list)  # dependent launches, one per problem
+    # problems the stage does not take (stages.yaml `supports:`), by tag -> why: never launched, so
+    # neither passed nor failed
+    skipped: dict[str, str] = field(default_factory=dict)
 
     @property
     def passed(self) -> bool | None:
@@ -116,6 +119,7 @@ class TimingReport:
     primary_mode: str
     floor_us: dict[str, float] = field(default_factory=dict)   # empty kernel, per mode
     unavailable: dict[str, str] = field(default_factory=dict)  # contender/problem -> why it could not run
+    skipped: dict[str, str] = field(default_factory=dict)  # build label/problem -> why the stage does not take it
     clocks: dict[str, str] = field(default_factory=dict)
 
     def frame(self) -> pd.DataFrame:
@@ -127,6 +131,9 @@ class TimingReport:
         if frame.empty:
             return frame
         wide = frame.pivot_table(index=["shape", "mode"], columns="contender", values="p50_us")
+        if self.stage_label not in wide:  # the stage took none of the timed problems
+            return pd.DataFrame()
+        wide = wide[wide[self.stage_label].notna()]  # problems the stage skipped have nothing to compare
         mine = wide[self.stage_label]
         out = pd.DataFrame({"stage_p50_us": mine})
         for label in wide.columns:

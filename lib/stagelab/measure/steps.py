@@ -14,6 +14,7 @@ from ..core.distributions import stage_distributions
 from ..core.registry import Stage
 from ..core.resources import evaluate_gates
 from ..core.sass import WATCHED_OPCODES
+from ..core.supports import refusal, split_supported
 from .results import PARENT_PREFIX, Built, CheckReport, ResourceReport, TimingReport
 from .timing import L2Flusher, time_contenders, time_floor
 
@@ -51,23 +52,25 @@ def check_step(ctx: StageContext, built: Built) -> CheckReport:
     """The family's checks on every problem, dtype, seed and input distribution of the parameter
     file that applies to the stage's inputs; then one chain of dependent launches per problem in
     the first dtype (stagelab.measure.chain: what a launch that may start before its predecessor ends must
-    get right)."""
+    get right). A problem the stage does not declare it takes (stages.yaml `supports:`) is skipped
+    with the reason, before any launch."""
     p = ctx.params
     kernel = ctx.family.stage_kernel(built.stage.module, ctx.stage.id, ctx.stage.input_kind)
     distributions = stage_distributions(ctx.family, p.distributions, ctx.stage.input_kind)
+    shapes, skipped = split_supported(ctx.family, p.shapes, ctx.stage.supports)
     bar = progress_bar(desc=f"{ctx.stage.id} checks",
-                       total=len(p.shapes) * len(p.dtypes) * len(p.seeds) * len(distributions) + len(p.shapes))
+                       total=len(shapes) * len(p.dtypes) * len(p.seeds) * len(distributions) + len(shapes))
 
     def step(label: str) -> None:
         bar.set_postfix_str(label)
         bar.update(1)
 
-    results = check_stage(ctx.family, kernel, p.shapes, p.dtypes, p.seeds, ctx.device, progress=step,
-                          distributions=distributions)
-    chains = check_chains(ctx.family, built.stage.module, p.shapes, p.dtypes[0], input_kind=ctx.stage.input_kind,
+    results = check_stage(ctx.family, kernel, shapes, p.dtypes, p.seeds, ctx.device, progress=step,
+                          distributions=distributions) if shapes else []
+    chains = check_chains(ctx.family, built.stage.module, shapes, p.dtypes[0], input_kind=ctx.stage.input_kind,
                           progress=step)
     bar.close()
-    return CheckReport(results, chains)
+    return CheckReport(results, chains, skipped)
 
 
 def _contenders(ctx: StageContext, builds: dict[str, BuildResult | None], shape, inputs,
@@ -91,6 +94,22 @@ def _contenders(ctx: StageContext, builds: dict[str, BuildResult | None], shape,
     return contenders
 
 
+def _builds_taking(ctx: StageContext, builds: dict[str, BuildResult | None], shape,
+                   skipped: dict[str, str]) -> dict[str, BuildResult]:
+    """The loaded builds whose stage takes the problem (stages.yaml `supports:`); the others are
+    recorded in `skipped` (label/problem -> reason) and never launched on it."""
+    taking = {}
+    for label, result in builds.items():
+        if result is None or result.module is None:
+            continue
+        reason = refusal(ctx.family, shape, ctx.registry.get(result.stage_id).supports)
+        if reason:
+            skipped[f"{label}/{shape.tag}"] = reason
+        else:
+            taking[label] = result
+    return taking
+
+
 def timing_step(ctx: StageContext, built: Built) -> TimingReport:
     """The stage beside its parent and the library contenders."""
     return time_builds(ctx, {ctx.stage.id: built.stage, PARENT_PREFIX + (ctx.stage.parent or ""): built.parent})
@@ -105,8 +124,11 @@ def time_builds(ctx: StageContext, builds: dict[str, BuildResult | None], desc: 
     report = TimingReport([], ctx.stage.id, ctx.family.library_prefix, spec.primary_mode,
                           floor_us=time_floor(spec, flush))
     for shape in progress_bar(ctx.params.timed_shapes(), desc=desc or f"{ctx.stage.id} timing"):
+        taking = _builds_taking(ctx, builds, shape, report.skipped)
+        if not taking:  # no build to time: the library contenders alone would say nothing of the stage
+            continue
         inputs = ctx.family.make_inputs(shape, dtype, ctx.params.seeds[0], ctx.device)
-        contenders = _contenders(ctx, builds, shape, inputs, report.unavailable)
+        contenders = _contenders(ctx, taking, shape, inputs, report.unavailable)
         report.stats += time_contenders(contenders, shape, spec, flush, element_bytes=dtype.itemsize)
         del inputs, contenders
         torch.cuda.empty_cache()

@@ -38,7 +38,7 @@ INFINITE_RATIO = 1e9
 
 
 def check_metrics(report: CheckReport) -> dict[str, float]:
-    out: dict[str, float] = {}
+    out: dict[str, float] = {m.PROBLEMS_SKIPPED.key(): len(report.skipped)} if report.skipped else {}
     if report.chains:
         out[m.CHAINS_TOTAL.key()] = len(report.chains)
         out[m.CHAINS_FAILED.key()] = sum(not c.passed for c in report.chains)

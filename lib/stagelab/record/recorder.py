@@ -142,6 +142,8 @@ class MlflowRecorder(StressAndHangRecords):
         run_id = self._run()
         write_table(self.artifacts, "correctness", report.frame())
         write_table(self.artifacts, "dependent_launches", report.chain_frame())
+        if report.skipped:
+            (self.artifacts / "checks_skipped.json").write_text(json.dumps(report.skipped, indent=2))
         tracking.log_metrics(run_id, flatten.check_metrics(report))
 
     def record_timing(self, report: TimingReport) -> None:
@@ -150,6 +152,8 @@ class MlflowRecorder(StressAndHangRecords):
         write_table(self.artifacts, "speedups", report.speedups())
         if report.unavailable:
             (self.artifacts / "contenders_unavailable.json").write_text(json.dumps(report.unavailable, indent=2))
+        if report.skipped:
+            (self.artifacts / "timing_skipped.json").write_text(json.dumps(report.skipped, indent=2))
         tracking.log_metrics(run_id, flatten.timing_metrics(report, self.ctx.params.mission.tag))
         tracking.set_tags(run_id, report.clocks)
 

@@ -1,4 +1,5 @@
-"""The sdpa family: scaled-dot-product attention forward, [batch, heads, seq_len, head_dim].
+"""The sdpa family: scaled-dot-product attention forward, Q [batch, heads, seq_len, head_dim], K and V
+[batch, kv_heads, kv_seq_len, head_dim], bhsd or strided bshd (shapes.py).
 
 Contenders are PyTorch's SDPA backends and, where installed, FlashAttention-4; the reference is attention in float64;
 the absolute tolerance follows FlashAttention-3's tests (rounding at magnitude 0.3).
@@ -12,13 +13,14 @@ from typing import Any
 import torch
 
 from ...core.family import DEFAULT_DISTRIBUTION, Family, KernelFn
+from ...core.supports import declared_supports
 from .contenders import FA4, SDPA_BACKENDS
 from .contenders import contender as library_contender
 from .distributions import DISTRIBUTIONS, FP8_ONLY
 from .inputs import FA3_ATOL_MAGNITUDE, FAMILY_NAME, call_plain, make_inputs
 from .kernel import KERNEL_DTYPE_CODES, SUPPORTED_TORCH_DTYPES, StageKernel
 from .reference import attention, default_scale
-from .shapes import SUPPORTED_HEAD_DIMS, Shape, parse_shapes
+from .shapes import PROBLEM_FEATURES, SUPPORTED_HEAD_DIMS, Shape, parse_shapes
 
 # The input kind of an FP8 stage (stages.yaml `inputs: fp8`): e4m3 inputs quantized per (batch, head),
 # called as kernel(fp8_inputs, out, softmax_scale, causal) and judged by the FP8 budget (fp8/budget.py).
@@ -36,13 +38,15 @@ class SdpaFamily(Family):
     long_params = "params/long.yaml"
     input_kinds = (FP8_INPUTS,)
     distributions = DISTRIBUTIONS
+    problem_features = PROBLEM_FEATURES
 
     def parse_problem(self, where: str, entry: Any) -> list[Shape]:
         return parse_shapes(where, entry)
 
     def make_inputs(self, problem: Shape, dtype: torch.dtype, seed: int, device,
                     distribution: str = DEFAULT_DISTRIBUTION) -> tuple[torch.Tensor, ...]:
-        """Fresh q, k, v from a named distribution (distributions.py; standard normal by default)."""
+        """Fresh q, k, v from a named distribution (distributions.py; standard normal by default);
+        a bshd problem gets [B, H, S, D] views of [B, S, H, D] memory (inputs.make_inputs)."""
         self.require_distribution(distribution)
         return make_inputs(problem, dtype, seed, device, distribution)
 
@@ -73,7 +77,7 @@ class SdpaFamily(Family):
             from .fp8.kernel import Fp8StageKernel
 
             return Fp8StageKernel(module, stage_id)
-        return StageKernel(module, stage_id)
+        return StageKernel(module, stage_id, declared_supports(self, stage_id))
 
     def module_launch(self, module: ModuleType, problem: Shape, inputs, out: torch.Tensor, input_kind: str = ""):
         self.require_input_kind(input_kind)

@@ -59,49 +59,60 @@ OUTLIER_FACTOR = 100.0
 Inputs = tuple[torch.Tensor, torch.Tensor, torch.Tensor]
 
 
-def _normal(shape: Shape, generator: torch.Generator, std: float = 1.0) -> torch.Tensor:
-    return torch.randn(shape.dims, generator=generator, dtype=torch.float32) * std
+def tensor_dims(shape: Shape) -> tuple[tuple[int, ...], ...]:
+    """The logical dimensions of Q, K and V, in the order they are drawn."""
+    return shape.dims, shape.kv_dims, shape.kv_dims
+
+
+def _normal(dims: tuple[int, ...], generator: torch.Generator, std: float = 1.0) -> torch.Tensor:
+    return torch.randn(dims, generator=generator, dtype=torch.float32) * std
 
 
 def normal(shape: Shape, generator: torch.Generator) -> Inputs:
-    return tuple(_normal(shape, generator) for _ in range(3))  # x * 1.0 is x: the values of earlier runs
+    return tuple(_normal(dims, generator) for dims in tensor_dims(shape))  # x * 1.0 is x: earlier runs' values
 
 
 def large(shape: Shape, generator: torch.Generator) -> Inputs:
-    q, k = (_normal(shape, generator, LARGE_QK_STD) for _ in range(2))
-    return q, k, _normal(shape, generator, LARGE_V_STD)
+    q, k = (_normal(dims, generator, LARGE_QK_STD) for dims in (shape.dims, shape.kv_dims))
+    return q, k, _normal(shape.kv_dims, generator, LARGE_V_STD)
 
 
 def positive(shape: Shape, generator: torch.Generator) -> Inputs:
     # 1 - U[0, 1): float32's uniform steps are 2^-24, which fp16 still holds, so no element is 0.
-    return tuple(1.0 - torch.rand(shape.dims, generator=generator, dtype=torch.float32) for _ in range(3))
+    return tuple(1.0 - torch.rand(dims, generator=generator, dtype=torch.float32) for dims in tensor_dims(shape))
 
 
 def chosen_keys(shape: Shape, generator: torch.Generator) -> torch.Tensor:
-    """For each query row, one key it may see: any key, or under the causal mask one at or before it."""
-    visible = torch.arange(1, shape.seq_len + 1) if shape.causal else torch.full((shape.seq_len,), shape.seq_len)
+    """For each query row, one key it may see: any key, or under the causal mask (bottom-right
+    aligned) one at or before i + kv_seq_len - seq_len."""
+    offset = shape.kv_seq_len - shape.seq_len
+    visible = (torch.arange(1, shape.seq_len + 1) + offset if shape.causal
+               else torch.full((shape.seq_len,), shape.kv_seq_len))
     uniform = torch.rand(shape.dims[:3], generator=generator, dtype=torch.float64)
-    return (uniform * visible).long().clamp(max=shape.seq_len - 1)
+    return (uniform * visible).long().clamp(max=shape.kv_seq_len - 1)
 
 
 def peaky(shape: Shape, generator: torch.Generator) -> Inputs:
-    k, v = _normal(shape, generator), _normal(shape, generator)
+    k, v = _normal(shape.kv_dims, generator), _normal(shape.kv_dims, generator)
     chosen = chosen_keys(shape, generator)
-    k_chosen = k.gather(2, chosen[..., None].expand(shape.dims))
+    # each query head picks among the keys of the K/V head it reads (grouped-query attention)
+    k_seen = k.repeat_interleave(shape.group, dim=1) if shape.group > 1 else k
+    k_chosen = k_seen.gather(2, chosen[..., None].expand(shape.dims))
     # q = c * k_j with c = PEAK_LOGIT * sqrt(d) / |k_j|^2, so that q.k_j / sqrt(d) = PEAK_LOGIT
     q = k_chosen * (PEAK_LOGIT * math.sqrt(shape.head_dim) / k_chosen.square().sum(-1, keepdim=True))
     return q, k, v
 
 
 def zeroed_head(shape: Shape, generator: torch.Generator) -> tuple[int, int]:
-    """(batch, head) of the zeroed K/V head: any but the last where there are several, since the
-    FP8 check zeroes the last head of Q, K and V itself (fp8.plant_zero_head): it sees both cases."""
-    choices = max(1, shape.batch * shape.heads - 1)
-    return divmod(int(torch.randint(choices, (1,), generator=generator)), shape.heads)
+    """(batch, K/V head) of the zeroed K/V head: any but the last where there are several, since the
+    FP8 check zeroes the last head of Q, K and V itself (fp8.plant_zero_head): it sees both cases.
+    Under grouped-query attention every query head of its group sees the zeros."""
+    choices = max(1, shape.batch * shape.kv_heads - 1)
+    return divmod(int(torch.randint(choices, (1,), generator=generator)), shape.kv_heads)
 
 
 def zero_head(shape: Shape, generator: torch.Generator) -> Inputs:
-    q, k, v = (_normal(shape, generator) for _ in range(3))
+    q, k, v = (_normal(dims, generator) for dims in tensor_dims(shape))
     batch, head = zeroed_head(shape, generator)
     k[batch, head] = 0
     v[batch, head] = 0
@@ -109,7 +120,7 @@ def zero_head(shape: Shape, generator: torch.Generator) -> Inputs:
 
 
 def tiny(shape: Shape, generator: torch.Generator) -> Inputs:
-    return tuple(_normal(shape, generator, TINY_STD) for _ in range(3))
+    return tuple(_normal(dims, generator, TINY_STD) for dims in tensor_dims(shape))
 
 
 def outlier_channels(shape: Shape, generator: torch.Generator) -> torch.Tensor:
@@ -117,7 +128,7 @@ def outlier_channels(shape: Shape, generator: torch.Generator) -> torch.Tensor:
 
 
 def outlier(shape: Shape, generator: torch.Generator) -> Inputs:
-    q, k, v = (_normal(shape, generator) for _ in range(3))
+    q, k, v = (_normal(dims, generator) for dims in tensor_dims(shape))
     channels = outlier_channels(shape, generator)
     k[..., channels] *= OUTLIER_FACTOR
     v[..., channels] *= OUTLIER_FACTOR
@@ -134,6 +145,7 @@ FP8_ONLY = (OUTLIER,)
 
 
 def draw(shape: Shape, seed: int, distribution: str) -> Inputs:
-    """Q, K and V in float32 on the CPU for one check (the caller converts and moves them)."""
-    generator = input_generator((seed, shape.dims, shape.causal), distribution)
+    """Q, K and V in float32 on the CPU, contiguous [B, H, S, D], for one check (the caller converts
+    them, moves them and lays them out)."""
+    generator = input_generator((seed, *shape.input_key), distribution)
     return DRAWS[distribution](shape, generator)

@@ -12,7 +12,7 @@ from ...core.family import DEFAULT_DISTRIBUTION, KernelFn, dtype_named
 from .distributions import draw
 from .kernel import SUPPORTED_TORCH_DTYPES
 from .reference import default_scale
-from .shapes import Shape
+from .shapes import BSHD, Shape
 
 FAMILY_NAME = "sdpa"
 
@@ -28,8 +28,12 @@ def torch_dtype(name: str) -> torch.dtype:
 def make_inputs(problem: Shape, dtype: torch.dtype, seed: int, device,
                 distribution: str = DEFAULT_DISTRIBUTION) -> tuple[torch.Tensor, ...]:
     """Fresh q, k, v from a named distribution (distributions.py); the generator mixes seed, shape
-    and distribution so no two checks share data."""
-    return tuple(t.to(device=device, dtype=dtype) for t in draw(problem, seed, distribution))
+    and distribution so no two checks share data. A bshd problem gets [B, H, S, D] views of
+    [B, S, H, D] memory holding the same values as its bhsd twin."""
+    tensors = (t.to(device=device, dtype=dtype) for t in draw(problem, seed, distribution))
+    if problem.layout == BSHD:
+        return tuple(t.transpose(1, 2).contiguous().transpose(1, 2) for t in tensors)
+    return tuple(tensors)
 
 
 def call_plain(kernel: KernelFn, problem: Shape, inputs: tuple[torch.Tensor, ...], out: torch.Tensor) -> None:
