@@ -73,7 +73,7 @@ the registry's defines, pass them with the build: --variant s9_fp8:KEY=VAL)
                       with 128-key tiles (QK_F16); 64-key tiles build clean.
                       PV_PROMOTE_D128=2: the same by output column halves
                       (kPvPromoteHalves, sdpa_wgmma_fp8.cuh): +D/4 registers,
-                      the second half's wgmmas after the softmax
+                      both halves waited for before the softmax (none under it)
 
 Scope: head_dim 64 and 128, fp16 or bf16 output, causal or not, any
   seq_len >= 1, any softmax_scale; Q/K/V/O base and strides multiples of 16

@@ -281,9 +281,12 @@ __device__ __forceinline__ uint32_t pack_e4m3x2(float lo, float hi) {
 // half and runs columns [D/2, D) into the same o_tile, waits, and promote_o() adds them to
 // O's second half (wgmma accumulators: register 4j + r is column 8j + 2t + r % 2, so the
 // first half of m64nDk32's registers is the m64n(D/2)k32 accumulator of columns [0, D/2)).
-// Why: the whole-tile form's D/2 = 64 registers spill at head_dim 128 (132-144 bytes at
-// 128 and 192 keys per tile); halves cost D/4 = 32. The price: the second half's wgmmas
-// run after the softmax, exposed to this warpgroup (the other one's turn may cover them).
+// Why: the whole-tile form's D/2 = 64 registers spill at head_dim 128 (128 and 192 keys per
+// tile, s9_fp8.cu's header); halves cost D/4 = 32. The consumer (sdpa_fp8.cuh,
+// promoted_halves_then_softmax) waits for both halves before the softmax, so o_tile is dead
+// during it (a half in flight under the softmax still spilled). The price: this warpgroup's
+// softmax no longer runs under its own P.V, and two waits per tile; the other warpgroup's
+// turn (pingpong) is what keeps the tensor cores busy meanwhile.
 // kQkF16: S = Q.K^T on fp16 wgmma (HGMMA, m64nNk16) over fp16 copies of the e4m3 Q
 // and K (every e4m3 value is exact in fp16: 3 mantissa bits, exponents 2^-9..2^8),
 // in s6's SW128 layout (column blocks of 64 elements, kslice_offset). Why: the
