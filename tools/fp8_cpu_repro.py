@@ -37,6 +37,10 @@ K_STEP = 32          # k of one e4m3 wgmma
 ACC_MANTISSA = 13    # FP22's explicit mantissa bits
 ALIGN_BITS = 13      # bits kept below the largest addend's leading bit inside one k32 step
 PROMOTED = "fp22-tile"  # P.V: FP22 inside one key tile, the tiles summed in float32 (two-level)
+# PV_PROMOTE_D128=2 (kPvPromoteHalves): the same by output column halves, each half's P.V its own
+# wgmmas and FADDs. Each output element's k32 steps and FADD are the ones of PROMOTED (the FP22
+# model aligns per element), so the two must agree bit for bit: the model checks the split.
+PROMOTED_HALVES = "fp22-halves"
 K_STEP_F16 = 16      # k of one fp16 wgmma
 F16_ALIGN_BITS = 24  # fp16 wgmma with f32 accumulation: float32's 24-bit significand below the largest addend
 F32_MANTISSA = 23
@@ -106,9 +110,22 @@ def kernel_head(q8, k8, v8, mul: float, v_descale: float, causal: bool, block_n:
         vt = v_tile.transpose(0, 1).contiguous()
         if pv_accumulation == PROMOTED:  # the tile's P.V in fresh accumulators, added to O by FADDs
             o = (o.to(f32) + mma(p8, vt, torch.zeros_like(o), "fp22").to(f32)).double()
+        elif pv_accumulation == PROMOTED_HALVES:  # columns [0, d/2) then [d/2, d), one o_tile half each
+            o = promoted_halves(o, p8, vt)
         else:
             o = mma(p8, vt, o, pv_accumulation or accumulation)
     return o * v_descale / row_sum.double()
+
+
+def promoted_halves(o: torch.Tensor, p8: torch.Tensor, vt: torch.Tensor) -> torch.Tensor:
+    """O += P8.Vt^T by output column halves (kPvPromoteHalves): each half's P.V in fresh FP22
+    accumulators (m64n(d/2)k32 steps), added to that half of O in float32."""
+    half = o.shape[-1] // 2
+    o = o.to(torch.float32)
+    for cols in (slice(0, half), slice(half, None)):
+        tile = mma(p8, vt[cols], torch.zeros_like(o[:, cols], dtype=torch.float64), "fp22").to(torch.float32)
+        o[:, cols] = o[:, cols] + tile
+    return o.double()
 
 
 def kernel_output(fp8, causal: bool, accumulation: str, pv_accumulation: str | None = None) -> torch.Tensor:
@@ -155,6 +172,7 @@ MODELS = (
     ("Q.K^T fp32 + P.V promoted", "fp32", PROMOTED),
     ("QK_F16 (fp16 wgmma model)", "f16", "fp22"),
     ("QK_F16 + P.V promoted", "f16", PROMOTED),
+    ("QK_F16 + P.V by halves", "f16", PROMOTED_HALVES),
 )
 
 

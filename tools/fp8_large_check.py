@@ -11,10 +11,12 @@ tell whether an error over budget is s9's own or any e4m3-wgmma kernel's.
     PYTHONPATH=lib python3 tools/fp8_large_check.py [--variant LABEL=s9_fp8:KEY=VAL,...] [--no-torch-fp8]
         [--no-default-variant] [--distributions large positive ...]
 
-e.g. the fix of issue 28: Q.K^T on fp16 wgmma; with P.V promoted at head_dim 64; and with P.V
-promoted at 128 too, which builds without spills on 64-key tiles only:
+e.g. the fix of issue 28: Q.K^T on fp16 wgmma; with P.V promoted at head_dim 64; with P.V
+promoted at 128 too by whole tiles (builds without spills on 64-key tiles only); and at 128 by
+output column halves (PV_PROMOTE_D128=2: no spills on QK_F16's 128-key tiles):
     --variant qk16=s9_fp8:QK_F16=1 --variant qk16_pv=s9_fp8:QK_F16=1,PV_PROMOTE_D64=1
     --variant qk16_pv_all=s9_fp8:QK_F16=1,PV_PROMOTE_D64=1,PV_PROMOTE_D128=1,BLOCK_N_D128=64
+    --variant qk16_pv_halves=s9_fp8:QK_F16=1,PV_PROMOTE_D64=1,PV_PROMOTE_D128=2
 
 A report goes to $OUT/fp8_large_check.txt when $OUT is set. Exit status 1 when any s9 check fails.
 """

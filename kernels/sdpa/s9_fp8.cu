@@ -70,13 +70,18 @@ the registry's defines, pass them with the build: --variant s9_fp8:KEY=VAL)
   PV_PROMOTE_D64=0    1: each key tile's P.V in accumulators of its own, added to
   PV_PROMOTE_D128=0   O in fp32 after its wait (two-level accumulation); +D/2
                       FADDs per tile. At head_dim 128 it spills with 192- and
-                      with 128-key tiles (QK_F16); 64-key tiles build clean
+                      with 128-key tiles (QK_F16); 64-key tiles build clean.
+                      PV_PROMOTE_D128=2: the same by output column halves
+                      (kPvPromoteHalves, sdpa_wgmma_fp8.cuh): +D/4 registers,
+                      both halves waited for before the softmax (none under it)
 
 Scope: head_dim 64 and 128, fp16 or bf16 output, causal or not, any
   seq_len >= 1, any softmax_scale; Q/K/V/O base and strides multiples of 16
   bytes (others: cudaErrorInvalidValue before launch). Needs sm_90a.
 */
 #include <cuda_runtime.h>
+
+#include <type_traits>
 
 #include "sdpa_api.h"
 // s9 launches with programmatic dependent launch, the trigger before the epilogue (its trials)
@@ -122,12 +127,19 @@ constexpr int kQkF16MaxBlockN128 = 128;
 constexpr int kBlockN128 =
     QK_F16 != 0 && BLOCK_N_D128 > kQkF16MaxBlockN128 ? kQkF16MaxBlockN128 : BLOCK_N_D128;
 
+static_assert(PV_PROMOTE_D64 == 0 || PV_PROMOTE_D64 == 1, "PV_PROMOTE_D64: 0 or 1 (no column halves at 64)");
+static_assert(PV_PROMOTE_D128 >= 0 && PV_PROMOTE_D128 <= 2, "PV_PROMOTE_D128: 0, 1 (whole tile) or 2 (halves)");
 template <int D>
-using S9Config = sdpa_fp8::Fp8Config<
+using S9FullConfig = sdpa_fp8::Fp8Config<
     sdpa_warpspec::Config<kConsumerWarpgroups, D == 64 ? BLOCK_N_D64 : kBlockN128, D == 64 ? STAGES_D64 : STAGES_D128,
                           kPingpong<D>, kPersistent, kBlocksPerSm, PRODUCER_REGS, CONSUMER_REGS>,
     FOLD_P_SCALE != 0, EXP2_POLY_EVERY, /*rescale threshold=*/0, /*row sums by wgmma=*/false, kVtInKernel, kVtBatch,
     /*early pack=*/false, (D == 64 ? PV_PROMOTE_D64 : PV_PROMOTE_D128) != 0, QK_F16 != 0>;
+// PV_PROMOTE_D128=2 wraps the config (the default builds keep their config types and kernel names)
+constexpr int kPvPromoteHalvesKnob = 2;
+template <int D>
+using S9Config = std::conditional_t<D == 128 && PV_PROMOTE_D128 == kPvPromoteHalvesKnob,
+                                    sdpa_fp8::PvPromoteHalves<S9FullConfig<D>>, S9FullConfig<D>>;
 
 }  // namespace
 

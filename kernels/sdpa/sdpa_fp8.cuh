@@ -60,6 +60,9 @@ struct Fp8Config : Base {
   static constexpr bool kQkF16 = kQkF16_;  // Q and K as fp16 copies, Q.K^T on fp16 wgmma
   static constexpr int kQkElemBytes = kQkF16_ ? 2 : 1;
   static constexpr bool kPvPromote = kPvPromote_;
+  // WgFp8Tile's kPvPromote mode; PvPromoteHalves below overrides it (a member, not a template
+  // argument: the default configs' types, and so their kernels' names and SASS, stay as they were)
+  static constexpr int kPvPromoteMode = kPvPromote_ ? kPvPromoteTile : kPvPromoteOff;
   static constexpr bool kEarlyPack = kEarlyPack_;
   static constexpr bool kVtInKernel = kVtInKernel_;
   static constexpr int kVtBatch = kVtBatch_;  // units per transposing warp with loads in flight together
@@ -73,6 +76,12 @@ struct Fp8Config : Base {
   static constexpr int kTransposerRegs = 40;
   static_assert(!kVtInKernel_ || Base::kProducerRegs >= kTransposerRegs,
                 "VT_IN_KERNEL: the producer warpgroup transposes V and needs PRODUCER_REGS >= 40");
+};
+
+// An Fp8Config whose P.V promotion goes by output column halves (kPvPromoteHalves, head_dim 128).
+template <class Fp8Cfg>
+struct PvPromoteHalves : Fp8Cfg {
+  static constexpr int kPvPromoteMode = kPvPromoteHalves;
 };
 
 // kVtInKernel: the producer warpgroup's warp 0 issues the TMA boxes, warps 1-3 transpose V.
@@ -368,7 +377,7 @@ struct Consumer : ConsumerSync<D, Cfg> {
   using Sync::wait_full, Sync::release, Sync::release_q, Sync::desc_q, Sync::desc_k, Sync::desc_vt;
   using Sync::turn_begin, Sync::turn_end, Sync::empty_turn, Sync::kTurnThreads;
   using Tile = WgFp8Tile<T, D, Cfg::kBlockN, kCausal, kScalePositive, Cfg::kFoldPScale, Cfg::kPolyEvery,
-                         Cfg::kRescaleThreshold, Cfg::kRowSumMma, Cfg::kEarlyPack, Cfg::kPvPromote, Cfg::kQkF16>;
+                         Cfg::kRescaleThreshold, Cfg::kRowSumMma, Cfg::kEarlyPack, Cfg::kPvPromoteMode, Cfg::kQkF16>;
   static constexpr int kBlockN = Cfg::kBlockN;
   static_assert(Tile::kVtChunkBytes == L::kVtChunkStride, "the tile's descriptors step the layout's Vt chunks");
   static_assert(Tile::kVtChunk == L::kVtChunk, "the tile's and the layout's Vt chunks agree");
@@ -419,6 +428,10 @@ struct Consumer : ConsumerSync<D, Cfg> {
     tile.issue_pv(desc_vt(idx - 1));
     wgmma_commit();
     turn_end();
+    if constexpr (Cfg::kPvPromoteMode == kPvPromoteHalves) {
+      promoted_halves_then_softmax(idx, key0);
+      return;
+    }
     wgmma_wait<1>();  // S(idx) done; P(idx-1).V(idx-1) may still run
     fence_regs(tile.m.s_acc);
     release(sdpa_warpspec::kEmptyK, idx);
@@ -429,6 +442,21 @@ struct Consumer : ConsumerSync<D, Cfg> {
     fence_regs(tile.p8);
     release(sdpa_warpspec::kEmptyV, idx - 1);
     tile.promote_o();
+    tile.pack_p();
+  }
+  // kPvPromoteHalves: both column halves of P(idx-1).V(idx-1) done and added to O before
+  // softmax(idx), so o_tile is dead during the softmax (a half in flight under it spills 4-16
+  // bytes at 232 registers); the other warpgroup's turn keeps the tensor cores busy meanwhile.
+  __device__ __forceinline__ void promoted_halves_then_softmax(int idx, int key0) {
+    wgmma_wait<0>();  // S(idx) and the first half of P(idx-1).V(idx-1)
+    fence_regs(tile.m.s_acc);
+    tile.fence_o();
+    fence_regs(tile.p8);
+    release(sdpa_warpspec::kEmptyK, idx);
+    tile.pv_second_half(desc_vt(idx - 1));  // reads Vt(idx - 1) before its release
+    release(sdpa_warpspec::kEmptyV, idx - 1);
+    tile.promote_o();
+    tile.softmax(key0, prm.ws.p.seq_len);
     tile.pack_p();
   }
   __device__ __forceinline__ void last_pv(int idx) {
@@ -444,6 +472,7 @@ struct Consumer : ConsumerSync<D, Cfg> {
     turn_end();
     wgmma_wait<0>();
     tile.fence_o();
+    tile.pv_second_half(desc_vt(idx));  // kPvPromoteHalves: reads Vt(idx) before its release
     release(sdpa_warpspec::kEmptyV, idx);
     tile.promote_o();
   }

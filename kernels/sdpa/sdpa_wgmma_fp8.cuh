@@ -274,7 +274,19 @@ __device__ __forceinline__ uint32_t pack_e4m3x2(float lo, float hi) {
 // bits and truncates (SageAttention2: FP22; DeepSeek-V3: ~14 bits), so O summed
 // over thousands of keys in it drifts low on coherent (all-positive) rows; per tile
 // it sums at most kBlockN / 32 k32 steps (two-level accumulation, issue 28). The
-// price: D / 2 registers and D / 2 FADDs per thread per key tile.
+// price: D / 2 registers and D / 2 FADDs per thread per key tile. kPvPromote is a mode
+// (kPvPromoteOff / Tile / Halves); kPvPromoteHalves promotes by output column halves
+// (head_dim 128): columns [0, D/2) by m64n(D/2)k32 wgmmas into o_tile (D/4 registers),
+// issued as the tile's P.V, then after its wait pv_second_half() adds them to O's first
+// half and runs columns [D/2, D) into the same o_tile, waits, and promote_o() adds them to
+// O's second half (wgmma accumulators: register 4j + r is column 8j + 2t + r % 2, so the
+// first half of m64nDk32's registers is the m64n(D/2)k32 accumulator of columns [0, D/2)).
+// Why: the whole-tile form's D/2 = 64 registers spill at head_dim 128 (128 and 192 keys per
+// tile, s9_fp8.cu's header); halves cost D/4 = 32. The consumer (sdpa_fp8.cuh,
+// promoted_halves_then_softmax) waits for both halves before the softmax, so o_tile is dead
+// during it (a half in flight under the softmax still spilled). The price: this warpgroup's
+// softmax no longer runs under its own P.V, and two waits per tile; the other warpgroup's
+// turn (pingpong) is what keeps the tensor cores busy meanwhile.
 // kQkF16: S = Q.K^T on fp16 wgmma (HGMMA, m64nNk16) over fp16 copies of the e4m3 Q
 // and K (every e4m3 value is exact in fp16: 3 mantissa bits, exponents 2^-9..2^8),
 // in s6's SW128 layout (column blocks of 64 elements, kslice_offset). Why: the
@@ -284,9 +296,12 @@ __device__ __forceinline__ uint32_t pack_e4m3x2(float lo, float hi) {
 // fp16 wgmma keeps fp32-like accumulation. S's accumulator layout is the same, so
 // the softmax, P and P.V (still e4m3) do not change. The price: D/16 HGMMAs at
 // half QGMMA's rate instead of D/32 QGMMAs, and twice the bytes per Q and K tile.
+constexpr int kPvPromoteOff = 0;     // P.V accumulates into O inside the wgmma
+constexpr int kPvPromoteTile = 1;    // each key tile's P.V in D/2 registers of its own, added to O
+constexpr int kPvPromoteHalves = 2;  // the same by output column halves: D/4 registers, two waits
 template <typename T, int D, int kBlockN, bool kCausal, bool kScalePositive, bool kFoldPScale = false,
           int kPolyEvery = 0, int kRescaleThreshold = 0, bool kRowSumMma = false, bool kEarlyPack = false,
-          bool kPvPromote = false, bool kQkF16 = false>
+          int kPvPromote = kPvPromoteOff, bool kQkF16 = false>
 struct WgFp8Tile {
   using Base = WgAttentionTile<T, D, kBlockN, kCausal, kScalePositive, kRescaleThreshold>;
   static_assert(!(kPvPromote && kRowSumMma), "kPvPromote keeps the row sums in FADDs (kRowSumMma off)");
@@ -303,14 +318,19 @@ struct WgFp8Tile {
   static_assert(kBlockN % kWgmmaK8 == 0, "whole k32 slices of keys");
   static_assert(kBlockN % kVtChunk == 0 && kVtChunk % kWgmmaK8 == 0, "Vt chunks of whole k32 slices");
   static_assert(D == 64 || D == 128, "the N of the P.V wgmma (Wgmma8 has 64 and 128)");
+  static_assert(kPvPromote >= kPvPromoteOff && kPvPromote <= kPvPromoteHalves, "kPvPromote: 0 off, 1 tile, 2 halves");
+  static_assert(kPvPromote != kPvPromoteHalves || D == 128, "halves of head_dim 64 would need m64n32k32 (no Wgmma8<32>)");
+  static constexpr int kOTileAcc =  // o_tile's registers per thread
+      kPvPromote == kPvPromoteTile ? Base::kOAcc : kPvPromote == kPvPromoteHalves ? Base::kOAcc / 2 : 1;
   using WgS = Wgmma8<kBlockN>;
   using WgO = Wgmma8<D>;
+  using WgOHalf = Wgmma8<kPvPromote == kPvPromoteHalves ? D / 2 : D>;  // kPvPromoteHalves' m64n(D/2)k32
 
   Base m;
   uint32_t p8[kKeySlices][4];
   uint32_t p8_next[kKeySlices][4];  // kEarlyPack: this tile's P while the previous P.V reads p8
   float sum_acc[4];  // kRowSumMma: the extra n8 tile of P.V (column 0 = row sums, lanes t = 0)
-  float o_tile[kPvPromote ? Base::kOAcc : 1];  // kPvPromote: this tile's P.V, before promote_o()
+  float o_tile[kOTileAcc];  // kPvPromote: this tile's P.V (Halves: one column half), before promote_o()
 
   __device__ __forceinline__ void init(float score_scale, int first_row_of_warp, int lane) {
     m.init(score_scale, first_row_of_warp, lane);
@@ -318,7 +338,7 @@ struct WgFp8Tile {
     for (int i = 0; i < 4; ++i) sum_acc[i] = 0.0f;
     if constexpr (kPvPromote) {
 #pragma unroll
-      for (int i = 0; i < Base::kOAcc; ++i) o_tile[i] = 0.0f;  // overwritten by each tile's first k32 wgmma
+      for (int i = 0; i < kOTileAcc; ++i) o_tile[i] = 0.0f;  // overwritten by each tile's first k32 wgmma
     }
 #pragma unroll
     for (int i = 0; i < kKeySlices; ++i)
@@ -343,14 +363,51 @@ struct WgFp8Tile {
     }
   }
   // O += P.Vt^T; desc_vt: the Vt tile's first [D][kVtChunk] chunk, K-major with kVtChunk-byte rows.
+  // kPvPromoteHalves: columns [0, D/2) only (pv_second_half() runs the rest).
   __device__ __forceinline__ void issue_pv(uint64_t desc_vt) {
+    if constexpr (kPvPromote == kPvPromoteHalves) {
+      issue_pv_half<0>(desc_vt);
+    } else {
+#pragma unroll
+      for (int kk = 0; kk < kKeySlices; ++kk) {
+        const uint32_t key = kk * kWgmmaK8;
+        const uint64_t desc = desc_advance(desc_vt, (key / kVtChunk) * kVtChunkBytes + key % kVtChunk);
+        if constexpr (kRowSumMma) Wgmma8Sum<D>::rs(m.o_acc, sum_acc, p8[kk], desc);
+        else if constexpr (kPvPromote == kPvPromoteTile) WgO::rs(o_tile, p8[kk], desc, kk > 0 ? 1 : 0);
+        else WgO::rs(m.o_acc, p8[kk], desc, 1);
+      }
+    }
+  }
+  // kPvPromoteHalves: o_tile = P . (Vt rows [kHalf D/2, (kHalf + 1) D/2))^T. A Vt chunk is D rows of
+  // kVtChunk bytes; D/2 rows are whole 8-row swizzle atoms, so the half's descriptor is the
+  // chunk's advanced by D/2 rows (its swizzle phase unchanged).
+  template <int kHalf>
+  __device__ __forceinline__ void issue_pv_half(uint64_t desc_vt) {
+    constexpr int kHalfRows = D / 2;
+    static_assert(kHalfRows % kSwizzleAtomRows == 0, "a column half starts on a swizzle atom");
 #pragma unroll
     for (int kk = 0; kk < kKeySlices; ++kk) {
       const uint32_t key = kk * kWgmmaK8;
-      const uint64_t desc = desc_advance(desc_vt, (key / kVtChunk) * kVtChunkBytes + key % kVtChunk);
-      if constexpr (kRowSumMma) Wgmma8Sum<D>::rs(m.o_acc, sum_acc, p8[kk], desc);
-      else if constexpr (kPvPromote) WgO::rs(o_tile, p8[kk], desc, kk > 0 ? 1 : 0);
-      else WgO::rs(m.o_acc, p8[kk], desc, 1);
+      const uint64_t desc = desc_advance(
+          desc_vt, (key / kVtChunk) * kVtChunkBytes + kHalf * kHalfRows * kVtChunk + key % kVtChunk);
+      WgOHalf::rs(o_tile, p8[kk], desc, kk > 0 ? 1 : 0);
+    }
+  }
+  // kPvPromoteHalves, after the P.V's wgmma_wait and before Vt's release: O[:, 0:D/2) += o_tile,
+  // then columns [D/2, D) into o_tile (p8 still holds this P) and their wait; promote_o()
+  // adds them. Nothing in the other modes.
+  __device__ __forceinline__ void pv_second_half(uint64_t desc_vt) {
+    if constexpr (kPvPromote == kPvPromoteHalves) {
+#pragma unroll
+      for (int i = 0; i < kOTileAcc; ++i) m.o_acc[i] += o_tile[i];
+      fence_regs(o_tile);
+      fence_regs(p8);
+      wgmma_fence();  // o_tile was read by the FADDs above
+      issue_pv_half<1>(desc_vt);
+      wgmma_commit();
+      wgmma_wait<0>();
+      fence_regs(o_tile);
+      fence_regs(p8);
     }
   }
   // O's rescale (and the sums' when they ride in P.V's accumulators).
@@ -368,14 +425,16 @@ struct WgFp8Tile {
   __device__ __forceinline__ void fence_o() {
     fence_regs(m.o_acc);
     if constexpr (kRowSumMma) fence_regs(sum_acc);
-    if constexpr (kPvPromote) fence_regs(o_tile);
+    if constexpr (kPvPromote != kPvPromoteOff) fence_regs(o_tile);
   }
   // kPvPromote: O += this tile's P.V in float32, after the P.V's wgmma_wait (O and o_tile
   // are relative to the same running max: O's rescale ran before the P.V was issued).
+  // kPvPromoteHalves: o_tile holds columns [D/2, D) (pv_second_half), O's second half of registers.
   __device__ __forceinline__ void promote_o() {
-    if constexpr (kPvPromote) {
+    if constexpr (kPvPromote != kPvPromoteOff) {
+      constexpr int kFirst = kPvPromote == kPvPromoteHalves ? Base::kOAcc / 2 : 0;
 #pragma unroll
-      for (int i = 0; i < Base::kOAcc; ++i) m.o_acc[i] += o_tile[i];
+      for (int i = 0; i < kOTileAcc; ++i) m.o_acc[kFirst + i] += o_tile[i];
     }
   }
   // S(tile at key0) -> p (or 2^8 p when folded) in place; running max / sum.
