@@ -10,8 +10,14 @@ as they are. An edit whose passage is gone (the header was rewritten) fails loud
   of the previous V slot, itself after wgmma_wait<0>, which also covers S.
 - pv_no_final_wait: the last P.V's wgmma_wait<0> removed, so its V slot is released while the
   wgmma may be in flight.
-- no_k_full_wait: the consumers' wait for a K tile to land removed (the check hung for the
-  issue's author: the evidence for the watchdog).
+- no_k_full_wait: the consumers' wait for a K tile to land removed. The issue's author saw the
+  check hang; on an H100 at 77fb757 the kernel instead died ("unspecified launch failure": the
+  consumers run ahead over slots the producer has not filled), so it is not a reliable hang.
+- k_tile_never_issued: the producer skips the second key tile's K load of every work item (its
+  expect_tx and its TMA boxes), so that tile's full barrier never completes its phase: the
+  consumers wait on it forever, and the producer in turn on their release of that slot. A hang
+  on every launch whose items have two key tiles or more (every check shape but one-tile ones):
+  the evidence for the watchdog's `hang` verdict.
 """
 
 from __future__ import annotations
@@ -70,6 +76,15 @@ PLANTS = {plant.name: plant for plant in (
   }
 """,
           "the consumers' K-ring wait_full removed"),
+    Plant("k_tile_never_issued", WARPSPEC,
+          """      mbarrier_wait(ring_bar<kStages>(bars, kEmptyK, ring), freed);
+      tma_load_tile<Cfg::kBlockN, kBlocks>(s_base + L::kKOffset + slot, &prm.k_map,
+""",
+          """      mbarrier_wait(ring_bar<kStages>(bars, kEmptyK, ring), freed);
+      if (n != wt.kt_begin + 1)  // PLANTED: the item's second K tile is never issued (a deterministic hang)
+      tma_load_tile<Cfg::kBlockN, kBlocks>(s_base + L::kKOffset + slot, &prm.k_map,
+""",
+          "the producer never issues a work item's second K tile: its full barrier never completes"),
 )}
 
 

@@ -24,13 +24,13 @@ def test_defaults_and_a_file_of_its_own():
     assert parse_stress("x", None) == StressSpec()
     spec = load_params(ROOT / "params" / "stress.yaml")
     assert "stress" in spec.steps and spec.stress.rounds == 5
-    assert spec.stress.sides == ("producer", "consumer", "poison")
+    assert spec.stress.sides == ("producer", "consumer", "poison", "poison_freed")
 
 
 @pytest.mark.parametrize("raw, words", [
     ({"rounds": 0}, "stress.rounds: expected a positive integer"),
     ({"delay_ns": True}, "stress.delay_ns: expected a positive integer"),
-    ({"sides": ["both"]}, "stress.sides: expected a non-empty list drawn from ['producer', 'consumer', 'poison']"),
+    ({"sides": ["both"]}, "stress.sides: expected a non-empty list drawn from ['producer', 'consumer', 'poison', 'poison_freed']"),
     ({"load": "yes"}, "stress.load: expected true or false"),
     ({"repeat": 3}, "expected a mapping with keys from"),
 ])
@@ -46,6 +46,7 @@ def test_each_side_alone_and_beside_the_load_then_the_undelayed_stage_beside_it(
     assert plans[0].defines() == {"STRESS_DELAY_NS": 500, "STRESS_SIDE": 1}
     assert plans[2].defines() == {"STRESS_DELAY_NS": 500, "STRESS_SIDE": 2}
     assert plans[4].defines() == {"STRESS_POISON": 1}
+    assert Perturbation("poison_freed", 500, False).defines() == {"STRESS_POISON": 2}
     assert Perturbation(NO_SIDE, 0, True).defines() == {}
     assert [p.label for p in perturbations(StressSpec(sides=("consumer",), load=False))] == [
         f"consumer_{STRESS_DEFAULTS['delay_ns']}ns"]
@@ -118,3 +119,34 @@ def test_every_plant_finds_its_passage_once_in_the_shared_headers(tmp_path):
     assert "PLANTED" in (root / "kernels" / "sdpa" / "sdpa_warpspec.cuh").read_text()
     with pytest.raises(ValueError, match="occurs 0 times"):
         plant_text("rewritten header", PLANTS["k_release_early"])
+
+
+def test_the_hang_plant_skips_a_k_load_in_the_producer_and_the_gpu_check_uses_it():
+    """k_tile_never_issued must edit the producer's K issue (a consumer-side edit can crash
+    instead of hanging: no_k_full_wait did on an H100), and be the GPU check's hang plant."""
+    from planted_sdpa import PLANTS, plant_text
+    from tool_module import load_tool
+
+    header = (ROOT / "kernels" / "sdpa" / "sdpa_warpspec.cuh").read_text()
+    planted = plant_text(header, PLANTS["k_tile_never_issued"])
+    produce = planted[planted.index("__device__ __forceinline__ void produce("):planted.index("// Named barriers")]
+    guard = produce.index("if (n != wt.kt_begin + 1)")
+    guarded = produce[guard:].splitlines()[1]  # the statement the `if` governs: the K tile's load
+    assert "tma_load_tile" in guarded and "L::kKOffset" in guarded
+    assert guard > produce.index("kEmptyK, ring), freed)")
+    assert produce.count("if (n != wt.kt_begin + 1)") == 1
+    tool = load_tool("stress_gpu_check")
+    assert tool.HANG_PLANT == "k_tile_never_issued" and tool.HANG_PLANT in PLANTS
+    assert set(tool.HANG_PLANTS) | set(tool.ORDERING_PLANTS) == set(PLANTS)
+
+
+def test_the_gpu_check_marks_a_verdict_that_misses_issue_28():
+    from tool_module import load_tool
+    from stagelab.measure.watchdog import HANG_EXIT_CODE as hang
+
+    tool = load_tool("stress_gpu_check")
+    assert tool._row("k_tile_never_issued", "checks", hang, 40.0, "HANG verdict 6.1 s after the checks began")[4] == "yes"
+    assert tool._row("k_tile_never_issued", "checks", hang, 40.0, "HANG verdict 31.0 s after the checks began")[4] == "NO"
+    assert tool._row("pv_no_final_wait", "stress", 0, 9.0, "")[4] == "NO"
+    assert tool._row("unplanted", "stress", 1, 9.0, "")[4] == "NO"
+    assert tool._row("no_k_full_wait", "checks", tool.CRASH_EXIT_CODE, 9.0, "")[2:5] == ("crashed", "-", "reported")

@@ -1,5 +1,5 @@
-"""Issue 28 on a GPU (skipped without CUDA): the K-ring wait_full plant is judged a hang within
-30 s, the stress step catches both ordering plants (tests/planted_sdpa.py), and the stage without
+"""Issue 28 on a GPU (skipped without CUDA): the plant whose producer never issues a K tile is
+judged a hang within 30 s, the stress step catches both ordering plants (tests/planted_sdpa.py), and the stage without
 a plant passes it. tools/stress_gpu_check.py runs the same in one call and prints a table."""
 
 import os
@@ -28,8 +28,8 @@ def needs_cuda():
         pytest.skip("needs a CUDA device")
 
 
-def test_a_consumer_that_never_waits_for_k_is_judged_a_hang_within_30_s(tmp_path):
-    root = make_sdpa_plant_checkout(tmp_path / "plant", "no_k_full_wait")
+def test_a_k_tile_that_never_lands_is_judged_a_hang_within_30_s(tmp_path):
+    root = make_sdpa_plant_checkout(tmp_path / "plant", "k_tile_never_issued")
     env = {**os.environ, "STAGELAB_ROOT": str(root), "PYTHONPATH": str(ROOT / "lib")}
     proc = subprocess.run([sys.executable, str(ROOT / "tools" / "stress_gpu_check.py"), "check", str(root),
                            "--stage", STAGE, "--params", str(root / "params" / "stress.yaml")],

@@ -14,7 +14,7 @@ from stagelab.measure import chain
 
 from stagelab.measure import watchdog
 from stagelab.measure.checks import CheckResult, check_each
-from stagelab.core.errors import KernelHang
+from stagelab.core.errors import KernelCrash, KernelHang
 from stagelab.judge.outcome import HANG, ORDERING, Evidence, decide
 from stagelab.measure.watchdog import (BASE_S, HANG_EXIT_CODE, HANG_MARKER, HANG_VERDICT_S, MAX_BOUND_S, MAX_POLL_S,
                                SLOW_FLOPS_PER_S, launch_bound_s, wait_for)
@@ -123,6 +123,51 @@ def test_checks_record_a_crash_but_let_a_hang_through():
     crashed = check_each(lambda *a: (_ for _ in ()).throw(RuntimeError("invalid argument")),
                          [_problem()], ["float16"], [0])
     assert isinstance(crashed[0], CheckResult) and not crashed[0].passed
+
+
+# torch's text for a kernel that died (seen on an H100 with the no_k_full_wait plant, 77fb757)
+TORCH_LAUNCH_FAILURE = ("CUDA error: unspecified launch failure\nCUDA kernel errors might be asynchronously "
+                        "reported at some other API call, so the stacktrace below might be incorrect.\n"
+                        "For debugging consider passing CUDA_LAUNCH_BLOCKING=1")
+
+
+class DiesAfter:
+    """An event whose launch fails: query() is False `polls` times, then raises as torch does."""
+
+    def __init__(self, polls: int):
+        self.polls = polls
+
+    def query(self) -> bool:
+        self.polls -= 1
+        if self.polls < 0:
+            raise RuntimeError(TORCH_LAUNCH_FAILURE)
+        return False
+
+
+def test_a_launch_that_dies_while_waited_on_is_a_crash_named_in_one_line():
+    clock = FakeClock()
+    with pytest.raises(KernelCrash) as caught:
+        wait_for([DiesAfter(polls=3)], 7.0, "check 2x8x1024x128 float16 seed 0", clock=clock, sleep=clock.sleep)
+    message = str(caught.value)
+    assert message.startswith("check 2x8x1024x128 float16 seed 0 crashed on the GPU")
+    assert "CUDA error: unspecified launch failure" in message and "\n" not in message
+    assert "CUDA_LAUNCH_BLOCKING" not in message and caught.value.waited_s < 7.0
+
+
+def test_checks_record_a_crash_then_stop_since_the_context_is_lost():
+    recorded = []
+
+    def check(shape, dtype_name, seed, distribution):
+        if seed == 0:
+            raise KernelCrash(f"check {shape.tag}", 0.1, "CUDA error: unspecified launch failure")
+        recorded.append(seed)  # never: nothing may run after a lost context
+
+    with pytest.raises(KernelCrash):
+        check_each(check, [_problem()], ["float16"], [0, 1])
+    assert recorded == []
+    crashed = CheckResult.crashed(_problem(), "float16", 0, KernelCrash("check x", 0.1, "CUDA error: oops"))
+    assert crashed.reason == "launch raised KernelCrash: check x crashed on the GPU 0.1 s after it was waited on: " \
+                             "CUDA error: oops (the CUDA context is lost)"
 
 
 def test_chains_let_a_hang_through(monkeypatch):

@@ -21,6 +21,15 @@
 //                    A slot released while a wgmma still reads it, or read before its copy has
 //                    landed, is read as NaN at once, instead of only when a copy from L2 (about a
 //                    microsecond) outruns the wgmma, which today's timings never show.
+//                    2: as 1, and the freed-slot poison below (sdpa_warpspec.cuh's producer).
+//
+// The freed-slot poison (STRESS_POISON=2): once a work item's loads are issued, the producer
+// waits for the release of each slot still holding one of the item's tiles and at once writes
+// NaN over the rows its readers' last wgmma reads (poison_tail). A slot is free once released,
+// so a correct kernel never sees it. It exists for a release that comes too early but that no
+// later load would exploit: the last P.V's V slot, whose next load waits for the next item's Q
+// buffer (empty_q, freed after the epilogue has read O, i.e. after the wgmma completed) -- a
+// timing perturbation can never make that one show (tests/planted_sdpa.py, pv_no_final_wait).
 #pragma once
 
 #include <cstdint>
@@ -81,5 +90,26 @@ __device__ __forceinline__ void poison_destination(uint32_t dst) {
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 #endif
 }
+
+#if STRESS_POISON >= 2
+// The rows the last wgmma reading a slot reads: one wgmma k-step (16) of the P.V's keys; in a K
+// slot, every wgmma of S reads every row, the last one among them.
+constexpr int kPoisonTailRows = 16;
+constexpr uint32_t kPoisonChunkBytes = 16;  // one st.shared.v4.u32
+
+// NaN over rows [kRows - kPoisonTailRows, kRows) of each of a block-major SW128 tile's column
+// blocks (kRowBytes per row; whole rows, so the swizzle does not matter), then the proxy fence
+// that orders these writes before the next TMA copy into the slot.
+template <int kRows, int kColumnBlocks, int kRowBytes>
+__device__ __forceinline__ void poison_tail(uint32_t tile) {
+  constexpr uint32_t kNaNBits = 0xffffffffu;
+  static_assert(kRows >= kPoisonTailRows && kRowBytes % kPoisonChunkBytes == 0, "poison_tail: tile too small");
+  for (int cb = 0; cb < kColumnBlocks; ++cb)
+    for (uint32_t at = (kRows - kPoisonTailRows) * kRowBytes; at < kRows * kRowBytes; at += kPoisonChunkBytes)
+      asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};\n" ::"r"(tile + cb * kRows * kRowBytes + at),
+                   "r"(kNaNBits) : "memory");
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+#endif
 
 }  // namespace sdpa_stress

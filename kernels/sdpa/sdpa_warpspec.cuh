@@ -69,6 +69,9 @@ __device__ __forceinline__ void produce(const Params& prm, uint32_t s_base, int 
     WS_STAMP_IF(true, kItemDecoded);
     tma_load_tile<Cfg::kBlockM, kBlocks>(s_base + L::kQOffset, &prm.q_map, full_q_bar(bars), wt.q_begin, wt.h, wt.b);
     WS_STAMP_IF(true, kQIssued);
+#if STRESS_POISON >= 2
+    const int item_ring = ring;
+#endif
     for (int n = wt.kt_begin; n < wt.kt_end; ++n, ++ring) {
       const uint32_t freed = ring_parity<kStages>(ring) ^ 1;  // a fresh buffer counts as freed
       const uint32_t slot = (ring % kStages) * L::kKVBytes;
@@ -79,6 +82,17 @@ __device__ __forceinline__ void produce(const Params& prm, uint32_t s_base, int 
       tma_load_tile<Cfg::kBlockN, kBlocks>(s_base + L::kVOffset + slot, &prm.v_map,
                                            ring_bar<kStages>(bars, kFullV, ring), n * Cfg::kBlockN, wt.h, wt.b);
     }
+#if STRESS_POISON >= 2
+    // Stress only (sdpa_stress.cuh): each slot still holding this item's tiles poisoned as soon as
+    // its readers release it (the wait is the one the slot's next load would make: parity of ring r).
+    for (int r = max(ring - kStages, item_ring); r < ring; ++r) {
+      const uint32_t slot = (r % kStages) * L::kKVBytes;
+      mbarrier_wait(ring_bar<kStages>(bars, kEmptyK, r), ring_parity<kStages>(r));
+      sdpa_stress::poison_tail<Cfg::kBlockN, kBlocks, kSw128RowBytes>(s_base + L::kKOffset + slot);
+      mbarrier_wait(ring_bar<kStages>(bars, kEmptyV, r), ring_parity<kStages>(r));
+      sdpa_stress::poison_tail<Cfg::kBlockN, kBlocks, kSw128RowBytes>(s_base + L::kVOffset + slot);
+    }
+#endif
   });
   WS_STAMP_IF(true, kLoadsIssued);
 }

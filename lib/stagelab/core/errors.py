@@ -67,3 +67,20 @@ class KernelHang(StagelabError):
 
     def __reduce__(self):
         return KernelHang, (self.what, self.waited_s, self.deadline_s)
+
+
+class KernelCrash(StagelabError, RuntimeError):
+    """Work waited on by the watchdog (stagelab.measure.watchdog) failed on the GPU instead of
+    completing: CUDA reported the error (an illegal address, an unspecified launch failure) when its
+    event was queried. The message keeps CUDA's first line and drops torch's debugging advice; the
+    CUDA context is lost, as after a hang."""
+
+    def __init__(self, what: str, waited_s: float, cuda_error: str):
+        super().__init__(f"{what} crashed on the GPU {waited_s:.1f} s after it was waited on: {cuda_error} "
+                         "(the CUDA context is lost)")
+        self.what = what
+        self.waited_s = waited_s
+        self.cuda_error = cuda_error
+
+    def __reduce__(self):
+        return KernelCrash, (self.what, self.waited_s, self.cuda_error)

@@ -19,7 +19,7 @@
     timeout_s: 1800                  # per-notebook limit in batch runs
     steps: [sanitize, profile, explore, stress]  # optional steps this file runs (default none):
                                      # each costs minutes per stage on a GPU, so a file opts in
-    stress: {rounds: 10, delay_ns: 2000, sides: [producer, consumer, poison], load: true}  # stress.py
+    stress: {rounds: 10, delay_ns: 2000, sides: [producer, consumer, poison, poison_freed], load: true}  # stress.py
 """
 
 from __future__ import annotations

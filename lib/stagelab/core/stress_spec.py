@@ -12,11 +12,14 @@ from typing import Any
 
 from .errors import ConfigError
 
-# STRESS_SIDE's values in kernels/sdpa/sdpa_stress.cuh (0: no side, the knob off); POISON, the
-# other kind of perturbation a parameter file lists among the sides, switches STRESS_POISON on.
+# STRESS_SIDE's values in kernels/sdpa/sdpa_stress.cuh (0: no side, the knob off). The other kind
+# of perturbation a parameter file lists among the sides is a poison, STRESS_POISON's value: 1
+# poisons each TMA destination as the copy is issued; 2 also poisons each slot as soon as it is
+# freed (the release that no later load exploits: the last P.V's V slot).
 SIDES = {"producer": 1, "consumer": 2}
-POISON = "poison"
-SIDE_CHOICES = (*SIDES, POISON)
+POISON, POISON_FREED = "poison", "poison_freed"
+POISONS = {POISON: 1, POISON_FREED: 2}
+SIDE_CHOICES = (*SIDES, *POISONS)
 NO_SIDE = "none"
 DELAY_KNOB, SIDE_KNOB, POISON_KNOB = "STRESS_DELAY_NS", "STRESS_SIDE", "STRESS_POISON"
 # Rounds per perturbation: a race that corrupts one launch in a few shows within ten; the delay:
@@ -52,7 +55,7 @@ def parse_stress(where: str, raw: Any) -> StressSpec:
 
 @dataclass(frozen=True)
 class Perturbation:
-    side: str        # "producer", "consumer" (delayed), POISON, or NO_SIDE (the stage as built)
+    side: str        # "producer", "consumer" (delayed), a POISONS name, or NO_SIDE (the stage as built)
     delay_ns: int
     load: bool
 
@@ -64,7 +67,7 @@ class Perturbation:
     def defines(self) -> dict[str, int]:
         if self.side in SIDES:
             return {DELAY_KNOB: self.delay_ns, SIDE_KNOB: SIDES[self.side]}
-        return {POISON_KNOB: 1} if self.side == POISON else {}
+        return {POISON_KNOB: POISONS[self.side]} if self.side in POISONS else {}
 
 
 def perturbations(spec: StressSpec) -> list[Perturbation]:

@@ -28,7 +28,7 @@ import math
 
 import torch
 
-from ..core.errors import KernelHang
+from ..core.errors import KernelCrash, KernelHang
 from ..core.distributions import DEFAULT_DISTRIBUTION, stage_distributions
 from ..core.family import Family, KernelFn, Problem
 from .watchdog import synchronize
@@ -185,6 +185,8 @@ def check_shape(family: Family, kernel: KernelFn, shape: Problem, dtype_name: st
 
 
 def _context_lost(exc: Exception) -> bool:
+    if isinstance(exc, KernelCrash):
+        return True
     message = str(exc).lower()
     return "illegal" in message or "unspecified launch failure" in message
 

@@ -9,7 +9,9 @@ Perturbations, each run for `rounds` rounds of the family's checks and chains:
   runs at full speed, so the windows a missing wait leaves open are crossed at other moments;
 - a build with STRESS_POISON (same header): each TMA copy's destination is overwritten with NaN
   as the copy is issued, so a slot released while a wgmma still reads it (or read before its
-  copy landed) reads NaN at once, not only when a copy from L2 outruns the wgmma;
+  copy landed) reads NaN at once, not only when a copy from L2 outruns the wgmma; with
+  STRESS_POISON=2 (`poison_freed`) the producer also poisons each slot of a work item as soon as
+  it is released, for the early release that no later load exploits (the last P.V's V slot);
 - a concurrent load on side streams (ConcurrentLoad): spinning blocks beside the stage's on some
   SMs, and copies competing for L2 and DRAM with its loads.
 Stages whose sources do not include the knob (no Hopper wrappers) get the load and the repetition.
@@ -17,7 +19,7 @@ Stages whose sources do not include the knob (no Hopper wrappers) get the load a
 Any failed check or chain in any round makes the stage `incorrect` with reason `ordering`; a
 launch that hangs under stress is a hang (stagelab.measure.watchdog). The parameter file opts in with
 `steps: [stress]` and may set `stress: {rounds, delay_ns, sides, load}` (STRESS_DEFAULTS; sides
-from producer, consumer and poison).
+from producer, consumer, poison and poison_freed).
 """
 
 from __future__ import annotations

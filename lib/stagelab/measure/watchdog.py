@@ -13,6 +13,11 @@ A hung CUDA context cannot be recovered (every later launch or synchronisation o
 blocks too), so the caller records the verdict (`incorrect`, reason `hang`) and then ends the
 process with `exit_after_hang` (HANG_EXIT_CODE); the batch runner goes on with the next stage.
 
+A launch that fails instead (an illegal address, an "unspecified launch failure") surfaces as a
+RuntimeError from `event.query()`; it is raised again as KernelCrash, which names the work and
+keeps CUDA's own first line (not torch's paragraph of debugging advice), so the crashed check
+says what crashed and how.
+
 Several events (the samples of a timing run) are waited on in order, each given its own bound
 from the moment the one before it completed: a hang is work that makes no progress, not a long
 queue of work that does.
@@ -26,7 +31,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
-from ..core.errors import KernelHang
+from ..core.errors import KernelCrash, KernelHang
 
 # Launch latency, a first launch's module load and a GPU clocking up from idle all fit in 5 s
 # with room to spare; no correct launch of this lab's problems needs more than a few seconds.
@@ -68,13 +73,22 @@ def wait_for(events: Sequence[EventLike], bound_s: float, what: str, *,
     since = clock()
     for event in events:
         pause = FIRST_POLL_S
-        while not event.query():
+        while not _completed(event, what, clock() - since):
             waited = clock() - since
             if waited >= bound_s:
                 raise KernelHang(what, waited, bound_s)
             sleep(min(pause, bound_s - waited))
             pause = min(2 * pause, MAX_POLL_S)
         since = clock()
+
+
+def _completed(event: EventLike, what: str, waited_s: float) -> bool:
+    """event.query(), with a CUDA error it reports raised as KernelCrash."""
+    try:
+        return event.query()
+    except RuntimeError as exc:
+        lines = str(exc).strip().splitlines()
+        raise KernelCrash(what, waited_s, lines[0] if lines else type(exc).__name__) from exc
 
 
 def synchronize(what: str, flops: float = 0.0, launches: int = 1, stream=None) -> None:
