@@ -16,8 +16,8 @@
 // the two sides about equally long alone. Side by side at full overlap each
 // keeps its time alone; taking turns, each takes about the sum.
 //
-// Measured (H100 80GB HBM3, 2026-11-24; the H200 within 0.1%: docs/results/sdpa/archive/mufu-wgmma-
-// overlap-nvidia-h{100,200}-2026-11-24-twelfth.txt; "overlap" 1 = none lost, 0 =
+// Measured (H100 80GB HBM3, 2026-11-24; the H200 within 0.1%: trial runs of the history import,
+// from archive files mufu-wgmma-overlap-nvidia-h{100,200}-2026-11-24-twelfth.txt; "overlap" 1 = none lost, 0 =
 // turns): beside a wgmma stream the ex2 stream takes 1.24x (SS) to 1.26x (RS)
 // its time alone (overlap 0.75 / 0.73) while the wgmmas keep theirs; an FFMA
 // stream and the wgmmas both slow down, to 1.58x / 1.27x (SS, overlap 0.65)
