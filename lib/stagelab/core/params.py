@@ -28,9 +28,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
 
 from .errors import ConfigError
+from .yaml_file import read_yaml
 from .family import DEFAULT_DISTRIBUTION, Family, Problem, load_family
 from .stress_spec import StressSpec, parse_stress
 
@@ -151,12 +151,7 @@ def _timing(where: str, raw: Any, family: Family) -> TimingSpec:
 
 
 def _read_yaml(path: Path) -> dict:
-    if not path.is_file():
-        raise ConfigError(f"parameter file not found: {path}")
-    try:
-        raw = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not valid YAML: {exc}") from exc
+    raw = read_yaml(path, f"parameter file not found: {path}")
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: expected a mapping at the top level")
     return _check_keys(str(path), raw, _TOP_KEYS)

@@ -11,9 +11,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
 
 from .errors import ConfigError
+from .yaml_file import read_yaml
 from .paths import kernels_dir, kernels_root
 from .registry_fields import (DEFAULT_KEYS, ID_RE, STAGE_KEYS, TOP_KEYS, ResourceGates, check_keys, parse_arch,
                               parse_compile_options, parse_gates, parse_input_kind, parse_min_gain)
@@ -119,12 +119,7 @@ def find_stage(stage_id: str) -> tuple[Registry, Stage]:
 
 
 def _read_yaml(path: Path) -> dict:
-    if not path.is_file():
-        raise ConfigError(f"stage registry not found: {path}")
-    try:
-        raw = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not valid YAML: {exc}") from exc
+    raw = read_yaml(path, f"stage registry not found: {path}")
     return check_keys(str(path), raw, TOP_KEYS)
 
 

@@ -8,9 +8,9 @@ import json
 from datetime import datetime, timezone
 from pathlib import Path
 
-import yaml
 
 from ..core.errors import ConfigError
+from ..core.yaml_file import read_yaml
 
 REQUIRED_KEYS = ("stage", "date", "name", "hypothesis", "verdict")
 ENTRY_KEYS = {*REQUIRED_KEYS, "commit", "session", "gpu", "defines", "conclusion", "numbers", "checks", "source"}
@@ -75,12 +75,7 @@ def start_ms(where: str, date, position: int) -> int:
 
 
 def load_entries(path: Path) -> list[dict]:
-    if not path.is_file():
-        raise ConfigError(f"no trials file {path}")
-    try:
-        raw = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not valid YAML: {exc}") from exc
+    raw = read_yaml(path, f"no trials file {path}")
     if not isinstance(raw, list):
         raise ConfigError(f"{path}: expected a list of trial entries")
     return [_check_entry(f"{path}: entry {i} ({(e or {}).get('name', '?') if isinstance(e, dict) else '?'})", e)
