@@ -96,3 +96,12 @@ def test_the_page_links_each_stage_journal_and_the_trials_stay_off_the_ladder(tm
     assert "s8_persistent_split" not in text.split("## acceptance")[1], "a trial is not a stage run"
     note = tracking.client().get_experiment_by_name("stagelab-sdpa").tags["mlflow.note.content"]
     assert "journal-s8_persistent_split.md" in note
+
+
+def test_report_of_a_store_without_runs_is_a_clear_error_not_a_traceback(tmp_path, monkeypatch, capsys):
+    from stagelab.cli.main import main
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'empty.db'}")
+    assert main(["report", "--family", "softmax", "--params", "softmax-acceptance", "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "stagelab: error: no experiment 'stagelab-softmax'" in err and "Traceback" not in err

@@ -5,7 +5,8 @@
 # GPUS adds `--gpus $GPUS` to every batch: one notebook per GPU at a time (nvidia-h200-x2 and larger).
 # Needs `make wheelhouse` beforehand and the folder carried along (carry: ["wheelhouse"]);
 # to keep adding to one store across calls, also carry "mlruns" and "runs".
-# The copy has no .git: export STAGELAB_GIT_COMMIT=<the commit sent> and STAGELAB_GIT_DIRTY
+# The copy has no .git of its own (a lent machine may hold the session's starting commit there, which
+# `git rev-parse` then wrongly reports): export STAGELAB_GIT_COMMIT=<the commit sent> and STAGELAB_GIT_DIRTY
 # in the command, or the records say "unknown".
 set -uo pipefail
 OUT="${OUT:-/tmp/out}"; mkdir -p "$OUT"

@@ -31,6 +31,11 @@ class StoreError(StagelabError):
     names the store and what to do."""
 
 
+class NoRunsError(StagelabError, FileNotFoundError):
+    """A page asked of a store that holds no run for it (no experiment, no finished GPU run of
+    those parameter files); the message says which and what to run."""
+
+
 class RunnerStopped(StagelabError):
     """SIGINT or SIGTERM reached the batch runner. The runner fills in the stages whose runs it
     recorded as killed (one per running notebook) and the stages that never ran, so the one-line

@@ -8,6 +8,7 @@ from __future__ import annotations
 import pandas as pd
 
 from ..core import metrics as m
+from ..core.errors import NoRunsError
 from ..core.family import Family
 from ..core.registry import family_registry
 from . import tracking
@@ -19,16 +20,16 @@ def latest_runs(experiment: str, params_names: list[str], gpu: str | None) -> tu
     mlflow.set_tracking_uri(tracking.tracking_uri())
     found = tracking.client().get_experiment_by_name(experiment)
     if found is None:
-        raise FileNotFoundError(f"no experiment {experiment!r} in {tracking.tracking_uri()}: run `stagelab run` first")
+        raise NoRunsError(f"no experiment {experiment!r} in {tracking.tracking_uri()}: run `stagelab run` first")
     runs = mlflow.search_runs([found.experiment_id], order_by=["attributes.start_time DESC"])
     if runs.empty:
-        raise FileNotFoundError(f"experiment {experiment!r} has no runs yet")
+        raise NoRunsError(f"experiment {experiment!r} has no runs yet")
     runs = runs[runs["tags.params_file"].isin(params_names) & runs["tags.outcome"].notna()
                 & (runs["tags.outcome"] != "running")]
     runs = runs[runs.get("tags.gpu", pd.Series("none", index=runs.index)).fillna("none") != "none"]
     if gpu is None:
         if runs.empty:
-            raise FileNotFoundError("no finished GPU runs for those parameter files")
+            raise NoRunsError("no finished GPU runs for those parameter files")
         gpu = runs["tags.gpu"].iloc[0]
     runs = runs[runs["tags.gpu"] == gpu]
     # A run stopped from outside (Ctrl-C, a batch's time limit) says nothing of its stage: the newest
