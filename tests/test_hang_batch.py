@@ -14,6 +14,7 @@ import mlflow
 import pytest
 
 from stagelab.run import batch
+from stagelab.run.hang_exit import HANG_EXIT_NOTE, hang_exit
 
 from stagelab.core import metrics
 from stagelab.measure.watchdog import HANG_EXIT_CODE, HANG_MARKER
@@ -69,7 +70,7 @@ def test_a_hang_verdict_survives_the_process_exit_and_the_batch_goes_on(tmp_stor
     assert hung.info.status == "FINISHED"
     assert hung.data.tags[metrics.TAG_OUTCOME_REASON].startswith("hang: check 1x8x512x64 float16 seed 0")
     assert hung.data.tags[metrics.TAG_HANG].startswith("check 1x8x512x64")
-    assert hung.data.tags[metrics.TAG_NOTEBOOK_ERROR] == batch.HANG_EXIT_NOTE
+    assert hung.data.tags[metrics.TAG_NOTEBOOK_ERROR] == HANG_EXIT_NOTE
     stderr_log = next(Path(p) for p in Path(batch.runs_dir()).rglob("s0_baseline.stderr.log"))
     assert HANG_MARKER in stderr_log.read_text() and f"status {HANG_EXIT_CODE}" in stderr_log.read_text()
 
@@ -79,10 +80,10 @@ def test_a_hang_whose_record_did_not_finish_is_still_incorrect_hang(tmp_store):
     experiment_id = mlflow.create_experiment("hang-marker")
     run_id = mlflow.tracking.MlflowClient().create_run(experiment_id).info.run_id
     stderr = f"{HANG_MARKER} (chain 1x1x8x64 float16 link 2 not done after 5.0 s (bound 5.0 s)); exiting\n"
-    assert batch._hang_exit(run_id, metrics.OUTCOME_RUNNING, stderr) == "incorrect"
+    assert hang_exit(run_id, metrics.OUTCOME_RUNNING, stderr) == "incorrect"
     run = mlflow.get_run(run_id)
     assert run.data.tags[metrics.TAG_OUTCOME] == "incorrect" and run.info.status == "FINISHED"
     assert run.data.tags[metrics.TAG_OUTCOME_REASON].startswith("hang: ")
-    assert batch._hang_exit(run_id, "incorrect", "Traceback: an ordinary crash") == "incorrect"  # tag seen
+    assert hang_exit(run_id, "incorrect", "Traceback: an ordinary crash") == "incorrect"  # tag seen
     other = mlflow.tracking.MlflowClient().create_run(experiment_id).info.run_id
-    assert batch._hang_exit(other, metrics.OUTCOME_RUNNING, "Traceback: an ordinary crash") is None
+    assert hang_exit(other, metrics.OUTCOME_RUNNING, "Traceback: an ordinary crash") is None
