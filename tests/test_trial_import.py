@@ -162,3 +162,13 @@ def test_a_run_that_fails_half_way_is_removed_so_a_second_import_writes_it(tmp_s
     assert journal_entries(S8) == []
     monkeypatch.setattr(tracking, "log_artifact", real)
     assert trial_import.import_trials(FIXTURE) == (3, 0)
+
+
+def test_imported_numbers_read_verbatim_without_scientific_notation():
+    from stagelab.record.trial_import import key_numbers
+
+    entry = {"numbers": [{"problem": "2x8x512x64", "metric": "other", "unit": "s", "trial": 1.066e-05,
+                          "default": 2.5e-05, "contenders": {"cudnn": 3.0e-05}}]}
+    text = key_numbers(entry)
+    assert "0.00001066" in text and "0.000025" in text and "0.00003" in text and "e-0" not in text
+    assert key_numbers({"numbers": [{"problem": "p", "metric": "us", "trial": 6.0}]}).endswith("p us 6.0")

@@ -17,6 +17,8 @@ import hashlib
 import json
 from pathlib import Path
 
+import numpy
+
 
 from ..core import metrics
 
@@ -61,14 +63,21 @@ def number_metrics(entry: dict) -> dict[str, float]:
     return out
 
 
+def _verbatim(value) -> str:
+    """A number as the log gave it, every digit kept, never in scientific notation (1.066e-05 s
+    reads 0.00001066)."""
+    return numpy.format_float_positional(value, trim="0") if isinstance(value, float) else str(value)
+
+
 def _row_text(n: dict) -> str:
     unit = f" {n['unit']}" if n.get("unit") else ""
     quantity = f" ({n['quantity']})" if n.get("quantity") else ""
-    base = f" vs {n['default']}" if n.get("default") is not None else ""
+    base = f" vs {_verbatim(n['default'])}" if n.get("default") is not None else ""
     clock = f" @{n['clock_mhz']} MHz" if n.get("clock_mhz") else ""
     clock += f"/{n['default_clock_mhz']} MHz" if n.get("default_clock_mhz") else ""
-    others = ", ".join(f"{k} {v}" for k, v in (n.get("contenders") or {}).items())
-    return f"{n['problem']} {n['metric']}{unit}{quantity} {n.get('trial')}{base}{clock}" + (f" [{others}]" if others else "")
+    others = ", ".join(f"{k} {_verbatim(v)}" for k, v in (n.get("contenders") or {}).items())
+    return (f"{n['problem']} {n['metric']}{unit}{quantity} {_verbatim(n.get('trial'))}{base}{clock}"
+            + (f" [{others}]" if others else ""))
 
 
 def key_numbers(entry: dict) -> str:
