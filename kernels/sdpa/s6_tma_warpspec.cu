@@ -75,13 +75,7 @@ Scope: head_dim 64 and 128, fp16 and bf16, causal or not, any seq_len >= 1,
 
 Code: the kernel is sdpa_warpspec.cuh with the plain policy (two consumer
   warpgroups, no pingpong, one block per work item, no split); s7 and s8
-  switch its policies on.
-
-Run: stagelab run --stage s6_tma_warpspec
-Build / resources / SASS (UTMALDG, SYNCS, USETMAXREG, HGMMA):
-  nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a --resource-usage \
-       -cubin -I kernels/sdpa kernels/sdpa/s6_tma_warpspec.cu -o /tmp/s6.cubin
-  cuobjdump -sass /tmp/s6.cubin | grep -c -E "UTMALDG|HGMMA"
+  switch its policies on. Resources and SASS: stagelab resources s6_tma_warpspec
 */
 #include <cuda_runtime.h>
 

@@ -8,24 +8,32 @@ import argparse
 import sys
 
 from ..core.errors import RunnerStopped, StagelabError
-from . import pages, run, stages, store, tools, trial, tune
+from .pages import add_parsers as add_page_parsers
+from .run import add_parsers as add_run_parsers
+from .stages import add_parsers as add_stage_parsers
+from .store import add_parsers as add_store_parsers
+from .tools import add_parsers as add_tool_parsers
+from .trial import add_parsers as add_trial_parsers
+from .trial import route
+from .tune import add_parsers as add_tune_parsers
 
 # The shell's convention for a process ended by signal N: exit status 128 + N (130 for SIGINT).
 SIGNAL_EXIT_BASE = 128
 # The command groups in the order `stagelab --help` lists them.
-COMMAND_GROUPS = (run, stages, pages, tune, tools, store, trial)
+COMMAND_GROUPS = (add_run_parsers, add_stage_parsers, add_page_parsers, add_tune_parsers, add_tool_parsers,
+                  add_store_parsers, add_trial_parsers)
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="stagelab", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
-    for group in COMMAND_GROUPS:
-        group.add_parsers(sub)
+    for add_parsers in COMMAND_GROUPS:
+        add_parsers(sub)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(trial.route(sys.argv[1:] if argv is None else list(argv)))
+    args = build_parser().parse_args(route(sys.argv[1:] if argv is None else list(argv)))
     try:
         return args.func(args)
     except RunnerStopped as exc:

@@ -30,7 +30,7 @@ from typing import Any
 
 
 from .errors import ConfigError
-from .yaml_file import read_yaml
+from .yaml_file import check_keys, read_yaml
 from .family import DEFAULT_DISTRIBUTION, Family, Problem, load_family
 from .stress_spec import StressSpec, parse_stress
 
@@ -119,17 +119,8 @@ def _choice_list(where: str, value: Any, allowed: tuple[str, ...]) -> tuple[str,
     return tuple(values)
 
 
-def _check_keys(where: str, raw: Any, allowed: set[str]) -> dict:
-    if not isinstance(raw, dict):
-        raise ConfigError(f"{where}: expected a mapping")
-    unknown = sorted(set(raw) - allowed)
-    if unknown:
-        raise ConfigError(f"{where}: unknown key(s) {unknown}; allowed: {sorted(allowed)}")
-    return raw
-
-
 def _timing(where: str, raw: Any, family: Family) -> TimingSpec:
-    raw = _check_keys(where, raw, _TIMING_KEYS)
+    raw = check_keys(where, raw, _TIMING_KEYS)
     if "contenders" in raw and "backends" in raw:
         raise ConfigError(f"{where}: give `contenders` (or its older name `backends`), not both")
     dtypes = tuple(family.dtypes)
@@ -154,7 +145,7 @@ def _read_yaml(path: Path) -> dict:
     raw = read_yaml(path, f"parameter file not found: {path}")
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: expected a mapping at the top level")
-    return _check_keys(str(path), raw, _TOP_KEYS)
+    return check_keys(str(path), raw, _TOP_KEYS)
 
 
 def _problem_list(path: Path, key: str, entries: Any, family: Family) -> tuple[Problem, ...]:

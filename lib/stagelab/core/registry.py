@@ -13,9 +13,9 @@ from typing import Any
 
 
 from .errors import ConfigError
-from .yaml_file import read_yaml
+from .yaml_file import check_keys, read_yaml
 from .paths import kernels_dir, kernels_root
-from .registry_fields import (DEFAULT_KEYS, ID_RE, STAGE_KEYS, TOP_KEYS, ResourceGates, check_keys, parse_arch,
+from .registry_fields import (DEFAULT_KEYS, ID_RE, STAGE_KEYS, TOP_KEYS, ResourceGates, parse_arch,
                               parse_compile_options, parse_gates, parse_input_kind, parse_min_gain)
 from .space import SearchSpace, parse_search_space, parse_variants
 

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .errors import ConfigError
+from .yaml_file import check_keys
 
 TOP_KEYS = {"family", "binding", "defaults", "stages"}
 STAGE_KEYS = {"id", "title", "parent", "changes", "compile_options", "arch", "hypothesis", "min_gain", "gates",
@@ -42,15 +43,6 @@ class ResourceGates:
     # Kernel function names (unqualified, e.g. transpose_v_kernel) of a stage's helper kernels, such as
     # a layout pre-pass: exempt from sass_require (they do not run the main loop); every other gate holds.
     helper_kernels: tuple[str, ...] = ()
-
-
-def check_keys(where: str, mapping: Any, allowed: set[str]) -> dict:
-    if not isinstance(mapping, dict):
-        raise ConfigError(f"{where}: expected a mapping, got {type(mapping).__name__}")
-    unknown = sorted(set(mapping) - allowed)
-    if unknown:
-        raise ConfigError(f"{where}: unknown key(s) {unknown}; allowed: {sorted(allowed)}")
-    return mapping
 
 
 def parse_gates(where: str, raw: dict, base: ResourceGates) -> ResourceGates:
