@@ -228,6 +228,15 @@ def test_a_stage_kernel_refuses_an_undeclared_problem_before_launch():
     assert module.launched == []
 
 
+def test_a_general_stage_refuses_causal_with_fewer_keys_than_queries_before_launch():
+    module = RecordingModule()
+    kernel = StageKernel(module, "s_test", ("cross_length",))
+    q, k, v = (torch.zeros(1, 2, n, 64, dtype=torch.half) for n in (8, 4, 4))
+    with pytest.raises(InputError, match="the first 4 queries would see no key"):
+        kernel.into(q, k, v, torch.empty_like(q), 0.125, True)
+    assert module.launched == []
+
+
 def test_every_registered_stage_declares_known_features():
     for stage_id, stage in family_registry("sdpa").stages.items():
         assert declared_supports(FAMILY, stage_id) == stage.supports

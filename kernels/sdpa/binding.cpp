@@ -20,7 +20,8 @@ SdpaTensorStrides strides_of(const torch::Tensor& t) {
   return SdpaTensorStrides{t.stride(0), t.stride(1), t.stride(2)};
 }
 
-// The ABI's view of four [batch, heads, seq, head_dim] tensors (element strides).
+// The ABI's view of Q and O [batch, heads, seq, head_dim] and K, V [batch, kv_heads, kv_seq, head_dim]
+// (element strides).
 SdpaProblem problem_of(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                        const torch::Tensor& out, double softmax_scale, bool causal, int32_t dtype) {
   SdpaProblem problem{};
@@ -39,6 +40,8 @@ SdpaProblem problem_of(const torch::Tensor& q, const torch::Tensor& k, const tor
   problem.softmax_scale = static_cast<float>(softmax_scale);
   problem.causal = causal ? 1 : 0;
   problem.dtype = dtype;
+  problem.kv_heads = static_cast<int32_t>(k.size(1));
+  problem.kv_seq_len = static_cast<int32_t>(k.size(2));
   return problem;
 }
 
@@ -49,8 +52,10 @@ void forward(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor
     TORCH_CHECK(t->dim() == 4, "sdpa: tensors must be [batch, heads, seq, head_dim]");
     TORCH_CHECK(t->stride(3) == 1, "sdpa: head_dim must be contiguous");
     TORCH_CHECK(t->scalar_type() == q.scalar_type(), "sdpa: all tensors must share a dtype");
-    TORCH_CHECK(t->sizes() == q.sizes(), "sdpa: all tensors must share a shape");
   }
+  TORCH_CHECK(out.sizes() == q.sizes(), "sdpa: out must have q's shape");
+  TORCH_CHECK(v.sizes() == k.sizes(), "sdpa: k and v must share a shape");
+  TORCH_CHECK(k.size(0) == q.size(0) && k.size(3) == q.size(3), "sdpa: q, k, v must share batch and head_dim");
   int32_t dtype;
   if (q.scalar_type() == torch::kFloat16) {
     dtype = kSdpaFloat16;

@@ -1,8 +1,10 @@
 // The one ABI every sdpa stage exports. Stage sources stay torch-free: they see
 // raw device pointers, element strides and a stream, nothing else.
 //
-// Layout: Q, K, V, O are [batch, heads, seq_len, head_dim] with the last dim
-// contiguous (stride 1). Strides are in elements, not bytes.
+// Layout: Q and O are [batch, heads, seq_len, head_dim], K and V [batch, kv_heads,
+// kv_seq_len, head_dim], each with the last dim contiguous (stride 1) and any other
+// strides (a [batch, seq, heads, head_dim] buffer viewed as bhsd is read in place).
+// Strides are in elements, not bytes.
 #pragma once
 
 #include <cstdint>
@@ -30,11 +32,17 @@ struct SdpaProblem {
   SdpaTensorStrides out_strides;
   int32_t batch;
   int32_t heads;
-  int32_t seq_len;     // queries and keys share one length (self-attention)
+  int32_t seq_len;     // queries (and keys, but for kv_seq_len below)
   int32_t head_dim;    // 64 or 128
   float softmax_scale; // applied to Q.K^T before the softmax
   int32_t causal;      // nonzero: key j is visible to query i only when j <= i
   int32_t dtype;       // SdpaDtype
+  // Grouped-query attention and a key length apart from the query length. Only a stage built
+  // with SDPA_GENERAL_PROBLEM takes kv_heads != heads or kv_seq_len != seq_len (sdpa_check_problem
+  // rejects them elsewhere). Query head h reads K/V head h / (heads / kv_heads); the causal mask
+  // is aligned bottom-right: query i sees key j when j <= i + kv_seq_len - seq_len.
+  int32_t kv_heads;    // divides heads
+  int32_t kv_seq_len;  // causal: at least seq_len
 };
 
 // Launches the stage's kernel on `stream` and returns cudaGetLastError() of the

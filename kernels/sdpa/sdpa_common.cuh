@@ -269,17 +269,29 @@ constexpr int kSdpaMaxGridYZ = 65535;
 
 // Common shape checks. Returns cudaSuccess when the problem is launchable;
 // callers treat an empty problem (any extent 0) as a no-op before calling it.
+// A stage that takes grouped-query attention and kv_seq_len != seq_len (sdpa_api.h) defines
+// SDPA_GENERAL_PROBLEM 1 before its includes; every other stage rejects those problems here.
+#ifndef SDPA_GENERAL_PROBLEM
+#define SDPA_GENERAL_PROBLEM 0
+#endif
+constexpr bool kSdpaGeneralProblem = SDPA_GENERAL_PROBLEM != 0;
+
 inline cudaError_t sdpa_check_problem(const SdpaProblem& p) {
   if (p.q == nullptr || p.k == nullptr || p.v == nullptr || p.out == nullptr)
     return cudaErrorInvalidValue;
   if (p.batch < 0 || p.heads < 0 || p.seq_len < 0) return cudaErrorInvalidValue;
+  if (p.kv_heads < 1 || p.kv_seq_len < 0 || p.heads % p.kv_heads != 0) return cudaErrorInvalidValue;
+  const bool plain = p.kv_heads == p.heads && p.kv_seq_len == p.seq_len;
+  if (!plain && !kSdpaGeneralProblem) return cudaErrorInvalidValue;
+  // bottom-right causal alignment leaves the first seq_len - kv_seq_len queries no key
+  if (p.causal && p.kv_seq_len < p.seq_len) return cudaErrorInvalidValue;
   if (p.heads > kSdpaMaxGridYZ || p.batch > kSdpaMaxGridYZ) return cudaErrorInvalidValue;
   if (p.head_dim != 64 && p.head_dim != 128) return cudaErrorInvalidValue;
   return cudaSuccess;
 }
 
 inline bool sdpa_problem_is_empty(const SdpaProblem& p) {
-  return p.batch == 0 || p.heads == 0 || p.seq_len == 0;
+  return p.batch == 0 || p.heads == 0 || p.seq_len == 0 || p.kv_seq_len == 0;
 }
 
 // 16-byte vector access of a row needs a 16-byte aligned base pointer and

@@ -206,17 +206,19 @@ inline PFN_cuTensorMapEncodeTiled_v12000 encode_tiled_fn() {
   return fn;
 }
 
-// Tensor map of [batch, heads, seq, head_dim] (16-bit elements) with boxes of
+// Tensor map of [batch, heads, rows, head_dim] (16-bit elements) with boxes of
 // 64 x box_rows, 128-byte swizzled in shared memory, zero fill past the ends.
+// K and V pass (kv_heads, kv_seq_len); the overload below is Q's (heads, seq_len).
 inline cudaError_t encode_tensor_map(CUtensorMap* map, const void* base, const SdpaTensorStrides& s,
-                                     const SdpaProblem& p, CUtensorMapDataType dtype, uint32_t box_rows) {
+                                     const SdpaProblem& p, CUtensorMapDataType dtype, uint32_t box_rows,
+                                     int32_t heads, int32_t rows) {
   constexpr uint64_t kElemBytes = 2;
   if (!tma_addressable(base, s, kElemBytes)) return cudaErrorInvalidValue;
   const PFN_cuTensorMapEncodeTiled_v12000 encode = encode_tiled_fn();
   if (encode == nullptr) return cudaErrorNotSupported;
   constexpr cuuint32_t kRank = 4;
-  const cuuint64_t dims[kRank] = {static_cast<cuuint64_t>(p.head_dim), static_cast<cuuint64_t>(p.seq_len),
-                                  static_cast<cuuint64_t>(p.heads), static_cast<cuuint64_t>(p.batch)};
+  const cuuint64_t dims[kRank] = {static_cast<cuuint64_t>(p.head_dim), static_cast<cuuint64_t>(rows),
+                                  static_cast<cuuint64_t>(heads), static_cast<cuuint64_t>(p.batch)};
   // Strides of dims 1..3 in bytes (dim 0 is contiguous by the API's contract).
   const cuuint64_t strides[kRank - 1] = {static_cast<cuuint64_t>(s.seq) * kElemBytes,
                                          static_cast<cuuint64_t>(s.head) * kElemBytes,
@@ -227,6 +229,10 @@ inline cudaError_t encode_tensor_map(CUtensorMap* map, const void* base, const S
                               CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
                               CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   return res == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
+}
+inline cudaError_t encode_tensor_map(CUtensorMap* map, const void* base, const SdpaTensorStrides& s,
+                                     const SdpaProblem& p, CUtensorMapDataType dtype, uint32_t box_rows) {
+  return encode_tensor_map(map, base, s, p, dtype, box_rows, p.heads, p.seq_len);
 }
 
 inline CUtensorMapDataType tensor_map_dtype(int32_t dtype) {

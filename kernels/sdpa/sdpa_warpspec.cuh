@@ -17,7 +17,8 @@
 //   kPersistent  grid = min(work items, SMs); each block walks work items
 //                blockIdx.x, + gridDim.x, ... with the K/V ring position and
 //                the Q buffer's phase carried across items ("empty_q" frees Q
-//                once the epilogue has staged O through it).
+//                once the epilogue has staged O through it). QRing<Config>: two
+//                Q buffers, so the next item's Q loads under this item's tiles.
 //   split-KV     (not persistent) a thread-block cluster of 1, 2 or 4 CTAs
 //                shares one work item; CTA r takes a contiguous share of its
 //                key tiles, writes its unnormalised O, row max and row sum to
@@ -65,9 +66,16 @@ __device__ __forceinline__ void produce(const Params& prm, uint32_t s_base, int 
   WS_STAMP_IF(true, kProducerGo);
   int ring = 0;  // K/V tiles issued so far: the ring position carries across work items
   WorkOrder<Cfg, kCausal>::for_each(prm, split, splits, [&](const WorkTile& wt, int local) {
-    if (local > 0) mbarrier_wait(empty_q_bar(bars), (local - 1) & 1);  // the epilogue is done with Q
+    const int h_kv = kv_head(prm.p, wt.h);
+    // the epilogue of the item that last used this Q buffer is done with it
+    if constexpr (Cfg::kQStages == 1) {
+      if (local > 0) mbarrier_wait(empty_q_bar(bars), (local - 1) & 1);
+    } else if (local >= Cfg::kQStages) {
+      mbarrier_wait(empty_q_bar<Cfg>(bars, q_slot<Cfg>(local)), q_parity<Cfg>(local - Cfg::kQStages));
+    }
     WS_STAMP_IF(true, kItemDecoded);
-    tma_load_tile<Cfg::kBlockM, kBlocks>(s_base + L::kQOffset, &prm.q_map, full_q_bar(bars), wt.q_begin, wt.h, wt.b);
+    tma_load_tile<Cfg::kBlockM, kBlocks>(s_base + q_offset<L>(local), &prm.q_map, full_q_bar<Cfg>(bars, local),
+                                         wt.q_begin, wt.h, wt.b);
     WS_STAMP_IF(true, kQIssued);
 #if STRESS_POISON >= 2
     const int item_ring = ring;
@@ -77,10 +85,10 @@ __device__ __forceinline__ void produce(const Params& prm, uint32_t s_base, int 
       const uint32_t slot = (ring % kStages) * L::kKVBytes;
       mbarrier_wait(ring_bar<kStages>(bars, kEmptyK, ring), freed);
       tma_load_tile<Cfg::kBlockN, kBlocks>(s_base + L::kKOffset + slot, &prm.k_map,
-                                           ring_bar<kStages>(bars, kFullK, ring), n * Cfg::kBlockN, wt.h, wt.b);
+                                           ring_bar<kStages>(bars, kFullK, ring), n * Cfg::kBlockN, h_kv, wt.b);
       mbarrier_wait(ring_bar<kStages>(bars, kEmptyV, ring), freed);
       tma_load_tile<Cfg::kBlockN, kBlocks>(s_base + L::kVOffset + slot, &prm.v_map,
-                                           ring_bar<kStages>(bars, kFullV, ring), n * Cfg::kBlockN, wt.h, wt.b);
+                                           ring_bar<kStages>(bars, kFullV, ring), n * Cfg::kBlockN, h_kv, wt.b);
     }
 #if STRESS_POISON >= 2
     // Stress only (sdpa_stress.cuh): each slot still holding this item's tiles poisoned as soon as
@@ -121,6 +129,7 @@ struct Consumer {
   uint32_t s_base, bars;
   unsigned char* smem;
   int cwg, ctid, warp_in_wg, lane;
+  int local = 0;  // the current work item's index in this block (its Q buffer's slot and phase)
   Tile tile;
 
   __device__ __forceinline__ Consumer(const Params& prm_, uint32_t s_base_, unsigned char* smem_, int cwg_)
@@ -147,7 +156,7 @@ struct Consumer {
     if (lane == 0) mbarrier_arrive(bar);
   }
   __device__ __forceinline__ uint64_t desc_q() const {
-    return make_desc_kmajor(s_base + L::kQOffset + wg_row0() * kSw128RowBytes);
+    return make_desc_kmajor(s_base + q_offset<L>(local) + wg_row0() * kSw128RowBytes);
   }
   __device__ __forceinline__ uint64_t desc_k(int index) const {
     return make_desc_kmajor(s_base + L::kKOffset + (index % kStages) * L::kKVBytes);
@@ -177,7 +186,7 @@ struct Consumer {
     wgmma_wait<0>();
     fence_regs(tile.s_acc);
     release(ring_bar<kStages>(bars, kEmptyK, ring));
-    tile.softmax(key0, prm.p.seq_len);
+    tile.softmax(key0, kv_len(prm.p));
     tile.pack_p();
   }
   // S(idx) and P.V of this warpgroup's previous tile (ring index idx - kRingStride)
@@ -210,7 +219,7 @@ struct Consumer {
     wgmma_wait<1>();  // S(idx) done; P(idx-1).V(idx-1) may still run
     fence_regs(tile.s_acc);
     release(ring_bar<kStages>(bars, kEmptyK, idx));
-    tile.softmax(key0, prm.p.seq_len);
+    tile.softmax(key0, kv_len(prm.p));
     schedule_boundary(prm.p.seq_len < 0);  // keep the wait below the softmax (sdpa_wgmma.cuh)
     wgmma_wait<0>();
     fence_regs(tile.o_acc);
@@ -240,10 +249,12 @@ struct Consumer {
     if constexpr (Cfg::kKeySplit) return mainloop_key_split(wt, ring);
     const int S = prm.p.seq_len;
     const int wg_q0 = wt.q_begin + wg_row0();
-    const int needed = wg_q0 < S ? sdpa_ceil_div(sdpa_kv_end(wg_q0, kWgmmaM, S, kCausal), kBlockN) : 0;
+    const int offset = key_offset(prm.p);  // causal: the keys query wg_q0 sees end at wg_q0 + offset
+    const int needed =
+        wg_q0 < S ? sdpa_ceil_div(sdpa_kv_end(wg_q0 + offset, kWgmmaM, kv_len(prm.p), kCausal), kBlockN) : 0;
     const int tiles = wt.kt_end - wt.kt_begin;
     const int mine = max(0, min(wt.kt_end, needed) - wt.kt_begin);
-    tile.init(prm.p.softmax_scale, wg_q0 + warp_in_wg * Tile::kWarpRows, lane);
+    tile.init(prm.p.softmax_scale, wg_q0 + offset + warp_in_wg * Tile::kWarpRows, lane);
     first_tile(ring, wt.kt_begin * kBlockN, mine > 0);
     WS_STAMP_IF(ctid == 0, kFirstTile);
     for (int j = 1; j < mine; ++j) middle_tile(ring + j, (wt.kt_begin + j) * kBlockN);
@@ -265,12 +276,12 @@ struct Consumer {
   // one takes ring indices cwg, cwg + 2, ... A warpgroup left with none (a
   // one-tile item) keeps init's O = 0, max = -inf, sum = 0: it weighs 0 in
   // the merge. Every row sees key kt_begin * kBlockN of each tile it takes
-  // (tile starts are <= q_begin and < seq_len), so no row is -inf after one.
+  // (tile starts are <= q_begin + key_offset and < kv_len), so no row is -inf after one.
   __device__ __forceinline__ int mainloop_key_split(const WorkTile& wt, int ring) {
     constexpr int kStride = Cfg::kRingStride;
     const int tiles = wt.kt_end - wt.kt_begin;
     const int mine = max(0, sdpa_ceil_div(tiles - cwg, kStride));
-    tile.init(prm.p.softmax_scale, wt.q_begin + warp_in_wg * Tile::kWarpRows, lane);
+    tile.init(prm.p.softmax_scale, wt.q_begin + key_offset(prm.p) + warp_in_wg * Tile::kWarpRows, lane);
     first_tile(ring + cwg, (wt.kt_begin + cwg) * kBlockN, mine > 0);
     WS_STAMP_IF(ctid == 0, kFirstTile);
     for (int j = 1; j < mine; ++j) {
@@ -296,11 +307,11 @@ struct Consumer {
                static_cast<int64_t>(wt.q_begin) * p.out_strides.seq;
       int row_base = wg_row0() + warp_in_wg * Tile::kWarpRows;
       if constexpr (kLateEpilogueAddresses) asm volatile("" : "+r"(row_base));
-      tile.template store_o<Cfg::kBlockM>(smem + L::kQOffset, row_base, o_g, p.out_strides.seq,
+      tile.template store_o<Cfg::kBlockM>(smem + q_offset<L>(local), row_base, o_g, p.out_strides.seq,
                                           p.seq_len - wt.q_begin, lane, l);
     }
     fence_proxy_async_shared();  // the staging writes precede the next Q's TMA overwrite
-    release(empty_q_bar(bars));
+    release(empty_q_bar<Cfg>(bars, local));
     WS_STAMP_IF(ctid % kWarpgroupThreads == 0 && wg_row0() == 0, kStored);
   }
 
@@ -353,7 +364,7 @@ struct Consumer {
       park_partial(o_part, t);
       *stat = make_float4(tile.row_max[0], tile.row_max[1], l[0], l[1]);
       bar_arrive(kKeySplitMerge, kPairThreads);  // orders the stores above before the merger's reads
-      release(empty_q_bar(bars));
+      release(empty_q_bar<Cfg>(bars, local));
       return;
     }
     bar_sync(kKeySplitMerge, kPairThreads);
@@ -406,8 +417,9 @@ struct Consumer {
       if (cwg == 1) bar_arrive(kTurnBarrier0, kTurnThreads);  // warpgroup 0 takes the first turn
     }
     int ring = 0;
-    WorkOrder<Cfg, kCausal>::for_each(prm, split, splits, [&](const WorkTile& wt, int local) {
-      mbarrier_wait(full_q_bar(bars), local & 1);
+    WorkOrder<Cfg, kCausal>::for_each(prm, split, splits, [&](const WorkTile& wt, int item) {
+      if constexpr (Cfg::kQStages > 1) local = item;
+      mbarrier_wait(full_q_bar<Cfg>(bars, item), q_parity<Cfg>(item));
       WS_STAMP_IF(ctid == 0, kQLanded);
       ring += mainloop(wt, ring);
       if constexpr (kPdlLateTrigger) grid_launch_dependents();
@@ -441,6 +453,10 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) warpspec_kerne
     const uint32_t bars = s_base + L::kBarOffset;
     mbarrier_init(full_q_bar(bars), 1);  // the producer's expect_tx arrival
     mbarrier_init(empty_q_bar(bars), Cfg::kConsumerWarps);
+    if constexpr (Cfg::kQStages > 1) {  // the Q ring's second buffer
+      mbarrier_init(full_q_bar<Cfg>(bars, 1), 1);
+      mbarrier_init(empty_q_bar<Cfg>(bars, 1), Cfg::kConsumerWarps);
+    }
     for (int s = 0; s < Cfg::kStages; ++s) {
       mbarrier_init(ring_bar<Cfg::kStages>(bars, kFullK, s), 1);
       mbarrier_init(ring_bar<Cfg::kStages>(bars, kFullV, s), 1);

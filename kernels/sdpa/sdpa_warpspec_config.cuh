@@ -92,6 +92,20 @@ struct Params {
   int work_items;  // m_tiles * heads * batch
 };
 
+// The problem as the kernel reads it (sdpa_api.h). Without SDPA_GENERAL_PROBLEM these fold to
+// self-attention's values at compile time, so s6-s8 build the code they always did.
+// kv_len: the keys; key_offset: query i's position among them (causal aligned bottom-right,
+// query i sees key j <= i + key_offset); kv_head: the K/V head query head h reads.
+__host__ __device__ __forceinline__ int kv_len(const SdpaProblem& p) {
+  return kSdpaGeneralProblem ? p.kv_seq_len : p.seq_len;
+}
+__host__ __device__ __forceinline__ int key_offset(const SdpaProblem& p) {
+  return kSdpaGeneralProblem ? p.kv_seq_len - p.seq_len : 0;
+}
+__device__ __forceinline__ int kv_head(const SdpaProblem& p, int h) {
+  return kSdpaGeneralProblem ? h / (p.heads / p.kv_heads) : h;
+}
+
 template <int kConsumerWGs_, int kBlockN_, int kStages_, bool kPingpong_, bool kPersistent_, int kMinBlocks_,
           int kProducerRegs_, int kConsumerRegs_>
 struct Config {
@@ -105,6 +119,7 @@ struct Config {
   static constexpr int kConsumerRegs = kConsumerRegs_;
   static constexpr int kThreads = (1 + kConsumerWGs) * kWarpgroupThreads;  // producer first
   static constexpr bool kKeySplit = false;  // KeySplit<Config> below turns it on
+  static constexpr int kQStages = 1;        // Q buffers; QRing<Config> below makes it 2
   static constexpr int kBlockM = kConsumerWGs * kWgmmaM;
   // Ring indices between a warpgroup's consecutive key tiles, and the warps
   // that consume (and release) each ring slot.
@@ -145,18 +160,30 @@ struct KeySplit : Base {
   static_assert(Base::kStages % Base::kConsumerWGs == 0, "key split: ring slots divide evenly between warpgroups");
 };
 
+// A persistent Config with two Q buffers (s11): work item n's Q lands in buffer n % 2, so the
+// producer issues the next item's Q (and its first K/V tiles behind it) while this item's key
+// tiles still run, instead of after this item's epilogue has staged O through the one buffer.
+// A derived type, as KeySplit, so the other configs' kernels keep their names and code.
+template <class Base>
+struct QRing : Base {
+  static constexpr int kQStages = 2;
+  static_assert(Base::kPersistent, "Q ring: only a block that walks several work items has a next Q to load");
+};
+
 template <typename T, int D, class Cfg>
 struct Layout {
   static_assert(sizeof(T) == 2, "16-bit storage types only");
   static_assert(D % kSw128BlockElems == 0, "head_dim is whole 64-element TMA boxes / swizzle column blocks");
   static constexpr int kColumnBlocks = D / kSw128BlockElems;  // TMA boxes per tile
+  static constexpr int kQStages = Cfg::kQStages;
   static constexpr uint32_t kQBytes = Cfg::kBlockM * D * 2;
   static constexpr uint32_t kKVBytes = Cfg::kBlockN * D * 2;
   static constexpr int kQOffset = 0;
-  static constexpr int kKOffset = kQOffset + kQBytes;
+  static constexpr int kKOffset = kQOffset + Cfg::kQStages * kQBytes;
   static constexpr int kVOffset = kKOffset + Cfg::kStages * kKVBytes;
   static constexpr int kBarOffset = kVOffset + Cfg::kStages * kKVBytes;
-  static constexpr int kBarriers = 2 + 4 * Cfg::kStages;  // full_q, empty_q, then four rings
+  // full_q, empty_q, then four rings; a Q ring's second (full_q, empty_q) pair after them
+  static constexpr int kBarriers = 2 * Cfg::kQStages + 4 * Cfg::kStages;
   // Key split, past the barriers: warpgroup 1's parked fp32 O (kOAcc = D/2 per thread) and its
   // (max, max, sum, sum) per thread.
   static constexpr int kMergeOffset = kBarOffset + kBarriers * kBarBytes;
@@ -187,6 +214,34 @@ __device__ __forceinline__ uint32_t ring_parity(int index) {
 }
 __device__ __forceinline__ uint32_t full_q_bar(uint32_t bars) { return bars; }
 __device__ __forceinline__ uint32_t empty_q_bar(uint32_t bars) { return bars + kBarBytes; }
+// Work item `local` of a block uses Q buffer local % kQStages, in phase (local / kQStages) & 1.
+// With one buffer every helper is the plain expression (s6-s8 build the code they always did).
+template <class Cfg>
+__device__ __forceinline__ int q_slot(int local) {
+  if constexpr (Cfg::kQStages == 1) return 0;
+  return local % Cfg::kQStages;
+}
+template <class Cfg>
+__device__ __forceinline__ uint32_t q_parity(int local) {
+  return static_cast<uint32_t>((local / Cfg::kQStages) & 1);
+}
+// Item `local`'s Q buffer pair: slot 0's is the one above, a Q ring's slot 1's follows the four rings.
+template <class Cfg>
+__device__ __forceinline__ uint32_t full_q_bar(uint32_t bars, int local) {
+  if constexpr (Cfg::kQStages == 1) return full_q_bar(bars);
+  static_assert(Cfg::kQStages <= 2, "a Q ring of two buffers");
+  return q_slot<Cfg>(local) == 0 ? full_q_bar(bars) : bars + (2 + 4 * Cfg::kStages) * kBarBytes;
+}
+template <class Cfg>
+__device__ __forceinline__ uint32_t empty_q_bar(uint32_t bars, int local) {
+  return full_q_bar<Cfg>(bars, local) + kBarBytes;
+}
+// Item `local`'s Q buffer, a byte offset into the block's shared memory.
+template <class L>
+__device__ __forceinline__ uint32_t q_offset(int local) {
+  if constexpr (L::kQStages == 1) return L::kQOffset;
+  return L::kQOffset + q_slot<L>(local) * L::kQBytes;
+}
 
 // One work item as a block (or a cluster rank) sees it.
 struct WorkTile {
@@ -201,7 +256,8 @@ __device__ __forceinline__ WorkTile make_work(const Params& prm, int bh, int q_t
   t.q_begin = q_tile * Cfg::kBlockM;
   t.h = bh % p.heads;
   t.b = bh / p.heads;
-  const int n_tiles = sdpa_ceil_div(sdpa_kv_end(t.q_begin, Cfg::kBlockM, p.seq_len, kCausal), Cfg::kBlockN);
+  const int n_tiles =
+      sdpa_ceil_div(sdpa_kv_end(t.q_begin + key_offset(p), Cfg::kBlockM, kv_len(p), kCausal), Cfg::kBlockN);
   const int share = sdpa_ceil_div(n_tiles, splits);
   t.kt_begin = min(split * share, n_tiles);
   t.kt_end = min(t.kt_begin + share, n_tiles);

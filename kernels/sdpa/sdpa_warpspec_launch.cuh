@@ -64,8 +64,10 @@ cudaError_t launch(const SdpaProblem& p, int splits, cudaStream_t stream) {
   prm.work_items = prm.m_tiles * p.heads * p.batch;
   const CUtensorMapDataType dtype = tensor_map_dtype(p.dtype);
   cudaError_t err = encode_tensor_map(&prm.q_map, p.q, p.q_strides, p, dtype, Cfg::kBlockM);
-  if (err == cudaSuccess) err = encode_tensor_map(&prm.k_map, p.k, p.k_strides, p, dtype, Cfg::kBlockN);
-  if (err == cudaSuccess) err = encode_tensor_map(&prm.v_map, p.v, p.v_strides, p, dtype, Cfg::kBlockN);
+  if (err == cudaSuccess)
+    err = encode_tensor_map(&prm.k_map, p.k, p.k_strides, p, dtype, Cfg::kBlockN, p.kv_heads, p.kv_seq_len);
+  if (err == cudaSuccess)
+    err = encode_tensor_map(&prm.v_map, p.v, p.v_strides, p, dtype, Cfg::kBlockN, p.kv_heads, p.kv_seq_len);
   if (err != cudaSuccess) return err;
   const bool positive = p.softmax_scale > 0.0f;
   if (p.causal)

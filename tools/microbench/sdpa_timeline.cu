@@ -87,7 +87,7 @@ int main(int argc, char** argv) {
   for (int i = 0; i < launches; ++i) {
     problems[i] = SdpaProblem{q,       k,       v,     out + out_stride * i, strides, strides, strides, strides,
                               batch,   heads,   seq,   head_dim,        1.0f / std::sqrt(float(head_dim)),
-                              causal,  kSdpaFloat16};
+                              causal,  kSdpaFloat16, heads, seq};
   }
   cudaStream_t stream;
   CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));

@@ -110,8 +110,10 @@ def parse_compile_options(where: str, raw: dict) -> tuple[dict[str, str], tuple[
 
 
 def parse_min_gain(where: str, raw: Any) -> float:
-    if isinstance(raw, bool) or not isinstance(raw, (int, float)) or raw < 0:
-        raise ConfigError(f"{where}.min_gain: expected a number >= 0 (0.05 means 5% faster than the parent)")
+    # Negative: a stage whose gain is generality (new problems) may lose that much on its parent's.
+    if isinstance(raw, bool) or not isinstance(raw, (int, float)) or raw <= -1:
+        raise ConfigError(f"{where}.min_gain: expected a number above -1 (0.05: at least 5% faster than the "
+                          "parent; -0.03: at most 3% slower, for a stage that takes new problems)")
     return float(raw)
 
 

@@ -45,7 +45,7 @@ def input_features(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple[s
 
 
 def validate_inputs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, require_cuda: bool = True,
-                    supports: tuple[str, ...] = ()) -> None:
+                    supports: tuple[str, ...] = (), causal: bool = False) -> None:
     """Q [B, H, Sq, D], K and V [B, Hkv, Sk, D], one dtype, device and layout; grouped-query
     attention, Sq != Sk and the bshd layout only where `supports` (the stage's stages.yaml) names them
     (refused whatever the device: the stage cannot take the problem anywhere)."""
@@ -71,6 +71,9 @@ def validate_inputs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, requir
     if missing:
         what = f"q {tuple(q.shape)} with k and v {tuple(k.shape)}"
         raise InputError(refusal_message(PROBLEM_FEATURES, missing, supports, what))
+    if causal and k.shape[2] < q.shape[2]:
+        raise InputError(f"causal with {k.shape[2]} keys for {q.shape[2]} queries: the mask is aligned "
+                         f"bottom-right, so the first {q.shape[2] - k.shape[2]} queries would see no key")
     if require_cuda and q.device.type != "cuda":
         raise InputError(f"q, k, v are on {q.device}; the kernels run on a CUDA device")
 
@@ -86,7 +89,7 @@ class StageKernel(BuiltKernel):
     def into(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor,
              scale: float, causal: bool) -> None:
         """Launch writing into a preallocated `out` (the checker poisons it first)."""
-        validate_inputs(q, k, v, supports=self.supports)
+        validate_inputs(q, k, v, supports=self.supports, causal=causal)
         if (out.shape != q.shape or out.dtype != q.dtype or out.device != q.device
                 or tensor_layout(out) != tensor_layout(q)):
             raise InputError("out must be a tensor of q's shape, dtype, device and layout")
@@ -95,7 +98,7 @@ class StageKernel(BuiltKernel):
 
     def __call__(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *,
                  causal: bool = False, scale: float | None = None) -> torch.Tensor:
-        validate_inputs(q, k, v, supports=self.supports)
+        validate_inputs(q, k, v, supports=self.supports, causal=causal)
         out = torch.empty_like(q)  # keeps q's strides, so a bshd q gets a bshd output
         self.into(q, k, v, out, default_scale(q.shape[-1]) if scale is None else scale, causal)
         return out

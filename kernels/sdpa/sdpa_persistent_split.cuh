@@ -1,0 +1,208 @@
+// sdpa_persistent_split.cuh -- s8's two policies (a persistent longest-first grid for
+// long sequences, a key split inside each short-sequence block) as one body that s8 and
+// the stages above it compile: s8_persistent_split.cu says what they are and why. A stage
+// defines PERSISTENT_SPLIT_STAGE (its id, for sdpa_stage_config) and may define
+// SDPA_GENERAL_PROBLEM (sdpa_api.h: grouped-query attention, kv_seq_len != seq_len) first.
+#pragma once
+#ifndef PERSISTENT_SPLIT_STAGE
+#error "define PERSISTENT_SPLIT_STAGE (the stage id) before including sdpa_persistent_split.cuh"
+#endif
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <type_traits>
+
+#include "sdpa_api.h"
+#include "sdpa_export.cuh"
+// s8 picks two or three consumer warpgroups at head_dim 64 by the wave count (0, its trials);
+// s6/s7 keep the shared default of 2
+#ifndef CONSUMER_WGS_D64
+#define CONSUMER_WGS_D64 0
+#endif
+// s8 keeps a warp's running max until a row's tile max grows by more than 2^8 at
+// head_dim 128 (its trials, WS_RESCALE_THRESHOLD_D128); head_dim 64 rescales every tile
+#ifndef WS_RESCALE_THRESHOLD_D128
+#define WS_RESCALE_THRESHOLD_D128 8
+#endif
+// s8 launches with programmatic dependent launch, the trigger before the epilogue (its trials, WS_PDL)
+#ifndef WS_PDL
+#define WS_PDL 2
+#endif
+#include "sdpa_warpspec.cuh"
+#include "sdpa_warpspec_knobs.cuh"
+
+#ifndef SPLITS
+#define SPLITS 1
+#endif
+#ifndef FORCE_POLICY
+#define FORCE_POLICY 0
+#endif
+// The long policy's pingpong instance (two consumer warpgroups) for sequences up to this length,
+// but dense head_dim 128 (0: off; its trials)
+#ifndef PINGPONG_MAX_SEQ
+#define PINGPONG_MAX_SEQ 2048
+#endif
+// s8 shares each short-policy query tile between two consumer warpgroups (its trials, KEY_SPLIT_WGS)
+#ifndef KEY_SPLIT_WGS
+#define KEY_SPLIT_WGS 2
+#endif
+#ifndef KEY_SPLIT_BLOCK_N
+#define KEY_SPLIT_BLOCK_N 128
+#endif
+
+namespace {
+
+using sdpa_warpspec::Config;
+
+constexpr int kProducerRegs = PRODUCER_REGS;
+// Long: one block per SM, 3 warpgroups: 128 * (24 + 2 * 240) = 64512 <= 65536;
+// at head_dim 64 optionally 4 warpgroups (CONSUMER_WGS_D64=3, no pingpong): 128 * (24 + 3 * 160).
+// 0: 2 or 3 per problem, by wgs3_pays_off below (both instantiated).
+static_assert(CONSUMER_WGS_D64 >= 0 && CONSUMER_WGS_D64 <= 3 && CONSUMER_WGS_D64 != 1,
+              "CONSUMER_WGS_D64: 2 (128 rows), 3 (192 rows) or 0 (by the wave count)");
+constexpr int kLongBlocksPerSm = 1;
+template <int D>
+constexpr int kLongBlockN = D == 64 ? BLOCK_N_D64 : BLOCK_N_D128;
+// Q buffers of the long policy: 1, or 2 (s11: the next item's Q loads under this item's tiles)
+#ifndef Q_STAGES
+#define Q_STAGES 1
+#endif
+static_assert(Q_STAGES == 1 || Q_STAGES == 2, "Q_STAGES: 1 or 2 Q buffers per persistent block");
+template <class C>
+using WithQStages = std::conditional_t<Q_STAGES == 2, sdpa_warpspec::QRing<C>, C>;
+template <int D, int WGs, int BlockN = kLongBlockN<D>, bool Pingpong = false>
+using LongConfigOf = WithQStages<Config<WGs, BlockN, D == 64 ? STAGES_D64 : STAGES_D128,
+                            /*pingpong=*/Pingpong, /*persistent=*/true, kLongBlocksPerSm, kProducerRegs,
+                            sdpa_warpspec::fit_consumer_regs(WGs, kProducerRegs, kLongBlocksPerSm, CONSUMER_REGS)>>;
+// The build's first choice at each head dim (head_dim 128 keeps two: its O alone is 64 registers).
+template <int D>
+constexpr int kLongConsumerWGs = D == 64 && CONSUMER_WGS_D64 != 2 ? 3 : 2;
+template <int D>
+using LongConfig = LongConfigOf<D, kLongConsumerWGs<D>>;
+template <int D>
+using LongConfig2 = LongConfigOf<D, 2>;
+// Up to PINGPONG_MAX_SEQ keys, the long policy's warpgroups take turns (its trials).
+static_assert(PINGPONG_MAX_SEQ >= 0, "PINGPONG_MAX_SEQ: 0 (off) or the longest sequence that takes turns");
+constexpr bool kShortPingpong = PINGPONG_MAX_SEQ > 0;
+template <int D>
+using LongPingpongConfig = LongConfigOf<D, 2, kLongBlockN<D>, /*Pingpong=*/true>;
+
+// Three consumer warpgroups did each 192-row item 1.08x faster per row than two did 128-row ones
+// (H100, throughput mode, (4,16,4096,64): 454 vs 421 TFLOP/s), but the persistent grid pays for
+// whole waves: on 132 SMs (2,8,2048,64) has 176 items of 192 rows (2 waves of 1.5x the work)
+// against 256 of 128 (2 waves), and measured 0.84x with three (H200 acceptance). Compare
+// waves x per-item cost (its rows), three warpgroups' rows 1.08x cheaper: 3 warpgroups when
+// ceil(items3 / sms) * 192 / 1.08 < ceil(items2 / sms) * 128.
+template <int D>
+inline bool wgs3_pays_off(const SdpaProblem& p, int sms) {
+  constexpr int gain_percent = 108;
+  constexpr int rows3 = LongConfig<D>::kBlockM, rows2 = LongConfig2<D>::kBlockM;
+  const int waves3 = sdpa_ceil_div(sdpa_ceil_div(p.seq_len, rows3) * p.heads * p.batch, sms);
+  const int waves2 = sdpa_ceil_div(sdpa_ceil_div(p.seq_len, rows2) * p.heads * p.batch, sms);
+  return waves3 * rows3 * 100 < waves2 * rows2 * gain_percent;
+}
+// Short: two blocks per SM of 2 warpgroups: 2 * 128 * (24 + 232) = 65536.
+constexpr int kShortBlockN = 128;
+constexpr int kShortStages = 2;
+using ShortConfig = Config<1, kShortBlockN, kShortStages, /*pingpong=*/false, /*persistent=*/false,
+                           /*blocks per SM=*/2, kProducerRegs, 232>;
+static_assert(SPLITS == 0 || SPLITS == 1 || SPLITS == 2 || SPLITS == 4, "SPLITS: 0 (auto), 1, 2 or 4");
+// Key split (short policy): two consumer warpgroups on the same 64 rows, each
+// over every other key tile. Three warpgroups no longer fit two blocks per SM
+// (2 * 128 * (24 + 2 * 116) = 65536 leaves 116 registers, under the S, P and O
+// fragments), so one block per SM with s6's 24/240 split; the mission's 128
+// blocks fit 132 SMs in one wave either way. Each of the K and V rings holds
+// 64 KiB: 4 x 128 keys at D=64, 2 at D=128 (8 and 4 with 64-key tiles); ring
+// depth per warpgroup is stages / 2.
+static_assert(KEY_SPLIT_WGS == 1 || KEY_SPLIT_WGS == 2, "KEY_SPLIT_WGS: 1 (off) or 2 warpgroups per query tile");
+static_assert(KEY_SPLIT_WGS == 1 || SPLITS == 1, "key split and cluster split (SPLITS) are exclusive");
+constexpr int kKeySplitRingBytes = 64 * 1024;
+template <int D>
+constexpr int kKeySplitStages = kKeySplitRingBytes / (KEY_SPLIT_BLOCK_N * D * 2);  // 2-byte elements
+template <int D>
+using KeySplitConfig = sdpa_warpspec::KeySplit<
+    Config<KEY_SPLIT_WGS, KEY_SPLIT_BLOCK_N, kKeySplitStages<D>, /*pingpong=*/false,
+           /*persistent=*/false,
+           /*blocks per SM=*/1, kProducerRegs,
+           sdpa_warpspec::fit_consumer_regs(KEY_SPLIT_WGS, kProducerRegs, /*min_blocks=*/1, CONSUMER_REGS)>>;
+constexpr bool kKeySplit = KEY_SPLIT_WGS > 1;
+static_assert(FORCE_POLICY >= 0 && FORCE_POLICY <= 2, "FORCE_POLICY: 0 by shape, 1 long, 2 short");
+
+enum Policy : int { kByShape = 0, kLong = 1, kShort = 2 };
+
+// Fewest splits (1, 2, 4) whose CTAs cover every SM, never more than the key tiles.
+inline int auto_splits(const SdpaProblem& p, int sms) {
+  const int items = sdpa_ceil_div(p.seq_len, ShortConfig::kBlockM) * p.heads * p.batch;
+  const int key_tiles = sdpa_ceil_div(sdpa_warpspec::kv_len(p), kShortBlockN);
+  int splits = 1;
+  while (splits < sdpa_warpspec::kMaxClusterSplits && items * splits < sms && splits * 2 <= key_tiles) splits *= 2;
+  return splits;
+}
+
+template <int D>
+inline bool use_long_policy(const SdpaProblem& p, int sms) {
+  if (FORCE_POLICY != kByShape) return FORCE_POLICY == kLong;
+  // by the wave count (0), two warpgroups' 128-row items must fill the SMs; otherwise the build's own
+  constexpr int rows = CONSUMER_WGS_D64 == 0 ? LongConfig2<D>::kBlockM : LongConfig<D>::kBlockM;
+  const int long_items = sdpa_ceil_div(p.seq_len, rows) * p.heads * p.batch;
+  return long_items >= sms;
+}
+
+struct SmemOf {  // the largest footprint of the instances this build may launch
+  template <class T, int D>
+  static constexpr size_t smem_bytes() {
+    using sdpa_warpspec::Layout;
+    // 0 for an instance this build leaves out
+    constexpr int policies = std::max({Layout<T, D, LongConfig<D>>::kSmemBytes, Layout<T, D, LongConfig2<D>>::kSmemBytes,
+                                       kShortPingpong ? Layout<T, D, LongPingpongConfig<D>>::kSmemBytes : 0,
+                                       Layout<T, D, ShortConfig>::kSmemBytes});
+    if constexpr (kKeySplit) {  // KeySplitConfig exists only when the knob is on
+      return static_cast<size_t>(std::max(policies, Layout<T, D, KeySplitConfig<D>>::kSmemBytes));
+    }
+    return static_cast<size_t>(policies);
+  }
+};
+
+}  // namespace
+
+extern "C" cudaError_t sdpa_forward(const SdpaProblem* problem, cudaStream_t stream) {
+  return sdpa_warpspec::forward(problem, [&](auto tag, auto hd) {
+    using T = typename decltype(tag)::type;
+    constexpr int D = decltype(hd)::value;
+    const int sms = sdpa_warpspec::sm_count();
+    if (sms <= 0) return cudaErrorNoDevice;
+    if (use_long_policy<D>(*problem, sms)) {
+      if constexpr (kShortPingpong) {
+        // dense head_dim 128 keeps the default: there the turns measured slower (its trials)
+        const bool dense128 = D == 128 && !problem->causal;
+        if (sdpa_warpspec::kv_len(*problem) <= PINGPONG_MAX_SEQ && !dense128)
+          return sdpa_warpspec::launch<T, D, LongPingpongConfig<D>>(*problem, 1, stream);
+      }
+      if constexpr (D == 64 && CONSUMER_WGS_D64 == 0) {
+        if (!wgs3_pays_off<D>(*problem, sms)) return sdpa_warpspec::launch<T, D, LongConfig2<D>>(*problem, 1, stream);
+      }
+      return sdpa_warpspec::launch<T, D, LongConfig<D>>(*problem, 1, stream);
+    }
+    if constexpr (kKeySplit) return sdpa_warpspec::launch<T, D, KeySplitConfig<D>>(*problem, 1, stream);
+    const int splits = SPLITS > 0 ? SPLITS : auto_splits(*problem, sms);
+    return sdpa_warpspec::launch<T, D, ShortConfig>(*problem, splits, stream);
+  });
+}
+
+extern "C" const char* sdpa_stage_config() {
+  return PERSISTENT_SPLIT_STAGE " long: persistent grid=SMs, longest-first, causal tiles in pairs, BLOCK_M=128"
+         " BLOCK_N_D64=" SDPA_STR(BLOCK_N_D64) " BLOCK_N_D128=" SDPA_STR(BLOCK_N_D128) " STAGES_D64=" SDPA_STR(STAGES_D64)
+         " STAGES_D128=" SDPA_STR(STAGES_D128) " CONSUMER_WGS_D64=" SDPA_STR(CONSUMER_WGS_D64)
+         " (3: consumer 160; 0: 2 or 3 by the wave count) PINGPONG_MAX_SEQ=" SDPA_STR(PINGPONG_MAX_SEQ)
+         " WS_RESCALE_THRESHOLD_D128=" SDPA_STR(WS_RESCALE_THRESHOLD_D128) " (0: every tile)"
+         "; short: BLOCK_M=64 KEY_SPLIT_WGS=" SDPA_STR(KEY_SPLIT_WGS) " KEY_SPLIT_BLOCK_N=" SDPA_STR(KEY_SPLIT_BLOCK_N)
+         " SPLITS=" SDPA_STR(SPLITS) " (0=auto) FORCE_POLICY=" SDPA_STR(FORCE_POLICY)
+         " WS_PDL=" SDPA_STR(WS_PDL) " (programmatic dependent launch; 2: trigger before the epilogue)"
+         " Q_STAGES=" SDPA_STR(Q_STAGES) " (long policy's Q buffers)"
+         " setmaxnreg producer/consumer: long 24/240, short 24/232 (2 blocks per SM), key split 24/240";
+}
+
+extern "C" int64_t sdpa_dynamic_shared_memory_bytes(int32_t head_dim, int32_t dtype) {
+  return sdpa_stage_smem_bytes<SmemOf>(head_dim, dtype);
+}
