@@ -64,6 +64,11 @@ static_assert(CONSUMER_WGS_D64 >= 0 && CONSUMER_WGS_D64 <= 3 && CONSUMER_WGS_D64
 constexpr int kLongBlocksPerSm = 1;
 template <int D>
 constexpr int kLongBlockN = D == 64 ? BLOCK_N_D64 : BLOCK_N_D128;
+// 1 (s12): the short policy's key split only while all its blocks fit one wave (use_long_policy);
+// 0: whenever the long policy's items do not fill the SMs
+#ifndef SHORT_POLICY_ONE_WAVE
+#define SHORT_POLICY_ONE_WAVE 0
+#endif
 // Q buffers of the long policy: 1, or 2 (s11: the next item's Q loads under this item's tiles)
 #ifndef Q_STAGES
 #define Q_STAGES 1
@@ -146,7 +151,16 @@ inline bool use_long_policy(const SdpaProblem& p, int sms) {
   // by the wave count (0), two warpgroups' 128-row items must fill the SMs; otherwise the build's own
   constexpr int rows = CONSUMER_WGS_D64 == 0 ? LongConfig2<D>::kBlockM : LongConfig<D>::kBlockM;
   const int long_items = sdpa_ceil_div(p.seq_len, rows) * p.heads * p.batch;
-  return long_items >= sms;
+  if (long_items >= sms) return true;
+  if constexpr (kKeySplit && SHORT_POLICY_ONE_WAVE) {
+    // The key split halves each 64-row tile's chain of key tiles, but its warpgroups walk them
+    // through half a ring each (one slot at head_dim 128): that pays only while every key-split
+    // block runs at once. A second wave doubles the chain again, and a long chain (a prefill after
+    // a cached prefix: 512 queries over 4096 keys) then runs better as fewer long-policy items.
+    const int key_split_blocks = sdpa_ceil_div(p.seq_len, KeySplitConfig<D>::kBlockM) * p.heads * p.batch;
+    return key_split_blocks > sms * KeySplitConfig<D>::kMinBlocks;
+  }
+  return false;
 }
 
 struct SmemOf {  // the largest footprint of the instances this build may launch
@@ -173,6 +187,12 @@ extern "C" cudaError_t sdpa_forward(const SdpaProblem* problem, cudaStream_t str
     const int sms = sdpa_warpspec::sm_count();
     if (sms <= 0) return cudaErrorNoDevice;
     if (use_long_policy<D>(*problem, sms)) {
+      if constexpr (kKeySplit && SHORT_POLICY_ONE_WAVE) {
+        // fewer long items than SMs (use_long_policy's second wave rule): one item per block, no causal pairs
+        const int long_items = sdpa_ceil_div(problem->seq_len, LongConfig2<D>::kBlockM) * problem->heads * problem->batch;
+        if (long_items < sms)
+          return sdpa_warpspec::launch<T, D, sdpa_warpspec::Unpaired<LongConfig2<D>>>(*problem, 1, stream);
+      }
       if constexpr (kShortPingpong) {
         // dense head_dim 128 keeps the default: there the turns measured slower (its trials)
         const bool dense128 = D == 128 && !problem->causal;
@@ -199,7 +219,8 @@ extern "C" const char* sdpa_stage_config() {
          "; short: BLOCK_M=64 KEY_SPLIT_WGS=" SDPA_STR(KEY_SPLIT_WGS) " KEY_SPLIT_BLOCK_N=" SDPA_STR(KEY_SPLIT_BLOCK_N)
          " SPLITS=" SDPA_STR(SPLITS) " (0=auto) FORCE_POLICY=" SDPA_STR(FORCE_POLICY)
          " WS_PDL=" SDPA_STR(WS_PDL) " (programmatic dependent launch; 2: trigger before the epilogue)"
-         " Q_STAGES=" SDPA_STR(Q_STAGES) " (long policy's Q buffers)"
+         " Q_STAGES=" SDPA_STR(Q_STAGES) " (long policy's Q buffers) SHORT_POLICY_ONE_WAVE="
+         SDPA_STR(SHORT_POLICY_ONE_WAVE)
          " setmaxnreg producer/consumer: long 24/240, short 24/232 (2 blocks per SM), key split 24/240";
 }
 

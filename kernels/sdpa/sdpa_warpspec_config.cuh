@@ -120,6 +120,7 @@ struct Config {
   static constexpr int kThreads = (1 + kConsumerWGs) * kWarpgroupThreads;  // producer first
   static constexpr bool kKeySplit = false;  // KeySplit<Config> below turns it on
   static constexpr int kQStages = 1;        // Q buffers; QRing<Config> below makes it 2
+  static constexpr bool kCausalPairs = true;  // persistent causal: tiles j and m-1-j back to back (WorkOrder)
   static constexpr int kBlockM = kConsumerWGs * kWgmmaM;
   // Ring indices between a warpgroup's consecutive key tiles, and the warps
   // that consume (and release) each ring slot.
@@ -168,6 +169,14 @@ template <class Base>
 struct QRing : Base {
   static constexpr int kQStages = 2;
   static_assert(Base::kPersistent, "Q ring: only a block that walks several work items has a next Q to load");
+};
+
+// A persistent Config that takes causal items one by one (s12): with fewer items than SMs each
+// block runs one, and pairing them would halve the blocks that run.
+template <class Base>
+struct Unpaired : Base {
+  static constexpr bool kCausalPairs = false;
+  static_assert(Base::kPersistent, "unpaired: causal pairs exist only in a persistent grid");
 };
 
 template <typename T, int D, class Cfg>
@@ -281,7 +290,7 @@ __device__ __forceinline__ WorkTile decode_work(const Params& prm, int w, int sp
 // mean, and s8 measured 342 TFLOP/s there against 582 dense (H100).
 template <class Cfg, bool kCausal>
 struct WorkOrder {
-  static constexpr bool kPairs = Cfg::kPersistent && kCausal;
+  static constexpr bool kPairs = Cfg::kPersistent && kCausal && Cfg::kCausalPairs;
 
   // Units the blocks stripe over: items, or pairs of items (a middle tile alone).
   __host__ __device__ static int units(const Params& prm) {
