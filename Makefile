@@ -38,9 +38,14 @@ setup: $(VENV)/.installed
 run: setup
 	$(VENV)/bin/stagelab run --params $(PARAMS) $(if $(STAGES),--stages $(STAGES)) $(if $(STRICT),--strict)
 
-# The one test command (README, CI): everything, the slow build and notebook tests included.
+# The one test command (README, CI): everything, the slow build and notebook tests included, on
+# TEST_WORKERS pytest-xdist workers: on the 2-core machine one worker's nvcc builds run beside the
+# other's notebook, server and browser tests, which mostly wait. Each file stays on one worker
+# (loadfile), so a module's expensive fixture (a PostgreSQL cluster, a browser) is set up once; the
+# longest files start first (tests/conftest.py).
+TEST_WORKERS ?= 2
 test: setup
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 # The edit loop: no kernel builds, no notebook executions (seconds, not minutes).
 test-fast: setup

@@ -4,7 +4,22 @@ import pytest
 import torch
 
 
+# The files whose tests take longest on the 2-core machine (`pytest --durations`), longest first.
+LONGEST_FILES = ("test_variants_build.py", "test_resources.py", "test_team_server.py", "test_ui_browser.py",
+                 "test_trial.py", "test_batch.py", "test_several_gpus.py", "test_tune.py", "test_build.py")
+
+
+def _schedule_rank(item) -> tuple[bool, int]:
+    name = item.path.name
+    return "slow" not in item.keywords, LONGEST_FILES.index(name) if name in LONGEST_FILES else len(LONGEST_FILES)
+
+
 def pytest_collection_modifyitems(config, items):
+    # The slow tests (kernel builds, notebooks, servers) first, the longest files before the rest: under
+    # `pytest -n` (Makefile) both workers start on them and the quick ones fill the end, instead of one
+    # worker finishing the last nvcc build alone while the other waits. The sort is stable: within a
+    # file the tests keep their order.
+    items.sort(key=_schedule_rank)
     if torch.cuda.is_available():
         return
     skip = pytest.mark.skip(reason="needs a CUDA device")

@@ -60,8 +60,10 @@ def fake_execute_notebook(notebook, executed, parameters, timeout_s, kernel_name
     return proc.returncode, proc.stderr
 
 
-def test_a_hang_verdict_survives_the_process_exit_and_the_batch_goes_on(tmp_store, monkeypatch):
+def test_a_hang_verdict_survives_the_process_exit_and_the_batch_goes_on(tmp_store, monkeypatch, tmp_path):
     monkeypatch.setattr(batch, "execute_notebook", fake_execute_notebook)
+    # its own runs folder: tests running beside it (pytest -n) write batches of s0 too
+    monkeypatch.setattr(batch, "runs_dir", lambda: tmp_path / "runs")
     summary = batch.run_batch(["s0_baseline", "s1_cp_async"], "params/smoke.yaml", progress=False)
     assert list(summary["stage"]) == ["s0_baseline", "s1_cp_async"]
     outcomes = dict(zip(summary["stage"], summary["outcome"]))
@@ -71,8 +73,7 @@ def test_a_hang_verdict_survives_the_process_exit_and_the_batch_goes_on(tmp_stor
     assert hung.data.tags[metrics.TAG_OUTCOME_REASON].startswith("hang: check 1x8x512x64 float16 seed 0")
     assert hung.data.tags[metrics.TAG_HANG].startswith("check 1x8x512x64")
     assert hung.data.tags[metrics.TAG_NOTEBOOK_ERROR] == HANG_EXIT_NOTE
-    # the newest: runs/ also holds the logs of earlier batches that ran s0 (tests/test_batch.py's)
-    stderr_log = max(Path(batch.runs_dir()).rglob("s0_baseline.stderr.log"), key=lambda p: p.stat().st_mtime)
+    (stderr_log,) = Path(batch.runs_dir()).rglob("s0_baseline.stderr.log")
     assert HANG_MARKER in stderr_log.read_text() and f"status {HANG_EXIT_CODE}" in stderr_log.read_text()
 
 

@@ -46,7 +46,14 @@ def test_acceptance_has_the_issue_shapes():
     expected = {Shape(1, 8, 512, 64, False), Shape(1, 8, 512, 64, True), Shape(2, 8, 2048, 64, False),
                 Shape(2, 8, 2048, 64, True), Shape(2, 8, 2048, 128, False), Shape(1, 2, 1, 64, False),
                 Shape(1, 3, 77, 128, True), Shape(2, 4, 1000, 64, False)}
-    assert shapes == expected
+    # issue 31's problems, odd lengths, causal and not: grouped-query, cached prefix (one K/V head),
+    # cross-length, bshd, and all three at once
+    general = {Shape(2, 8, 333, 64, c, kv_heads=2) for c in (False, True)}
+    general |= {Shape(1, 4, 200, 128, c, kv_heads=1, kv_seq_len=1031) for c in (False, True)}
+    general |= {Shape(2, 4, 1000, 64, False, kv_seq_len=77)}
+    general |= {Shape(2, 6, 197, 64, c, layout="bshd") for c in (False, True)}
+    general |= {Shape(1, 8, 129, 128, c, kv_heads=2, kv_seq_len=300, layout="bshd") for c in (False, True)}
+    assert shapes == expected | general
 
 
 def test_causal_list_expands():

@@ -28,13 +28,19 @@ def notebook_error(executed: Path, stderr: str) -> str:
     return "\n".join(tail)[:2000] or "notebook failed without a message"
 
 
+# papermill gives a kernel 60 s to start by default; a batch of several notebooks on a loaded machine (a
+# team's eight concurrent runs on two cores, tests/test_team_server.py) can need longer, and a kernel that
+# starts late is not a failed stage.
+KERNEL_START_TIMEOUT_S = 300
+
+
 def execute_notebook(notebook: Path, executed: Path, parameters: dict, timeout_s: int,
                      kernel_name: str = "python3", run_id: str | None = None, *,
                      running: RunningNotebooks | None = None, slot: Slot = Slot()) -> tuple[int | None, str]:
     """papermill in a child session on the slot's GPU; returns (exit code or None on time-out, stderr).
     A batch that is stopping starts no notebook; `running.stop_all` stops one that runs."""
     cmd = [sys.executable, "-m", "papermill", str(notebook), str(executed), "-k", kernel_name,
-           "--cwd", str(notebook.parent), "--no-progress-bar"]
+           "--cwd", str(notebook.parent), "--no-progress-bar", "--start-timeout", str(KERNEL_START_TIMEOUT_S)]
     for key, value in parameters.items():
         cmd += ["-p", key, str(value)]
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "STAGELAB_ROOT": str(repo_root()), **slot.env()}
