@@ -2,6 +2,7 @@
 event that never completes (a fake: only `query()` is used), the typed error, the outcome and its
 reason, the steps that must let a hang through, and the process ending with its own status."""
 
+import math
 import subprocess
 import sys
 import time
@@ -215,3 +216,13 @@ def test_watchdog_sources_never_block_in_synchronize():
         text = (ROOT / "lib" / "stagelab" / name).read_text()
         assert "torch.cuda.synchronize(" not in text, name
     assert watchdog.HANG_EXIT_CODE not in (0, 1, 2, 124) and watchdog.HANG_EXIT_CODE < 128
+
+
+def test_the_cold_spin_covers_a_slow_host_dispatch_and_no_less_than_the_default():
+    from stagelab.measure.timing import (HOST_DISPATCH_MARGIN, HOST_HIDING_SPIN_CYCLES, MAX_SPIN_CYCLES,
+                                         SPIN_CLOCK_HZ, hiding_spin_cycles)
+
+    assert hiding_spin_cycles(0.0) == hiding_spin_cycles(20e-6) == HOST_HIDING_SPIN_CYCLES  # a kernel launch
+    slow = 3e-3  # a library call that spends 3 ms on the host before its kernel is enqueued
+    assert hiding_spin_cycles(slow) == math.ceil(slow * SPIN_CLOCK_HZ * HOST_DISPATCH_MARGIN) > HOST_HIDING_SPIN_CYCLES
+    assert hiding_spin_cycles(10.0) == MAX_SPIN_CYCLES

@@ -21,6 +21,7 @@ not by the same amount for every contender.
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 
@@ -38,6 +39,13 @@ L2_FLUSH_FACTOR = 2
 # SDPA backend selection) then never shows up as GPU time between the two events. Seen on
 # an H100 without it: SDPA at 2x8x512x64 timed 86 us cold, its kernels take ~20 us.
 HOST_HIDING_SPIN_CYCLES = 1_000_000
+# A contender whose host side takes longer than that spin (FlashAttention-4's CuTe DSL call: its cold
+# figures on models.yaml were milliseconds, 14x-826x the stage's, while its kernels run in microseconds)
+# gets a spin of twice its measured dispatch, counted at the highest SM clock Hopper runs (H100/H200:
+# 1980 MHz, rounded up), so a slower clock only lengthens it; capped where no launch can be that slow.
+SPIN_CLOCK_HZ = 2.0e9
+HOST_DISPATCH_MARGIN = 2
+MAX_SPIN_CYCLES = 100_000_000  # 50 ms at SPIN_CLOCK_HZ
 # Launches per graph in throughput mode: the issue's recipe (20 back-to-back calls).
 THROUGHPUT_LAUNCHES = 20
 # The contender name of the timing floor, an empty kernel timed by each mode's recipe.
@@ -123,18 +131,36 @@ def _timed(run: Callable[[], None], repetitions: int, before: Callable[[], None]
 
 
 def _spin() -> None:
-    """Keep the GPU busy while the host enqueues the start event, the work and the end event."""
+    """Keep the GPU busy while the host enqueues the start event, a graph replay and the end event."""
     torch.cuda._sleep(HOST_HIDING_SPIN_CYCLES)
+
+
+def hiding_spin_cycles(host_dispatch_s: float) -> int:
+    """GPU cycles to spin before a cold launch so that a host dispatch of `host_dispatch_s` seconds
+    (start event, the contender's call, end event) is enqueued before the spin ends."""
+    needed = math.ceil(max(host_dispatch_s, 0.0) * SPIN_CLOCK_HZ * HOST_DISPATCH_MARGIN)
+    return min(max(HOST_HIDING_SPIN_CYCLES, needed), MAX_SPIN_CYCLES)
+
+
+def host_dispatch_s(fn: Callable[[], None], flops: float = 0.0, pending: int = 1) -> float:
+    """Host seconds of one call of `fn` once the `pending` launches before it are done: what the cold
+    spin must cover."""
+    synchronize("timing warm-up", flops, launches=max(pending, 1))
+    started = time.perf_counter()
+    fn()
+    return time.perf_counter() - started
 
 
 def time_cold(fn: Callable[[], None], flush: L2Flusher, *, warmup: int, repetitions: int,
               flops: float = 0.0) -> list[float]:
     for _ in range(warmup):
         fn()
+    spin_cycles = hiding_spin_cycles(host_dispatch_s(fn, flops, pending=warmup))
 
     def flush_then_spin() -> None:
+        # keep the GPU busy while the host enqueues the start event, the work and the end event
         flush()
-        _spin()
+        torch.cuda._sleep(spin_cycles)
     # the bound counts the warm-up launches too: the first sample waits behind them
     return _timed(fn, repetitions, before=flush_then_spin, bound_s=launch_bound_s(flops, 1 + warmup),
                   what="cold timing")
