@@ -312,3 +312,19 @@ def test_an_exploration_sweep_refuses_an_undeclared_problem_before_launch():
     with pytest.raises(InputError, match="bshd: strided"):
         stage_call(FAMILY, StageKernel(module, "s_test"), bshd, FAMILY.make_inputs(bshd, torch.float16, 0, "cpu"))
     assert module.launched == []
+
+
+def test_show_sweep_tabulates_and_charts_one_group_of_bars_per_contender(capsys):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import pandas as pd
+
+    from stagelab.explore import show_sweep
+
+    rows = pd.DataFrame({"shape": ["a", "b", "a", "b"], "contender": ["default", "default", "knob", "knob"],
+                         "p50_us": [1.0, 2.0, 3.0, 4.0]})
+    axes = show_sweep(rows, value="p50_us", title="t")
+    assert "knob" in capsys.readouterr().out  # the table, shape by contender
+    assert axes.get_ylabel() == "p50 µs" and axes.get_title() == "t"
+    assert [label.get_text() for label in axes.get_xticklabels()] == ["default", "knob"]

@@ -85,3 +85,17 @@ def try_variants(run, name: str, variants: dict[str, dict], *, hypothesis: str, 
         frame = frame[frame["mode"] == timing.primary_mode].reset_index(drop=True)
         frame["contender"] = frame["contender"].str.removeprefix(TRIAL_LABEL_PREFIX)
     return run.log_sweep(name, frame)
+
+
+# What a sweep's chart plots, by the timing column shown: its axis label.
+SWEEP_AXIS_LABELS = {"p50_us": "p50 µs", "tflops": "TFLOP/s"}
+
+
+def show_sweep(frame: pd.DataFrame, *, value: str, title: str):
+    """A sweep's rows (try_variants, sweep) as a notebook shows them: the table of `value` by shape and
+    contender, then a bar chart of it, one group of bars per contender. Returns the chart's axes."""
+    from IPython.display import display
+
+    display(frame.pivot_table(index="shape", columns="contender", values=value))
+    return frame.pivot_table(index="contender", columns="shape", values=value).plot(
+        kind="bar", ylabel=SWEEP_AXIS_LABELS.get(value, value), title=title)

@@ -4,7 +4,7 @@ SM), on the mission shape and the long acceptance shapes. Shared memory grows wi
 (`sweep_p50_us/tiles/...`) and shows which default the registry should carry; each tile shape is a
 trial run of its own beside the default (`stagelab journal s5_wgmma`).
 # %%
-from stagelab.explore import try_variants
+from stagelab.explore import show_sweep, try_variants
 
 if run.explores:
     tiles = [(1, 48), (1, 64), (1, 128), (2, 128)]
@@ -15,9 +15,7 @@ if run.explores:
                              hypothesis="another warpgroup count or key tile at head_dim 128")
         for name, defines in variants.items():  # built above, so these load from the cache
             print(name, run.variant(**defines).module.dynamic_shared_memory_bytes(128, 0) // 1024, "KiB at D=128")
-        display(tiles.pivot_table(index="shape", columns="contender", values="tflops"))
-        tiles.pivot_table(index="contender", columns="shape", values="tflops").plot(
-            kind="bar", ylabel="TFLOP/s", title="s5: TFLOP/s by warpgroups and key tile")
+        show_sweep(tiles, value="tflops", title="s5: TFLOP/s by warpgroups and key tile")
     else:
         print(f"{run.params.name} has no head_dim-128 problem of 2048+ keys: tile sweep skipped")
 else:

@@ -3,7 +3,7 @@ Ring depth and key tile at head_dim 128: two or three buffers per K and V ring, 
 the run (`sweep_p50_us/ring/...`) and shows which default the registry should carry; each ring is a
 trial run of its own beside the default (`stagelab journal s6_tma_warpspec`).
 # %%
-from stagelab.explore import try_variants
+from stagelab.explore import show_sweep, try_variants
 
 if run.explores:
     rings = [(2, 128), (3, 128), (2, 64), (4, 64)]
@@ -14,9 +14,7 @@ if run.explores:
                             hypothesis="another ring depth or key tile at head_dim 128")
         for name, defines in variants.items():  # built above, so these load from the cache
             print(name, run.variant(**defines).module.dynamic_shared_memory_bytes(128, 0) // 1024, "KiB at D=128")
-        display(ring.pivot_table(index="shape", columns="contender", values="tflops"))
-        ring.pivot_table(index="contender", columns="shape", values="tflops").plot(
-            kind="bar", ylabel="TFLOP/s", title="s6: TFLOP/s by ring depth and key tile")
+        show_sweep(ring, value="tflops", title="s6: TFLOP/s by ring depth and key tile")
     else:
         print(f"{run.params.name} has no head_dim-128 problem of 2048+ keys: ring sweep skipped")
 else:

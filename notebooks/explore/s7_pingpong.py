@@ -3,7 +3,7 @@ Where the pingpong turn starts and ends: K(n)'s wait inside or before the turn
 default on the long shapes (the parent beside it is in the timing above). The sweep is logged with
 the run (`sweep_p50_us/turn/...`), each layout a trial run of its own (`stagelab journal s7_pingpong`).
 # %%
-from stagelab.explore import try_variants
+from stagelab.explore import show_sweep, try_variants
 
 if run.explores:
     variants = {"K wait in turn": {"WS_WAIT_K_IN_TURN": 1}, "rescale in turn": {"WS_RESCALE_IN_TURN": 1}}
@@ -11,9 +11,7 @@ if run.explores:
     if shapes:
         turn = try_variants(run, "turn", variants, shapes=shapes, repetitions=100,
                             hypothesis="a wider pingpong turn hides K's wait or O's rescale")
-        display(turn.pivot_table(index="shape", columns="contender", values="tflops"))
-        turn.pivot_table(index="contender", columns="shape", values="tflops").plot(
-            kind="bar", ylabel="TFLOP/s", title="s7: TFLOP/s by turn layout")
+        show_sweep(turn, value="tflops", title="s7: TFLOP/s by turn layout")
     else:
         print(f"{run.params.name} has no problem of 2048+ keys: turn sweep skipped")
 else:
