@@ -134,7 +134,8 @@ using KeySplitConfig = sdpa_warpspec::KeySplit<
 constexpr bool kKeySplit = KEY_SPLIT_WGS > 1;
 static_assert(FORCE_POLICY >= 0 && FORCE_POLICY <= 2, "FORCE_POLICY: 0 by shape, 1 long, 2 short");
 
-enum Policy : int { kByShape = 0, kLong = 1, kShort = 2 };
+// FORCE_POLICY's values, and pick_policy's kFewLong.
+enum Policy : int { kByShape = 0, kLong = 1, kShort = 2, kFewLong = 3 };
 
 // Fewest splits (1, 2, 4) whose CTAs cover every SM, never more than the key tiles.
 inline int auto_splits(const SdpaProblem& p, int sms) {
@@ -163,6 +164,17 @@ inline bool use_long_policy(const SdpaProblem& p, int sms) {
   return false;
 }
 
+// The launch: use_long_policy's choice, and with SHORT_POLICY_ONE_WAVE (s12) a long policy of fewer
+// items than SMs as kFewLong (one item per block, no causal pairs).
+template <int D>
+inline Policy pick_policy(const SdpaProblem& p, int sms) {
+  if (!use_long_policy<D>(p, sms)) return kShort;
+  if constexpr (kKeySplit && SHORT_POLICY_ONE_WAVE) {
+    if (sdpa_ceil_div(p.seq_len, LongConfig2<D>::kBlockM) * p.heads * p.batch < sms) return kFewLong;
+  }
+  return kLong;
+}
+
 struct SmemOf {  // the largest footprint of the instances this build may launch
   template <class T, int D>
   static constexpr size_t smem_bytes() {
@@ -186,13 +198,12 @@ extern "C" cudaError_t sdpa_forward(const SdpaProblem* problem, cudaStream_t str
     constexpr int D = decltype(hd)::value;
     const int sms = sdpa_warpspec::sm_count();
     if (sms <= 0) return cudaErrorNoDevice;
-    if (use_long_policy<D>(*problem, sms)) {
-      if constexpr (kKeySplit && SHORT_POLICY_ONE_WAVE) {
-        // fewer long items than SMs (use_long_policy's second wave rule): one item per block, no causal pairs
-        const int long_items = sdpa_ceil_div(problem->seq_len, LongConfig2<D>::kBlockM) * problem->heads * problem->batch;
-        if (long_items < sms)
-          return sdpa_warpspec::launch<T, D, sdpa_warpspec::Unpaired<LongConfig2<D>>>(*problem, 1, stream);
-      }
+    const Policy policy = pick_policy<D>(*problem, sms);
+    if constexpr (kKeySplit && SHORT_POLICY_ONE_WAVE) {
+      if (policy == kFewLong)
+        return sdpa_warpspec::launch<T, D, sdpa_warpspec::Unpaired<LongConfig2<D>>>(*problem, 1, stream);
+    }
+    if (policy == kLong) {
       if constexpr (kShortPingpong) {
         // dense head_dim 128 keeps the default: there the turns measured slower (its trials)
         const bool dense128 = D == 128 && !problem->causal;

@@ -68,11 +68,7 @@ __device__ __forceinline__ void produce(const Params& prm, uint32_t s_base, int 
   WorkOrder<Cfg, kCausal>::for_each(prm, split, splits, [&](const WorkTile& wt, int local) {
     const int h_kv = kv_head(prm.p, wt.h);
     // the epilogue of the item that last used this Q buffer is done with it
-    if constexpr (Cfg::kQStages == 1) {
-      if (local > 0) mbarrier_wait(empty_q_bar(bars), (local - 1) & 1);
-    } else if (local >= Cfg::kQStages) {
-      mbarrier_wait(empty_q_bar<Cfg>(bars, q_slot<Cfg>(local)), q_parity<Cfg>(local - Cfg::kQStages));
-    }
+    if (local >= Cfg::kQStages) mbarrier_wait(empty_q_bar<Cfg>(bars, local), q_parity<Cfg>(local - Cfg::kQStages));
     WS_STAMP_IF(true, kItemDecoded);
     tma_load_tile<Cfg::kBlockM, kBlocks>(s_base + q_offset<L>(local), &prm.q_map, full_q_bar<Cfg>(bars, local),
                                          wt.q_begin, wt.h, wt.b);
@@ -418,7 +414,7 @@ struct Consumer {
     }
     int ring = 0;
     WorkOrder<Cfg, kCausal>::for_each(prm, split, splits, [&](const WorkTile& wt, int item) {
-      if constexpr (Cfg::kQStages > 1) local = item;
+      local = item;
       mbarrier_wait(full_q_bar<Cfg>(bars, item), q_parity<Cfg>(item));
       WS_STAMP_IF(ctid == 0, kQLanded);
       ring += mainloop(wt, ring);
@@ -451,11 +447,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) warpspec_kerne
   if (threadIdx.x == 0) {
     WS_TIMELINE_OPEN(prm.p.out);
     const uint32_t bars = s_base + L::kBarOffset;
-    mbarrier_init(full_q_bar(bars), 1);  // the producer's expect_tx arrival
-    mbarrier_init(empty_q_bar(bars), Cfg::kConsumerWarps);
-    if constexpr (Cfg::kQStages > 1) {  // the Q ring's second buffer
-      mbarrier_init(full_q_bar<Cfg>(bars, 1), 1);
-      mbarrier_init(empty_q_bar<Cfg>(bars, 1), Cfg::kConsumerWarps);
+    for (int slot = 0; slot < Cfg::kQStages; ++slot) {  // item `slot` is the first to use Q buffer `slot`
+      mbarrier_init(full_q_bar<Cfg>(bars, slot), 1);  // the producer's expect_tx arrival
+      mbarrier_init(empty_q_bar<Cfg>(bars, slot), Cfg::kConsumerWarps);
     }
     for (int s = 0; s < Cfg::kStages; ++s) {
       mbarrier_init(ring_bar<Cfg::kStages>(bars, kFullK, s), 1);
