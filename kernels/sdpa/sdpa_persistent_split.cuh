@@ -92,6 +92,20 @@ static_assert(PINGPONG_MAX_SEQ >= 0, "PINGPONG_MAX_SEQ: 0 (off) or the longest s
 constexpr bool kShortPingpong = PINGPONG_MAX_SEQ > 0;
 template <int D>
 using LongPingpongConfig = LongConfigOf<D, 2, kLongBlockN<D>, /*Pingpong=*/true>;
+// 1 (s13): past PINGPONG_MAX_SEQ keys too, every long-policy launch that runs two warpgroups takes
+// turns (but dense head_dim 128), the few-items launch included; 0: turns up to PINGPONG_MAX_SEQ only.
+#ifndef TURNS_PAST_MAX_SEQ
+#define TURNS_PAST_MAX_SEQ 0
+#endif
+static_assert(TURNS_PAST_MAX_SEQ == 0 || PINGPONG_MAX_SEQ > 0, "TURNS_PAST_MAX_SEQ: needs the pingpong instance");
+// Whether a long-policy launch of two warpgroups takes turns: dense head_dim 128 never (there the
+// turns measured slower, s8's trials); the rest up to PINGPONG_MAX_SEQ keys, or always with
+// TURNS_PAST_MAX_SEQ.
+template <int D>
+inline bool two_wgs_take_turns(const SdpaProblem& p, bool past_max_seq) {
+  if (!kShortPingpong || (D == 128 && !p.causal)) return false;
+  return sdpa_warpspec::kv_len(p) <= PINGPONG_MAX_SEQ || (TURNS_PAST_MAX_SEQ && past_max_seq);
+}
 
 // Three consumer warpgroups did each 192-row item 1.08x faster per row than two did 128-row ones
 // (H100, throughput mode, (4,16,4096,64): 454 vs 421 TFLOP/s), but the persistent grid pays for
@@ -199,25 +213,34 @@ extern "C" cudaError_t sdpa_forward(const SdpaProblem* problem, cudaStream_t str
     const int sms = sdpa_warpspec::sm_count();
     if (sms <= 0) return cudaErrorNoDevice;
     const Policy policy = pick_policy<D>(*problem, sms);
+    using sdpa_warpspec::launch;
+    using sdpa_warpspec::Unpaired;
     if constexpr (kKeySplit && SHORT_POLICY_ONE_WAVE) {
-      if (policy == kFewLong)
-        return sdpa_warpspec::launch<T, D, sdpa_warpspec::Unpaired<LongConfig2<D>>>(*problem, 1, stream);
+      if (policy == kFewLong) {
+        if constexpr (TURNS_PAST_MAX_SEQ) {
+          if (two_wgs_take_turns<D>(*problem, true))
+            return launch<T, D, Unpaired<LongPingpongConfig<D>>>(*problem, 1, stream);
+        }
+        return launch<T, D, Unpaired<LongConfig2<D>>>(*problem, 1, stream);
+      }
     }
     if (policy == kLong) {
+      // Up to PINGPONG_MAX_SEQ keys the turns come first (they beat three warpgroups there, its trials).
       if constexpr (kShortPingpong) {
-        // dense head_dim 128 keeps the default: there the turns measured slower (its trials)
-        const bool dense128 = D == 128 && !problem->causal;
-        if (sdpa_warpspec::kv_len(*problem) <= PINGPONG_MAX_SEQ && !dense128)
-          return sdpa_warpspec::launch<T, D, LongPingpongConfig<D>>(*problem, 1, stream);
+        if (two_wgs_take_turns<D>(*problem, false)) return launch<T, D, LongPingpongConfig<D>>(*problem, 1, stream);
       }
-      if constexpr (D == 64 && CONSUMER_WGS_D64 == 0) {
-        if (!wgs3_pays_off<D>(*problem, sms)) return sdpa_warpspec::launch<T, D, LongConfig2<D>>(*problem, 1, stream);
+      constexpr bool two_wgs_by_build = kLongConsumerWGs<D> == 2;
+      const bool two_wgs = two_wgs_by_build || (D == 64 && CONSUMER_WGS_D64 == 0 && !wgs3_pays_off<D>(*problem, sms));
+      if constexpr (kShortPingpong && TURNS_PAST_MAX_SEQ) {
+        if (two_wgs && two_wgs_take_turns<D>(*problem, true))
+          return launch<T, D, LongPingpongConfig<D>>(*problem, 1, stream);
       }
-      return sdpa_warpspec::launch<T, D, LongConfig<D>>(*problem, 1, stream);
+      if (two_wgs) return launch<T, D, LongConfig2<D>>(*problem, 1, stream);
+      return launch<T, D, LongConfig<D>>(*problem, 1, stream);
     }
-    if constexpr (kKeySplit) return sdpa_warpspec::launch<T, D, KeySplitConfig<D>>(*problem, 1, stream);
+    if constexpr (kKeySplit) return launch<T, D, KeySplitConfig<D>>(*problem, 1, stream);
     const int splits = SPLITS > 0 ? SPLITS : auto_splits(*problem, sms);
-    return sdpa_warpspec::launch<T, D, ShortConfig>(*problem, splits, stream);
+    return launch<T, D, ShortConfig>(*problem, splits, stream);
   });
 }
 
@@ -231,7 +254,7 @@ extern "C" const char* sdpa_stage_config() {
          " SPLITS=" SDPA_STR(SPLITS) " (0=auto) FORCE_POLICY=" SDPA_STR(FORCE_POLICY)
          " WS_PDL=" SDPA_STR(WS_PDL) " (programmatic dependent launch; 2: trigger before the epilogue)"
          " Q_STAGES=" SDPA_STR(Q_STAGES) " (long policy's Q buffers) SHORT_POLICY_ONE_WAVE="
-         SDPA_STR(SHORT_POLICY_ONE_WAVE)
+         SDPA_STR(SHORT_POLICY_ONE_WAVE) " TURNS_PAST_MAX_SEQ=" SDPA_STR(TURNS_PAST_MAX_SEQ)
          " setmaxnreg producer/consumer: long 24/240, short 24/232 (2 blocks per SM), key split 24/240";
 }
 
