@@ -53,7 +53,11 @@ def test_acceptance_has_the_issue_shapes():
     general |= {Shape(2, 4, 1000, 64, False, kv_seq_len=77)}
     general |= {Shape(2, 6, 197, 64, c, layout="bshd") for c in (False, True)}
     general |= {Shape(1, 8, 129, 128, c, kv_heads=2, kv_seq_len=300, layout="bshd") for c in (False, True)}
-    assert shapes == expected | general
+    # past 2048 keys (s13's turns), a full grid and fewer items than SMs, at both head dims
+    long_items = {Shape(1, 7, 4099, 64, False), Shape(2, 5, 3001, 128, True)}
+    long_items |= {Shape(1, 8, 1100, 64, c, kv_heads=4, kv_seq_len=2501) for c in (False, True)}
+    long_items |= {Shape(1, 8, 1500, 128, c, kv_heads=2, kv_seq_len=4001, layout="bshd") for c in (False, True)}
+    assert shapes == expected | general | long_items
 
 
 def test_causal_list_expands():

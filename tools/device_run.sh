@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One call on a lent GPU machine (no network): install the wheelhouse, run the
 # stage batch(es), the GPU tests and the report, and leave everything under $OUT.
-#   usage: [REPORT=0] [BUILD_STAGES="..."] [TRY="..."] [QUICK="..."] [TIMELINE="..."] [GPUS=all|0,1] [SANITIZE="stage ..."] [PROFILE="stage ..."] [TUNE="stage ..."] tools/device_run.sh "<stagelab run args>;<stagelab run args>..." [pytest-args]
+#   usage: [REPORT=0] [BUILD_STAGES="..."] [TRY="..."] [QUICK="..."] [TIMELINE="..."] [GPUS=all|0,1] [SANITIZE="stage ..." [SANITIZE_KNOBS=JSON]] [PROFILE="stage ..."] [TUNE="stage ..."] tools/device_run.sh "<stagelab run args>;<stagelab run args>..." [pytest-args]
 # GPUS adds `--gpus $GPUS` to every batch: one notebook per GPU at a time (nvidia-h200-x2 and larger).
 # Needs `make wheelhouse` beforehand and the folder carried along (carry: ["wheelhouse"]);
 # to keep adding to one store across calls, also carry "mlruns" and "runs".
@@ -114,7 +114,9 @@ done
 # Stage runs sanitize and profile on their own; these print the verdicts of stages outside a batch.
 for stage in ${SANITIZE:-}; do
   echo "=== stagelab sanitize $stage" | tee -a "$OUT/sanitizer.log"
-  timeout "${SANITIZE_TIMEOUT:-600}" python3 -m stagelab sanitize "$stage" 2>&1 | tail -40 | tee -a "$OUT/sanitizer.log"
+  # SANITIZE_KNOBS='{"FORCE_POLICY": 1}': a policy the sanitize problems would not pick on their own
+  timeout "${SANITIZE_TIMEOUT:-600}" python3 -m stagelab sanitize "$stage" ${SANITIZE_KNOBS:+--knobs "$SANITIZE_KNOBS"} 2>&1 \
+    | tail -40 | tee -a "$OUT/sanitizer.log"
 done
 for stage in ${PROFILE:-}; do
   echo "=== stagelab profile $stage" | tee -a "$OUT/profile.log"
