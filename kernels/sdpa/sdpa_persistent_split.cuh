@@ -98,6 +98,21 @@ using LongPingpongConfig = LongConfigOf<D, 2, kLongBlockN<D>, /*Pingpong=*/true>
 #define TURNS_PAST_MAX_SEQ 0
 #endif
 static_assert(TURNS_PAST_MAX_SEQ == 0 || PINGPONG_MAX_SEQ > 0, "TURNS_PAST_MAX_SEQ: needs the pingpong instance");
+// 1 (s14): at head_dim 128, grouped-query launches whose two warpgroups take turns run as clusters of
+// two query heads of one K/V group that share each K/V tile by TMA multicast (KvMulticast); 0: off.
+#ifndef KV_MULTICAST
+#define KV_MULTICAST 0
+#endif
+static_assert(KV_MULTICAST == 0 || KV_MULTICAST == 1, "KV_MULTICAST: 0 (off) or 1 (pairs of query heads)");
+// A turns launch, as a K/V multicast one where the build has it and the problem's groups pair up.
+template <typename T, int D, class Cfg>
+cudaError_t launch_turns(const SdpaProblem& p, cudaStream_t stream) {
+  if constexpr (KV_MULTICAST && D == 128) {
+    using Shared = sdpa_warpspec::KvMulticast<Cfg>;
+    if ((p.heads / p.kv_heads) % Shared::kMulticastCtas == 0) return sdpa_warpspec::launch<T, D, Shared>(p, 1, stream);
+  }
+  return sdpa_warpspec::launch<T, D, Cfg>(p, 1, stream);
+}
 // Whether a long-policy launch of two warpgroups takes turns: dense head_dim 128 never (there the
 // turns measured slower, s8's trials); the rest up to PINGPONG_MAX_SEQ keys, or always with
 // TURNS_PAST_MAX_SEQ.
@@ -218,8 +233,7 @@ extern "C" cudaError_t sdpa_forward(const SdpaProblem* problem, cudaStream_t str
     if constexpr (kKeySplit && SHORT_POLICY_ONE_WAVE) {
       if (policy == kFewLong) {
         if constexpr (TURNS_PAST_MAX_SEQ) {
-          if (two_wgs_take_turns<D>(*problem, true))
-            return launch<T, D, Unpaired<LongPingpongConfig<D>>>(*problem, 1, stream);
+          if (two_wgs_take_turns<D>(*problem, true)) return launch_turns<T, D, Unpaired<LongPingpongConfig<D>>>(*problem, stream);
         }
         return launch<T, D, Unpaired<LongConfig2<D>>>(*problem, 1, stream);
       }
@@ -227,13 +241,12 @@ extern "C" cudaError_t sdpa_forward(const SdpaProblem* problem, cudaStream_t str
     if (policy == kLong) {
       // Up to PINGPONG_MAX_SEQ keys the turns come first (they beat three warpgroups there, its trials).
       if constexpr (kShortPingpong) {
-        if (two_wgs_take_turns<D>(*problem, false)) return launch<T, D, LongPingpongConfig<D>>(*problem, 1, stream);
+        if (two_wgs_take_turns<D>(*problem, false)) return launch_turns<T, D, LongPingpongConfig<D>>(*problem, stream);
       }
       constexpr bool two_wgs_by_build = kLongConsumerWGs<D> == 2;
       const bool two_wgs = two_wgs_by_build || (D == 64 && CONSUMER_WGS_D64 == 0 && !wgs3_pays_off<D>(*problem, sms));
       if constexpr (kShortPingpong && TURNS_PAST_MAX_SEQ) {
-        if (two_wgs && two_wgs_take_turns<D>(*problem, true))
-          return launch<T, D, LongPingpongConfig<D>>(*problem, 1, stream);
+        if (two_wgs && two_wgs_take_turns<D>(*problem, true)) return launch_turns<T, D, LongPingpongConfig<D>>(*problem, stream);
       }
       if (two_wgs) return launch<T, D, LongConfig2<D>>(*problem, 1, stream);
       return launch<T, D, LongConfig<D>>(*problem, 1, stream);
@@ -254,7 +267,7 @@ extern "C" const char* sdpa_stage_config() {
          " SPLITS=" SDPA_STR(SPLITS) " (0=auto) FORCE_POLICY=" SDPA_STR(FORCE_POLICY)
          " WS_PDL=" SDPA_STR(WS_PDL) " (programmatic dependent launch; 2: trigger before the epilogue)"
          " Q_STAGES=" SDPA_STR(Q_STAGES) " (long policy's Q buffers) SHORT_POLICY_ONE_WAVE="
-         SDPA_STR(SHORT_POLICY_ONE_WAVE) " TURNS_PAST_MAX_SEQ=" SDPA_STR(TURNS_PAST_MAX_SEQ)
+         SDPA_STR(SHORT_POLICY_ONE_WAVE) " TURNS_PAST_MAX_SEQ=" SDPA_STR(TURNS_PAST_MAX_SEQ) " KV_MULTICAST=" SDPA_STR(KV_MULTICAST)
          " setmaxnreg producer/consumer: long 24/240, short 24/232 (2 blocks per SM), key split 24/240";
 }
 

@@ -7,6 +7,7 @@
 //   fence.mbarrier_init.release.cluster            make the inits visible to the copy engine
 //   mbarrier.arrive.expect_tx.shared::cta.b64      arrive + announce the bytes a copy will land
 //   mbarrier.arrive.shared::cta.b64                plain arrival (a consumer frees a buffer)
+//   mbarrier.arrive.release.cluster.shared::cluster.b64  the same on a peer CTA's barrier
 //   mbarrier.try_wait.parity.shared::cta.b64       wait for the phase of a given parity
 //   cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes[.multicast::cluster]
 //                                                  one TMA box global -> shared, completing
@@ -66,6 +67,13 @@ __device__ __forceinline__ void mbarrier_arrive_expect_tx(uint32_t bar, uint32_t
 __device__ __forceinline__ void mbarrier_arrive(uint32_t bar) {
   sdpa_stress::delay<sdpa_stress::kConsumer>();
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+}
+// An arrival on a barrier of another CTA of the cluster (`cluster_addr` from map_to_rank): a
+// consumer frees a slot that the peer's producer refills by multicast (release at cluster scope
+// orders this CTA's reads of the slot before the peer's overwrite).
+__device__ __forceinline__ void mbarrier_arrive_cluster(uint32_t cluster_addr) {
+  sdpa_stress::delay<sdpa_stress::kConsumer>();
+  asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(cluster_addr) : "memory");
 }
 __device__ __forceinline__ bool mbarrier_try_wait(uint32_t bar, uint32_t parity) {
   uint32_t done;

@@ -52,6 +52,32 @@ __device__ __forceinline__ void tma_load_tile(uint32_t dst, const CUtensorMap* m
     tma_load_4d(dst + cb * kRows * kSw128RowBytes, map, bar, cb * kSw128BlockElems, row0, h, b);
 }
 
+// K/V multicast (KvMulticast<Config>): this CTA's half of a kRows-row tile, rows
+// [rank * kRows / 2, (rank + 1) * kRows / 2) of every column block, into both CTAs
+// of the cluster; this CTA's barrier expects the whole tile, the peer's half included.
+template <int kRows, int kColumnBlocks>
+__device__ __forceinline__ void tma_load_tile_multicast(uint32_t dst, const CUtensorMap* half_map, uint32_t bar,
+                                                        int row0, int h, int b) {
+  constexpr int kHalf = kRows / 2;
+  constexpr uint16_t kBothCtas = 0b11;
+  const int rank = static_cast<int>(cluster_ctarank());
+  mbarrier_arrive_expect_tx(bar, kRows * kColumnBlocks * kSw128RowBytes);
+#pragma unroll
+  for (int cb = 0; cb < kColumnBlocks; ++cb)
+    tma_load_4d_multicast(dst + (cb * kRows + rank * kHalf) * kSw128RowBytes, half_map, bar, cb * kSw128BlockElems,
+                          row0 + rank * kHalf, h, b, kBothCtas);
+}
+
+// One K or V tile into its ring slot: the whole tile, or this CTA's multicast half.
+template <class Cfg, int kColumnBlocks>
+__device__ __forceinline__ void load_kv_tile(uint32_t dst, const CUtensorMap* map, uint32_t bar, int row0, int h,
+                                             int b) {
+  if constexpr (Cfg::kMulticastCtas > 1)
+    tma_load_tile_multicast<Cfg::kBlockN, kColumnBlocks>(dst, map, bar, row0, h, b);
+  else
+    tma_load_tile<Cfg::kBlockN, kColumnBlocks>(dst, map, bar, row0, h, b);
+}
+
 // Producer: one thread issues Q and every K/V tile of each work item in order.
 template <typename T, int D, class Cfg, bool kCausal>
 __device__ __forceinline__ void produce(const Params& prm, uint32_t s_base, int split, int splits) {
@@ -80,11 +106,11 @@ __device__ __forceinline__ void produce(const Params& prm, uint32_t s_base, int 
       const uint32_t freed = ring_parity<kStages>(ring) ^ 1;  // a fresh buffer counts as freed
       const uint32_t slot = (ring % kStages) * L::kKVBytes;
       mbarrier_wait(ring_bar<kStages>(bars, kEmptyK, ring), freed);
-      tma_load_tile<Cfg::kBlockN, kBlocks>(s_base + L::kKOffset + slot, &prm.k_map,
-                                           ring_bar<kStages>(bars, kFullK, ring), n * Cfg::kBlockN, h_kv, wt.b);
+      load_kv_tile<Cfg, kBlocks>(s_base + L::kKOffset + slot, &prm.k_map, ring_bar<kStages>(bars, kFullK, ring),
+                                 n * Cfg::kBlockN, h_kv, wt.b);
       mbarrier_wait(ring_bar<kStages>(bars, kEmptyV, ring), freed);
-      tma_load_tile<Cfg::kBlockN, kBlocks>(s_base + L::kVOffset + slot, &prm.v_map,
-                                           ring_bar<kStages>(bars, kFullV, ring), n * Cfg::kBlockN, h_kv, wt.b);
+      load_kv_tile<Cfg, kBlocks>(s_base + L::kVOffset + slot, &prm.v_map, ring_bar<kStages>(bars, kFullV, ring),
+                                 n * Cfg::kBlockN, h_kv, wt.b);
     }
 #if STRESS_POISON >= 2
     // Stress only (sdpa_stress.cuh): each slot still holding this item's tiles poisoned as soon as
@@ -151,6 +177,15 @@ struct Consumer {
     __syncwarp();
     if (lane == 0) mbarrier_arrive(bar);
   }
+  // A K/V ring slot: with multicast also in the peer CTA, whose producer writes half of our slot.
+  __device__ __forceinline__ void release_kv(int ring, int index) const {
+    const uint32_t bar = ring_bar<kStages>(bars, ring, index);
+    __syncwarp();
+    if (lane == 0) {
+      mbarrier_arrive(bar);
+      if constexpr (Cfg::kMulticastCtas > 1) mbarrier_arrive_cluster(map_to_rank(bar, cluster_ctarank() ^ 1));
+    }
+  }
   __device__ __forceinline__ uint64_t desc_q() const {
     return make_desc_kmajor(s_base + q_offset<L>(local) + wg_row0() * kSw128RowBytes);
   }
@@ -181,7 +216,7 @@ struct Consumer {
     turn_end();
     wgmma_wait<0>();
     fence_regs(tile.s_acc);
-    release(ring_bar<kStages>(bars, kEmptyK, ring));
+    release_kv(kEmptyK, ring);
     tile.softmax(key0, kv_len(prm.p));
     tile.pack_p();
   }
@@ -214,13 +249,13 @@ struct Consumer {
     turn_end();
     wgmma_wait<1>();  // S(idx) done; P(idx-1).V(idx-1) may still run
     fence_regs(tile.s_acc);
-    release(ring_bar<kStages>(bars, kEmptyK, idx));
+    release_kv(kEmptyK, idx);
     tile.softmax(key0, kv_len(prm.p));
     schedule_boundary(prm.p.seq_len < 0);  // keep the wait below the softmax (sdpa_wgmma.cuh)
     wgmma_wait<0>();
     fence_regs(tile.o_acc);
     fence_regs(tile.p_frag);
-    release(ring_bar<kStages>(bars, kEmptyV, prev));
+    release_kv(kEmptyV, prev);
     tile.pack_p();
   }
   __device__ __forceinline__ void last_pv(int idx) {
@@ -236,7 +271,7 @@ struct Consumer {
     turn_end();
     wgmma_wait<0>();
     fence_regs(tile.o_acc);
-    release(ring_bar<kStages>(bars, kEmptyV, idx));
+    release_kv(kEmptyV, idx);
   }
 
   // One work item's key tiles; returns how many ring slots it consumed. Both
@@ -262,9 +297,9 @@ struct Consumer {
       turn_begin();
       turn_end();
       wait_full(kFullK, ring + j);
-      release(ring_bar<kStages>(bars, kEmptyK, ring + j));
+      release_kv(kEmptyK, ring + j);
       wait_full(kFullV, ring + j);
-      release(ring_bar<kStages>(bars, kEmptyV, ring + j));
+      release_kv(kEmptyV, ring + j);
     }
     return tiles;
   }
@@ -454,12 +489,15 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) warpspec_kerne
     for (int s = 0; s < Cfg::kStages; ++s) {
       mbarrier_init(ring_bar<Cfg::kStages>(bars, kFullK, s), 1);
       mbarrier_init(ring_bar<Cfg::kStages>(bars, kFullV, s), 1);
-      mbarrier_init(ring_bar<Cfg::kStages>(bars, kEmptyK, s), Cfg::kRingReleasers);
-      mbarrier_init(ring_bar<Cfg::kStages>(bars, kEmptyV, s), Cfg::kRingReleasers);
+      // with K/V multicast the peer's consumer warps free our slots too (release_kv)
+      mbarrier_init(ring_bar<Cfg::kStages>(bars, kEmptyK, s), Cfg::kRingReleasers * Cfg::kMulticastCtas);
+      mbarrier_init(ring_bar<Cfg::kStages>(bars, kEmptyV, s), Cfg::kRingReleasers * Cfg::kMulticastCtas);
     }
     fence_mbarrier_init();
   }
   __syncthreads();  // the last block-wide barrier: roles diverge below
+  // K/V multicast: the peer's copies and releases land on our barriers, so both CTAs' inits come first.
+  if constexpr (Cfg::kMulticastCtas > 1) cluster_sync();
   WS_STAMP_IF(threadIdx.x == 0, kPrologue);
   if constexpr (kPdlEarlyTrigger) grid_launch_dependents();
   // Broadcast so ptxas can prove every role branch warp-uniform (wgmma and
@@ -481,6 +519,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) warpspec_kerne
     Consumer<T, D, Cfg, kCausal, kScalePositive> consumer(prm, s_base, smem, wg - 1);
     consumer.run(split, splits);
   }
+  // K/V multicast: the peer's last releases arrive on our barriers; keep them until it is done.
+  if constexpr (Cfg::kMulticastCtas > 1) cluster_sync();
 }
 
 }  // namespace sdpa_warpspec

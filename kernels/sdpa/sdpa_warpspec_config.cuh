@@ -120,6 +120,7 @@ struct Config {
   static constexpr int kThreads = (1 + kConsumerWGs) * kWarpgroupThreads;  // producer first
   static constexpr bool kKeySplit = false;  // KeySplit<Config> below turns it on
   static constexpr int kQStages = 1;        // Q buffers; QRing<Config> below makes it 2
+  static constexpr int kMulticastCtas = 1;  // CTAs sharing each K/V tile; KvMulticast<Config> below makes it 2
   static constexpr bool kCausalPairs = true;  // persistent causal: tiles j and m-1-j back to back (WorkOrder)
   static constexpr int kBlockM = kConsumerWGs * kWgmmaM;
   // Ring indices between a warpgroup's consecutive key tiles, and the warps
@@ -177,6 +178,19 @@ template <class Base>
 struct Unpaired : Base {
   static constexpr bool kCausalPairs = false;
   static_assert(Base::kPersistent, "unpaired: causal pairs exist only in a persistent grid");
+};
+
+// A persistent Config whose blocks come in thread-block clusters of two that run two query heads
+// of one K/V group (heads 2j and 2j + 1, the same query tile) in lockstep (s14): each CTA's
+// producer loads half of every K/V tile's rows by TMA multicast into both CTAs, and each CTA's
+// consumer warps free a ring slot in both CTAs, so a slot is refilled only once both have read
+// it. Each K/V tile then leaves L2 once for two query heads.
+template <class Base>
+struct KvMulticast : Base {
+  static constexpr int kMulticastCtas = 2;
+  static_assert(Base::kPersistent, "K/V multicast: a persistent grid of clusters (WorkOrder walks them in lockstep)");
+  static_assert(!Base::kKeySplit, "K/V multicast: one query tile per warpgroup");
+  static_assert(Base::kBlockN % (kMulticastCtas * 8) == 0, "each CTA's share of a tile is whole 8-row swizzle atoms");
 };
 
 template <typename T, int D, class Cfg>
@@ -291,10 +305,18 @@ __device__ __forceinline__ WorkTile decode_work(const Params& prm, int w, int sp
 template <class Cfg, bool kCausal>
 struct WorkOrder {
   static constexpr bool kPairs = Cfg::kPersistent && kCausal && Cfg::kCausalPairs;
+  // A K/V multicast cluster walks the units of head groups of kCtas (heads kCtas * j + rank) as one.
+  static constexpr int kCtas = Cfg::kMulticastCtas;
 
-  // Units the blocks stripe over: items, or pairs of items (a middle tile alone).
+  // Units the blocks (the clusters) stripe over: items, or pairs of items (a middle tile alone).
   __host__ __device__ static int units(const Params& prm) {
-    return kPairs ? sdpa_ceil_div(prm.m_tiles, 2) * prm.p.heads * prm.p.batch : prm.work_items;
+    return (kPairs ? sdpa_ceil_div(prm.m_tiles, 2) * prm.p.heads * prm.p.batch : prm.work_items) / kCtas;
+  }
+  // (batch, head) of this CTA from the cluster's (batch, head group) index.
+  __device__ __forceinline__ static int cta_bh(const Params& prm, int group_bh) {
+    if constexpr (kCtas == 1) return group_bh;
+    const int groups = prm.p.heads / kCtas;
+    return (group_bh / groups) * prm.p.heads + (group_bh % groups) * kCtas + static_cast<int>(cluster_ctarank());
   }
 
   // body(tile, local) for each item of this block in order; local counts them
@@ -304,8 +326,8 @@ struct WorkOrder {
   // lost 15%). Within a head the tiles go in descending order: causal longest first.
   template <class Body>
   __device__ __forceinline__ static void for_each(const Params& prm, int split, int splits, Body&& body) {
-    const int first = Cfg::kPersistent ? static_cast<int>(blockIdx.x) : static_cast<int>(blockIdx.x) / splits;
-    const int stride = Cfg::kPersistent ? static_cast<int>(gridDim.x) : prm.work_items;
+    const int first = Cfg::kPersistent ? static_cast<int>(blockIdx.x) / kCtas : static_cast<int>(blockIdx.x) / splits;
+    const int stride = Cfg::kPersistent ? static_cast<int>(gridDim.x) / kCtas : prm.work_items;
     int local = 0;
     if constexpr (kPairs) {
       // Step k: unit first + (k / 2) * stride, its longer tile first. One call
@@ -317,8 +339,12 @@ struct WorkOrder {
         if (u >= units(prm)) break;
         const int shorter = u % pairs, longer = prm.m_tiles - 1 - shorter;
         if ((k & 1) && shorter == longer) continue;  // the middle tile of an odd count is a unit alone
-        body(make_work<Cfg, kCausal>(prm, u / pairs, (k & 1) ? shorter : longer, split, splits), local++);
+        body(make_work<Cfg, kCausal>(prm, cta_bh(prm, u / pairs), (k & 1) ? shorter : longer, split, splits), local++);
       }
+    } else if constexpr (kCtas > 1) {
+      for (int w = first; w < units(prm); w += stride)
+        body(make_work<Cfg, kCausal>(prm, cta_bh(prm, w / prm.m_tiles), prm.m_tiles - 1 - w % prm.m_tiles, split, splits),
+             local++);
     } else {
       for (int w = first; w < prm.work_items; w += stride) body(decode_work<Cfg, kCausal>(prm, w, split, splits), local++);
     }

@@ -40,12 +40,39 @@ cudaError_t launch_kernel(void (*kernel)(KernelParams...), dim3 grid, int thread
   return err != cudaSuccess ? err : cudaGetLastError();
 }
 
+// How many clusters of `ctas` blocks of `kernel` the device runs at once (at least one).
+template <typename Kernel>
+cudaError_t max_active_clusters(Kernel kernel, size_t smem, int threads, int ctas, int* clusters) {
+  cudaLaunchConfig_t config{};
+  config.gridDim = dim3(static_cast<unsigned>(ctas));
+  config.blockDim = dim3(static_cast<unsigned>(threads));
+  config.dynamicSmemBytes = smem;
+  cudaLaunchAttribute cluster{};
+  cluster.id = cudaLaunchAttributeClusterDimension;
+  cluster.val.clusterDim = {static_cast<unsigned>(ctas), 1, 1};
+  config.attrs = &cluster;
+  config.numAttrs = 1;
+  const cudaError_t err = cudaOccupancyMaxActiveClusters(clusters, kernel, &config);
+  if (err == cudaSuccess && *clusters < 1) return cudaErrorInvalidConfiguration;
+  return err;
+}
+
 template <typename T, int D, class Cfg, bool kCausal, bool kScalePositive>
 cudaError_t launch_instance(const Params& prm, int splits, cudaStream_t stream) {
   constexpr size_t smem = Layout<T, D, Cfg>::kSmemBytes;
   auto kernel = warpspec_kernel<T, D, Cfg, kCausal, kScalePositive>;
   const cudaError_t err = sdpa_set_smem(kernel, smem);
   if (err != cudaSuccess) return err;
+  if constexpr (Cfg::kMulticastCtas > 1) {
+    // clusters of kMulticastCtas, as many as fit at once (a GPC holds whole clusters only)
+    constexpr int kCtas = Cfg::kMulticastCtas;
+    int fit = 0;
+    const cudaError_t occupancy = max_active_clusters(kernel, smem, Cfg::kThreads, kCtas, &fit);
+    if (occupancy != cudaSuccess) return occupancy;
+    const int clusters = min(WorkOrder<Cfg, kCausal>::units(prm), fit);
+    return launch_kernel(kernel, dim3(static_cast<unsigned>(clusters * kCtas)), Cfg::kThreads, smem,
+                         static_cast<unsigned>(kCtas), stream, prm);
+  }
   const int blocks = Cfg::kPersistent ? min(WorkOrder<Cfg, kCausal>::units(prm), sm_count() * Cfg::kMinBlocks)
                                       : prm.work_items * splits;
   return launch_kernel(kernel, dim3(static_cast<unsigned>(blocks)), Cfg::kThreads, smem, static_cast<unsigned>(splits),
@@ -58,16 +85,20 @@ template <typename T, int D, class Cfg>
 cudaError_t launch(const SdpaProblem& p, int splits, cudaStream_t stream) {
   if (splits < 1 || splits > kMaxClusterSplits) return cudaErrorInvalidValue;
   if (splits > 1 && (Cfg::kPersistent || Cfg::kKeySplit || !Layout<T, D, Cfg>::kCanSplit)) return cudaErrorInvalidValue;
+  // K/V multicast: the two heads of a cluster read one K/V head
+  if (Cfg::kMulticastCtas > 1 && (p.heads / p.kv_heads) % Cfg::kMulticastCtas != 0) return cudaErrorInvalidValue;
   Params prm{};
   prm.p = p;
   prm.m_tiles = sdpa_ceil_div(p.seq_len, Cfg::kBlockM);
   prm.work_items = prm.m_tiles * p.heads * p.batch;
   const CUtensorMapDataType dtype = tensor_map_dtype(p.dtype);
   cudaError_t err = encode_tensor_map(&prm.q_map, p.q, p.q_strides, p, dtype, Cfg::kBlockM);
+  // a K/V multicast CTA loads its share of each tile's rows (tma_load_tile_multicast)
+  constexpr int kKvBoxRows = Cfg::kBlockN / Cfg::kMulticastCtas;
   if (err == cudaSuccess)
-    err = encode_tensor_map(&prm.k_map, p.k, p.k_strides, p, dtype, Cfg::kBlockN, p.kv_heads, p.kv_seq_len);
+    err = encode_tensor_map(&prm.k_map, p.k, p.k_strides, p, dtype, kKvBoxRows, p.kv_heads, p.kv_seq_len);
   if (err == cudaSuccess)
-    err = encode_tensor_map(&prm.v_map, p.v, p.v_strides, p, dtype, Cfg::kBlockN, p.kv_heads, p.kv_seq_len);
+    err = encode_tensor_map(&prm.v_map, p.v, p.v_strides, p, dtype, kKvBoxRows, p.kv_heads, p.kv_seq_len);
   if (err != cudaSuccess) return err;
   const bool positive = p.softmax_scale > 0.0f;
   if (p.causal)
