@@ -46,10 +46,10 @@ PLANTS = {plant.name: plant for plant in (
     turn_end();
     wgmma_wait<0>();
     fence_regs(tile.s_acc);
-    release(ring_bar<kStages>(bars, kEmptyK, ring));
+    release_kv(kEmptyK, ring);
 """,
           """    wgmma_commit();
-    release(ring_bar<kStages>(bars, kEmptyK, ring));  // PLANTED: before the wgmma reading K completes
+    release_kv(kEmptyK, ring);  // PLANTED: before the wgmma reading K completes
     turn_end();
     wgmma_wait<0>();
     fence_regs(tile.s_acc);
@@ -59,11 +59,11 @@ PLANTS = {plant.name: plant for plant in (
           """    turn_end();
     wgmma_wait<0>();
     fence_regs(tile.o_acc);
-    release(ring_bar<kStages>(bars, kEmptyV, idx));
+    release_kv(kEmptyV, idx);
 """,
           """    turn_end();
     fence_regs(tile.o_acc);  // PLANTED: no wgmma_wait<0> before the V slot's release
-    release(ring_bar<kStages>(bars, kEmptyV, idx));
+    release_kv(kEmptyV, idx);
 """,
           "the last P.V's wgmma_wait<0> removed: its V slot released with the wgmma in flight"),
     Plant("no_k_full_wait", WARPSPEC,
@@ -78,11 +78,11 @@ PLANTS = {plant.name: plant for plant in (
           "the consumers' K-ring wait_full removed"),
     Plant("k_tile_never_issued", WARPSPEC,
           """      mbarrier_wait(ring_bar<kStages>(bars, kEmptyK, ring), freed);
-      tma_load_tile<Cfg::kBlockN, kBlocks>(s_base + L::kKOffset + slot, &prm.k_map,
+      load_kv_tile<Cfg, kBlocks>(s_base + L::kKOffset + slot, &prm.k_map, ring_bar<kStages>(bars, kFullK, ring),
 """,
           """      mbarrier_wait(ring_bar<kStages>(bars, kEmptyK, ring), freed);
       if (n != wt.kt_begin + 1)  // PLANTED: the item's second K tile is never issued (a deterministic hang)
-      tma_load_tile<Cfg::kBlockN, kBlocks>(s_base + L::kKOffset + slot, &prm.k_map,
+      load_kv_tile<Cfg, kBlocks>(s_base + L::kKOffset + slot, &prm.k_map, ring_bar<kStages>(bars, kFullK, ring),
 """,
           "the producer never issues a work item's second K tile: its full barrier never completes"),
 )}

@@ -132,7 +132,7 @@ def test_the_hang_plant_skips_a_k_load_in_the_producer_and_the_gpu_check_uses_it
     produce = planted[planted.index("__device__ __forceinline__ void produce("):planted.index("// Named barriers")]
     guard = produce.index("if (n != wt.kt_begin + 1)")
     guarded = produce[guard:].splitlines()[1]  # the statement the `if` governs: the K tile's load
-    assert "tma_load_tile" in guarded and "L::kKOffset" in guarded
+    assert "load_kv_tile" in guarded and "L::kKOffset" in guarded
     assert guard > produce.index("kEmptyK, ring), freed)")
     assert produce.count("if (n != wt.kt_begin + 1)") == 1
     tool = load_tool("stress_gpu_check")
