@@ -132,6 +132,10 @@ def test_cli_errors_are_one_line_and_exit_2(stagelab_cli):
     (TrialEvidence(built=True, gpu_available=True, checks_passed=True, speedup_vs_default=1.06, min_gain=0.05),
      "faster"),
     (TrialEvidence(built=True, gpu_available=True, checks_passed=True, speedup_vs_default=1.0), "valid_negative"),
+    # a correct trial timed against a default that failed its own checks gets no speed verdict
+    (TrialEvidence(built=True, gpu_available=True, checks_passed=True, speedup_vs_default=2.0, default_correct=False),
+     "error"),
+    (TrialEvidence(built=True, gpu_available=True, checks_passed=False, default_correct=False), "incorrect"),
 ])
 def test_the_verdict_follows_the_evidence(evidence, verdict):
     assert judge_trial(evidence).verdict == verdict
@@ -219,6 +223,21 @@ def test_each_trial_is_checked_timed_judged_and_recorded(monkeypatch, tmp_path, 
     log = Path(tracking.client().download_artifacts(runs["bad"].info.run_id, "trial/build.log")).read_text()
     assert "static_assert" in log
     assert json.loads(runs["slow"].data.tags[m.TAG_TRIAL_DEFINES]) == {"ROWS_PER_BLOCK": "2"}
+
+
+def test_the_default_is_checked_and_a_wrong_default_gives_no_speed_verdict(monkeypatch, tmp_path, tmp_store):
+    # s14's first trial timed s13's launches against an unchecked default: the default is checked now
+    fake_measuring(monkeypatch, tmp_path, broken="default")
+    lines = []
+    session = run_trials(STAGE, [TrialSpec.of(defines={"ROWS_PER_BLOCK": "1"}, name="fast")], progress=lines.append)
+    assert "[check] default: 0/1 ok" in lines and "[check] fast: 1/1 ok" in lines
+    verdict = session.trials[0].verdict
+    assert verdict.verdict == "error" and "the default it is measured against failed its checks" in verdict.reason
+    run = trial_runs()["fast"]
+    assert run.data.metrics[m.of_default(m.CHECKS_FAILED.key())] == 1
+    assert "default checks 0/1" in run.data.tags[m.TAG_KEY_NUMBERS]
+    artifacts = {a.path for a in tracking.client().list_artifacts(run.info.run_id, "trial")}
+    assert "trial/correctness_of_default.csv" in artifacts
 
 
 def test_a_conclusion_goes_on_a_trial_and_only_on_one(monkeypatch, tmp_path, tmp_store, stagelab_cli):

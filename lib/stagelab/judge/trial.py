@@ -7,6 +7,7 @@ Precedence, first match wins:
   incorrect       a check failed or a launch crashed (a fast wrong kernel is a failure)
   error           not checked, or correct but not timed, though both were asked for (the CUDA
                   context was lost to another trial's launch, or the default could not run)
+                  or the default failed its checks (no speed verdict against a wrong kernel)
   checked         correct; no timing was asked for (tools/quick_check.py without --time)
   faster          correct, and faster than the stage's default by at least min_gain (the geometric
                   mean over the timed problems of default p50 / trial p50, primary mode): the gain
@@ -34,6 +35,7 @@ class TrialEvidence:
     speedup_vs_default: float | None = None
     min_gain: float = 0.0
     timing_asked: bool = True
+    default_correct: bool | None = None  # the default's own checks (None: not checked)
 
 
 @dataclass(frozen=True)
@@ -55,6 +57,9 @@ def judge_trial(e: TrialEvidence) -> TrialVerdict:
         return TrialVerdict("incorrect", "at least one correctness check failed")
     if e.checks_passed is None:
         return TrialVerdict("error", e.timing_error or "the trial was not checked")
+    if e.default_correct is False:
+        return TrialVerdict("error", "correct, but the default it is measured against failed its checks: "
+                                     "no speed verdict against an incorrect default")
     if not e.timing_asked:
         return TrialVerdict("checked", "correct; no timing was asked for")
     speedup = e.speedup_vs_default

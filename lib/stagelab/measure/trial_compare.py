@@ -91,9 +91,10 @@ def key_numbers(trial, default, mission: str) -> str:
     """One line: timing ratios with clocks, checks, registers and spills against the default."""
     m = trial.measured
     parts = timing_summary(m.timing, mission) if m.timing else []
-    if m.checks is not None:
-        checked = [*m.checks.results, *m.checks.chains]
-        parts.append(f"checks {sum(c.passed for c in checked)}/{len(checked)}")
+    for label, checks in (("checks", m.checks), ("default checks", default.checks)):
+        if checks is not None:
+            checked = [*checks.results, *checks.chains]
+            parts.append(f"{label} {sum(c.passed for c in checked)}/{len(checked)}")
     if m.resources and m.resources.kernels and default.resources and default.resources.kernels:
         regs = max(r.registers for r in m.resources.kernels)
         spills = sum(r.spills for r in m.resources.kernels)

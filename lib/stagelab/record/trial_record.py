@@ -90,6 +90,9 @@ def _write_measurements(folder: Path, session, trial) -> dict[str, float]:
         write_table(folder, "correctness", m.checks.frame())
         write_table(folder, "dependent_launches", m.checks.chain_frame())
         out |= flatten.check_metrics(m.checks)
+    if base.checks is not None:
+        write_table(folder, "correctness_of_default", base.checks.frame())
+        out |= {metrics.of_default(k): v for k, v in flatten.check_metrics(base.checks).items()}
     if m.crash or m.timing_error:
         (folder / "crash.log").write_text(m.crash or m.timing_error)
     if m.timing is not None:

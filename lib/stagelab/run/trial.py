@@ -7,7 +7,8 @@ processes, the build cache), reads their resources and SASS, checks each trial w
 checks (the same as a stage run's: the family's budget on every problem, dtype and seed, and the
 dependent-launch chains), times the trials, the default and the family's library contenders on
 the same inputs in the parameter file's mode (throughput in params/try.yaml) with the clocks
-nvidia-smi saw, and judges each trial (`judge_trial`). Recording is trial_record's job.
+nvidia-smi saw, and judges each trial (`judge_trial`). The default is checked too: a speed
+verdict against an incorrect default would mean nothing. Recording is trial_record's job.
 
 Without a GPU the trials are built and resource-checked, and their verdict says `no_gpu`.
 """
@@ -80,25 +81,32 @@ def build_session(session: TrialSession, jobs: int) -> None:
 
 
 def check_trials(session: TrialSession, progress=print) -> None:
-    """The lab's checks on every trial that built within its gates. A launch that loses the CUDA
-    context ends the checking: what follows in this process could not be trusted."""
+    """The lab's checks on the default, then on every trial that built within its gates: a trial is
+    timed against the default, so the default must be correct too (a stage not yet run, or a
+    trial that turns the new code off, would otherwise be compared with an unchecked kernel). A
+    launch that loses the CUDA context ends the checking: what follows in this process could not
+    be trusted."""
+    _check(session.ctx, session.default, metrics.TRIAL_DEFAULT_LABEL, progress)
+    for trial in session.trials:
+        if trial.kernel_ready:
+            _check(replace(session.ctx, stage=trial.stage, registry=trial.registry), trial.measured,
+                   trial.spec.name, progress)
+
+
+def _check(ctx, measured: Measured, name: str, progress) -> None:
     from ..measure.steps import check_step
 
-    for trial in session.trials:
-        if not trial.kernel_ready:
-            continue
-        ctx = replace(session.ctx, stage=trial.stage, registry=trial.registry)
-        try:
-            trial.measured.checks = check_step(ctx, Built(trial.measured.build))
-        except Exception as exc:  # a crashing kernel is that trial's verdict, with its message
-            trial.measured.crash = f"{type(exc).__name__}: {exc}"
-            progress(f"[check] {trial.spec.name}: crashed: {trial.measured.crash}")
-            raise_if_context_lost(exc)
-            continue
-        report = trial.measured.checks
-        failed = [*(r for r in report.results if not r.passed), *(c for c in report.chains if not c.passed)]
-        progress(f"[check] {trial.spec.name}: {len(report.results) + len(report.chains) - len(failed)}/"
-                 f"{len(report.results) + len(report.chains)} ok")
+    try:
+        measured.checks = check_step(ctx, Built(measured.build))
+    except Exception as exc:  # a crashing kernel is that build's verdict, with its message
+        measured.crash = f"{type(exc).__name__}: {exc}"
+        progress(f"[check] {name}: crashed: {measured.crash}")
+        raise_if_context_lost(exc)
+        return
+    report = measured.checks
+    failed = [*(r for r in report.results if not r.passed), *(c for c in report.chains if not c.passed)]
+    progress(f"[check] {name}: {len(report.results) + len(report.chains) - len(failed)}/"
+             f"{len(report.results) + len(report.chains)} ok")
 
 
 def raise_if_context_lost(exc: Exception) -> None:
@@ -126,6 +134,8 @@ def time_trials(session: TrialSession) -> None:
 
 def judge_session(session: TrialSession, min_gain: float | None = None) -> None:
     gain = session.ctx.stage.min_gain if min_gain is None else min_gain
+    default = session.default
+    default_correct = False if default.crash else (default.checks.passed if default.checks else None)
     for trial in session.trials:
         m = trial.measured
         timing = m.timing
@@ -134,7 +144,8 @@ def judge_session(session: TrialSession, min_gain: float | None = None) -> None:
             gpu_available=session.ctx.gpu_available, checks_passed=m.checks.passed if m.checks else None,
             crash=m.crash, timing_error=m.timing_error, build_error=str(m.build_error).splitlines()[0] if m.build_error else "",
             speedup_vs_default=timing.speedup_geomean(metrics.TRIAL_DEFAULT_LABEL) if timing else None,
-            min_gain=gain, timing_asked=not (session.narrowing and session.narrowing.check_only)))
+            min_gain=gain, timing_asked=not (session.narrowing and session.narrowing.check_only),
+            default_correct=default_correct))
 
 
 def run_trials(stage_id: str, specs: list[TrialSpec], *, params: str | Path | None = None, jobs: int = 1,
