@@ -89,3 +89,39 @@ def test_records_without_an_entry_stamp_are_refused(tool, tmp_path):
     df.to_csv(csv, index=False)
     with pytest.raises(SystemExit, match="1 records without an entry stamp"):
         tool.load(csv)
+
+
+# ns after a block's entry of each item's stamps: item n starts 2000 ns after item n-1, Q lands
+# 100 ns in, the first key tile 400 ns later, the last P.V 1000 ns after that, O stored 300 ns later
+def with_items(df: pd.DataFrame, items=3, ghz=None) -> pd.DataFrame:
+    ghz = ghz or [1.5 + 0.1 * s for s in range(df["smid"].max() + 1)]
+    offsets = {"q_landed": 100, "first_tile": 500, "mainloop": 1500, "stored": 1800}
+    for n in range(items):
+        for phase, at in offsets.items():
+            df[f"clk_item{n}_{phase}"] = [int(round((e + 4000 + 2000 * n + at) * ghz[sm])) + 7 * sm
+                                          for e, sm in zip(df["ns_entry"], df["smid"])]
+    df["clk_item3_q_landed"] = 0  # a column the harness writes for an item the block never had
+    df["clk_item_decoded"] = df["clk_prologue"]  # the block's own phase, not an item's
+    return df
+
+
+def test_each_work_items_steps_and_the_boundary_between_items(tool):
+    df = with_items(synthetic())
+    table = tool.item_table(df, df["launch"].between(1, 3)).set_index(["from", "to"])
+    assert tool.item_columns(df) == [0, 1, 2]
+    assert table.loc[("q_landed", "first_tile"), "median_us"] == pytest.approx(0.4, abs=2e-3)
+    assert table.loc[("first_tile", "mainloop"), "median_us"] == pytest.approx(1.0, abs=2e-3)
+    assert table.loc[("mainloop", "stored"), "items"] == 3 * 12  # 3 items x 3 middle launches x 4 SMs
+    # item n's last P.V at 1500, item n+1's Q at 2100 and its first key tile at 2500 (ns)
+    assert table.loc[("mainloop", "next q_landed"), "median_us"] == pytest.approx(0.6, abs=2e-3)
+    assert table.loc[("mainloop", "next first_tile"), "median_us"] == pytest.approx(1.0, abs=2e-3)
+    assert table.loc[("mainloop", "next first_tile"), "items"] == 2 * 12
+
+
+def test_a_file_without_item_stamps_has_no_item_table(tool, tmp_path):
+    df = synthetic()
+    assert tool.item_columns(df) == [] and tool.item_table(df, df["launch"].notna()).empty
+    csv = tmp_path / "items.csv"
+    with_items(synthetic()).to_csv(csv, index=False)
+    assert tool.main([str(csv), "--markdown", str(tmp_path / "t.md")]) == 0
+    assert "boundary: last P.V to the next item's first key tile" in (tmp_path / "t.md").read_text()

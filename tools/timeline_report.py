@@ -2,6 +2,10 @@
 
     python3 tools/timeline_report.py timeline.csv [--plot timeline.png] [--markdown out.md]
 
+A persistent block also stamps its first work items one by one (clk_item<n>_<phase>): the report
+then adds their steps and the boundary between one item's last P.V and the next item's first
+key tile, the time a second Q buffer (s11) or PDL is meant to hide.
+
 Within a block, phases are timed by the SM's clock64 (exact; converted to ns
 by that SM's own clock rate, fitted over every record it holds); blocks and
 launches are placed against each other by %globaltimer. The first and last
@@ -12,6 +16,7 @@ to overlap with).
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from pathlib import Path
 
@@ -101,6 +106,47 @@ def step_table(rel: pd.DataFrame, middle: pd.Series) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+# Per work item of a persistent block (the harness's clk_item<n>_<phase> columns): its steps, and
+# the boundary from one item's last P.V to the next item's first key tile.
+ITEM_COLUMN = re.compile(r"clk_item(\d+)_")  # not clk_item_decoded, a phase of the block
+ITEM_STEPS = {("q_landed", "first_tile"): "the item's first key tile after its Q landed",
+              ("first_tile", "mainloop"): "the item's other key tiles and last P.V",
+              ("mainloop", "stored"): "normalise, stage, store the item's O"}
+
+
+def item_columns(df: pd.DataFrame) -> list[int]:
+    """The item indices the file has stamps for (none from a harness before per-item stamps)."""
+    items = sorted({int(m.group(1)) for m in map(ITEM_COLUMN.match, df.columns) if m})
+    return [n for n in items if (df.get(f"clk_item{n}_first_tile", pd.Series(0, index=df.index)) != 0).any()]
+
+
+def item_table(df: pd.DataFrame, middle: pd.Series) -> pd.DataFrame:
+    """Median us of each item step over the middle launches' blocks and items, and of the boundary:
+    item n's last P.V to item n+1's Q landed and to its first key tile (0 where a phase was not stamped)."""
+    ghz = df["smid"].map(sm_ghz(df))
+    items = item_columns(df)
+
+    def us(item_a: int, a: str, item_b: int, b: str) -> pd.Series:
+        """From item_a's phase a to item_b's phase b, where both were stamped."""
+        ca, cb = df[f"clk_item{item_a}_{a}"], df[f"clk_item{item_b}_{b}"]
+        return ((cb - ca) / ghz / 1e3).where((ca != 0) & (cb != 0))[middle].dropna()
+
+    def joined(parts: list[pd.Series]) -> pd.Series:
+        return pd.concat(parts) if parts else pd.Series(dtype=float)
+
+    rows = []
+    for (a, b), what in ITEM_STEPS.items():
+        rows.append({"from": a, "to": b, "what": what, "d": joined([us(n, a, n, b) for n in items])})
+    consecutive = [n for n in items if n + 1 in items]
+    for b, what in (("q_landed", "boundary: last P.V to the next item's Q landed"),
+                    ("first_tile", "boundary: last P.V to the next item's first key tile")):
+        rows.append({"from": "mainloop", "to": f"next {b}", "what": what,
+                     "d": joined([us(n, "mainloop", n + 1, b) for n in consecutive])})
+    return pd.DataFrame([{"from": r["from"], "to": r["to"], "what": r["what"], "median_us": r["d"].median(),
+                          "p10_us": r["d"].quantile(0.1), "p90_us": r["d"].quantile(0.9), "items": len(r["d"])}
+                         for r in rows if not r["d"].empty])
+
+
 def plot(df: pd.DataFrame, rel: pd.DataFrame, launches: list[int], path: Path) -> None:
     import matplotlib
 
@@ -147,6 +193,11 @@ def main(argv: list[str] | None = None) -> int:
              "## Phases of one block (middle launches, us)", "", st.to_string(index=False, float_format="{:.2f}".format), ""]
     if not peer.empty:
         lines.append(f"peer warpgroup's mainloop ends {peer.median():+.2f} us after warpgroup 0's (median)")
+    items = item_table(df, middle)
+    if not items.empty:
+        lines += ["", "## Work items of a persistent block (middle launches, us; the first "
+                  f"{len(item_columns(df))} items of each block)", "",
+                  items.to_string(index=False, float_format="{:.2f}".format)]
     text = "\n".join(lines)
     print(text)
     if args.markdown:

@@ -43,11 +43,23 @@ enum Phase : int {
   kPhases
 };
 
+// A persistent block's first kMaxItems work items, each with its own stamps (the phases above keep
+// the last item's): where the time between one item's last P.V and the next item's first goes.
+constexpr int kMaxItems = 16;
+enum ItemPhase : int {
+  kItemQLanded = 0,  // consumer warpgroup 0, the item's Q barrier passed
+  kItemFirstTile,    // consumer warpgroup 0, the item's first key tile's S and softmax done
+  kItemMainloop,     // consumer warpgroup 0, the item's last P.V done
+  kItemStored,       // the storing warpgroup, the item's O stored
+  kItemPhases
+};
+
 struct Record {
   unsigned long long out;  // the launch's output pointer: which launch
   unsigned block, smid;
   long long clock[kPhases];
   unsigned long long entry_ns;  // %globaltimer at entry: places blocks and launches against each other
+  long long item_clock[kMaxItems][kItemPhases];
 };
 
 constexpr int kSlotShift = 27;  // 128 MiB per output: (4,16,4096,128) in 16 bits is 64 MiB
@@ -80,6 +92,11 @@ __device__ __forceinline__ void stamp(const void* out, Phase phase) {
   if (i >= kMaxRecords) return;
   g_records[i].clock[phase] = clock64();
 }
+__device__ __forceinline__ void stamp_item(const void* out, ItemPhase phase, int item) {
+  const unsigned i = record_index(out);
+  if (i >= kMaxRecords || item >= kMaxItems) return;
+  g_records[i].item_clock[item][phase] = clock64();
+}
 // Thread 0 at entry.
 __device__ __forceinline__ void open(const void* out) {
   const unsigned i = record_index(out);
@@ -95,9 +112,15 @@ __device__ __forceinline__ void open(const void* out) {
   do {                                                            \
     if (((WS_TIMELINE_MASK) >> sdpa_timeline::phase & 1u) && (cond)) sdpa_timeline::stamp(prm.p.out, sdpa_timeline::phase); \
   } while (0)
+// Item `item` of the block (the consumer's `local`) at item phase `phase`.
+#define WS_STAMP_ITEM_IF(cond, phase, item)                                          \
+  do {                                                                               \
+    if (cond) sdpa_timeline::stamp_item(prm.p.out, sdpa_timeline::phase, item);      \
+  } while (0)
 #else
 #define WS_TIMELINE_OPEN(out) ((void)0)
 #define WS_STAMP_IF(cond, phase) ((void)0)
+#define WS_STAMP_ITEM_IF(cond, phase, item) ((void)0)
 #endif
 
 }  // namespace sdpa_timeline

@@ -288,9 +288,11 @@ struct Consumer {
     tile.init(prm.p.softmax_scale, wg_q0 + offset + warp_in_wg * Tile::kWarpRows, lane);
     first_tile(ring, wt.kt_begin * kBlockN, mine > 0);
     WS_STAMP_IF(ctid == 0, kFirstTile);
+    WS_STAMP_ITEM_IF(ctid == 0, kItemFirstTile, local);
     for (int j = 1; j < mine; ++j) middle_tile(ring + j, (wt.kt_begin + j) * kBlockN);
     if (mine > 0) last_pv(ring + mine - 1);
     WS_STAMP_IF(ctid == 0, kMainloop);
+    WS_STAMP_ITEM_IF(ctid == 0, kItemMainloop, local);
     WS_STAMP_IF(ctid == kWarpgroupThreads, kPeerMainloop);
     // Tiles only the other warpgroup needs: free them in order once landed.
     for (int j = mine; j < tiles; ++j) {
@@ -344,6 +346,7 @@ struct Consumer {
     fence_proxy_async_shared();  // the staging writes precede the next Q's TMA overwrite
     release(empty_q_bar<Cfg>(bars, local));
     WS_STAMP_IF(ctid % kWarpgroupThreads == 0 && wg_row0() == 0, kStored);
+    WS_STAMP_ITEM_IF(ctid == 0, kItemStored, local);
   }
 
   // Split-KV: every rank parks its partial; rank 0 folds the peers' in and stores.
@@ -452,6 +455,7 @@ struct Consumer {
       local = item;
       mbarrier_wait(full_q_bar<Cfg>(bars, item), q_parity<Cfg>(item));
       WS_STAMP_IF(ctid == 0, kQLanded);
+      WS_STAMP_ITEM_IF(ctid == 0, kItemQLanded, item);
       ring += mainloop(wt, ring);
       if constexpr (kPdlLateTrigger) grid_launch_dependents();
       if constexpr (Cfg::kKeySplit) {

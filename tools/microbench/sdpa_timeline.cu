@@ -135,12 +135,19 @@ int main(int argc, char** argv) {
       "item_decoded"};
   std::printf("launch,block,smid");
   for (const char* name : kNames) std::printf(",clk_%s", name);
-  std::printf(",ns_entry\n");
+  std::printf(",ns_entry");
+  static const char* const kItemNames[sdpa_timeline::kItemPhases] = {"q_landed", "first_tile", "mainloop", "stored"};
+  for (int item = 0; item < sdpa_timeline::kMaxItems; ++item)
+    for (const char* name : kItemNames) std::printf(",clk_item%d_%s", item, name);
+  std::printf("\n");
   const auto base = reinterpret_cast<unsigned long long>(out);
   for (const auto& r : records) {
     std::printf("%llu,%u,%u", (r.out - base) / window, r.block, r.smid);
     for (long long c : r.clock) std::printf(",%lld", c);
-    std::printf(",%llu\n", r.entry_ns);
+    std::printf(",%llu", r.entry_ns);
+    for (const auto& item : r.item_clock)
+      for (long long c : item) std::printf(",%lld", c);
+    std::printf("\n");
   }
   std::fprintf(stderr, "%u block records, stage %s\n", count, STAGE_SOURCE);
   return 0;
