@@ -5,7 +5,7 @@ turns on the tensor cores, whatever the sequence length (but dense head_dim
 
 What it is
   s12_one_wave with TURNS_PAST_MAX_SEQ (sdpa_persistent_split.cuh's
-  two_wgs_take_turns): s8-s12 launch the pingpong instance (two warpgroups,
+  turns_allowed): s8-s12 launch the pingpong instance (two warpgroups,
   one's softmax under the other's GEMMs) only up to PINGPONG_MAX_SEQ = 2048
   keys. Past that they launch three warpgroups at head_dim 64 when the wave
   count lets 192-row items pay (wgs3_pays_off), and otherwise two warpgroups

@@ -113,13 +113,12 @@ cudaError_t launch_turns(const SdpaProblem& p, cudaStream_t stream) {
   }
   return sdpa_warpspec::launch<T, D, Cfg>(p, 1, stream);
 }
-// Whether a long-policy launch of two warpgroups takes turns: dense head_dim 128 never (there the
-// turns measured slower, s8's trials); the rest up to PINGPONG_MAX_SEQ keys, or always with
-// TURNS_PAST_MAX_SEQ.
+// Whether two warpgroups of a long-policy launch may take turns: never at dense head_dim 128 (there the
+// turns measured slower, s8's trials). Up to PINGPONG_MAX_SEQ keys they do (before three warpgroups
+// are considered); past it only with TURNS_PAST_MAX_SEQ.
 template <int D>
-inline bool two_wgs_take_turns(const SdpaProblem& p, bool past_max_seq) {
-  if (!kShortPingpong || (D == 128 && !p.causal)) return false;
-  return sdpa_warpspec::kv_len(p) <= PINGPONG_MAX_SEQ || (TURNS_PAST_MAX_SEQ && past_max_seq);
+inline bool turns_allowed(const SdpaProblem& p) {
+  return kShortPingpong && !(D == 128 && !p.causal);
 }
 
 // Three consumer warpgroups did each 192-row item 1.08x faster per row than two did 128-row ones
@@ -233,20 +232,22 @@ extern "C" cudaError_t sdpa_forward(const SdpaProblem* problem, cudaStream_t str
     if constexpr (kKeySplit && SHORT_POLICY_ONE_WAVE) {
       if (policy == kFewLong) {
         if constexpr (TURNS_PAST_MAX_SEQ) {
-          if (two_wgs_take_turns<D>(*problem, true)) return launch_turns<T, D, Unpaired<LongPingpongConfig<D>>>(*problem, stream);
+          if (turns_allowed<D>(*problem)) return launch_turns<T, D, Unpaired<LongPingpongConfig<D>>>(*problem, stream);
         }
         return launch<T, D, Unpaired<LongConfig2<D>>>(*problem, 1, stream);
       }
     }
     if (policy == kLong) {
+      const bool turns = turns_allowed<D>(*problem);
       // Up to PINGPONG_MAX_SEQ keys the turns come first (they beat three warpgroups there, its trials).
       if constexpr (kShortPingpong) {
-        if (two_wgs_take_turns<D>(*problem, false)) return launch_turns<T, D, LongPingpongConfig<D>>(*problem, stream);
+        if (turns && sdpa_warpspec::kv_len(*problem) <= PINGPONG_MAX_SEQ)
+          return launch_turns<T, D, LongPingpongConfig<D>>(*problem, stream);
       }
       constexpr bool two_wgs_by_build = kLongConsumerWGs<D> == 2;
       const bool two_wgs = two_wgs_by_build || (D == 64 && CONSUMER_WGS_D64 == 0 && !wgs3_pays_off<D>(*problem, sms));
       if constexpr (kShortPingpong && TURNS_PAST_MAX_SEQ) {
-        if (two_wgs && two_wgs_take_turns<D>(*problem, true)) return launch_turns<T, D, LongPingpongConfig<D>>(*problem, stream);
+        if (two_wgs && turns) return launch_turns<T, D, LongPingpongConfig<D>>(*problem, stream);
       }
       if (two_wgs) return launch<T, D, LongConfig2<D>>(*problem, 1, stream);
       return launch<T, D, LongConfig<D>>(*problem, 1, stream);

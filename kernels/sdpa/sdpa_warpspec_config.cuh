@@ -287,11 +287,22 @@ __device__ __forceinline__ WorkTile make_work(const Params& prm, int bh, int q_t
   return t;
 }
 
-// Item w of the flat order, query tiles of one (batch, head) consecutive and
-// in descending order (causal: longest first); s9 runs one block per item.
+// (batch, head) of this CTA from its cluster's (batch, head group) index: a K/V multicast cluster
+// (KvMulticast) walks the units of head groups of kMulticastCtas (heads kMulticastCtas * j + rank) as one.
+template <class Cfg>
+__device__ __forceinline__ int cta_bh(const Params& prm, int group_bh) {
+  constexpr int kCtas = Cfg::kMulticastCtas;
+  if constexpr (kCtas == 1) return group_bh;
+  const int groups = prm.p.heads / kCtas;
+  return (group_bh / groups) * prm.p.heads + (group_bh % groups) * kCtas + static_cast<int>(cluster_ctarank());
+}
+
+// Item w of the flat order (of the cluster's head groups), query tiles of one (batch, head)
+// consecutive and in descending order (causal: longest first); s9 runs one block per item.
 template <class Cfg, bool kCausal>
 __device__ __forceinline__ WorkTile decode_work(const Params& prm, int w, int split, int splits) {
-  return make_work<Cfg, kCausal>(prm, w / prm.m_tiles, prm.m_tiles - 1 - w % prm.m_tiles, split, splits);
+  return make_work<Cfg, kCausal>(prm, cta_bh<Cfg>(prm, w / prm.m_tiles), prm.m_tiles - 1 - w % prm.m_tiles, split,
+                                 splits);
 }
 
 // Causal pairs (persistent configs): a block takes query tiles
@@ -305,18 +316,11 @@ __device__ __forceinline__ WorkTile decode_work(const Params& prm, int w, int sp
 template <class Cfg, bool kCausal>
 struct WorkOrder {
   static constexpr bool kPairs = Cfg::kPersistent && kCausal && Cfg::kCausalPairs;
-  // A K/V multicast cluster walks the units of head groups of kCtas (heads kCtas * j + rank) as one.
-  static constexpr int kCtas = Cfg::kMulticastCtas;
+  static constexpr int kCtas = Cfg::kMulticastCtas;  // a K/V multicast cluster walks one unit (cta_bh)
 
   // Units the blocks (the clusters) stripe over: items, or pairs of items (a middle tile alone).
   __host__ __device__ static int units(const Params& prm) {
     return (kPairs ? sdpa_ceil_div(prm.m_tiles, 2) * prm.p.heads * prm.p.batch : prm.work_items) / kCtas;
-  }
-  // (batch, head) of this CTA from the cluster's (batch, head group) index.
-  __device__ __forceinline__ static int cta_bh(const Params& prm, int group_bh) {
-    if constexpr (kCtas == 1) return group_bh;
-    const int groups = prm.p.heads / kCtas;
-    return (group_bh / groups) * prm.p.heads + (group_bh % groups) * kCtas + static_cast<int>(cluster_ctarank());
   }
 
   // body(tile, local) for each item of this block in order; local counts them
@@ -339,14 +343,11 @@ struct WorkOrder {
         if (u >= units(prm)) break;
         const int shorter = u % pairs, longer = prm.m_tiles - 1 - shorter;
         if ((k & 1) && shorter == longer) continue;  // the middle tile of an odd count is a unit alone
-        body(make_work<Cfg, kCausal>(prm, cta_bh(prm, u / pairs), (k & 1) ? shorter : longer, split, splits), local++);
-      }
-    } else if constexpr (kCtas > 1) {
-      for (int w = first; w < units(prm); w += stride)
-        body(make_work<Cfg, kCausal>(prm, cta_bh(prm, w / prm.m_tiles), prm.m_tiles - 1 - w % prm.m_tiles, split, splits),
+        body(make_work<Cfg, kCausal>(prm, cta_bh<Cfg>(prm, u / pairs), (k & 1) ? shorter : longer, split, splits),
              local++);
+      }
     } else {
-      for (int w = first; w < prm.work_items; w += stride) body(decode_work<Cfg, kCausal>(prm, w, split, splits), local++);
+      for (int w = first; w < units(prm); w += stride) body(decode_work<Cfg, kCausal>(prm, w, split, splits), local++);
     }
   }
 };

@@ -63,20 +63,19 @@ cudaError_t launch_instance(const Params& prm, int splits, cudaStream_t stream) 
   auto kernel = warpspec_kernel<T, D, Cfg, kCausal, kScalePositive>;
   const cudaError_t err = sdpa_set_smem(kernel, smem);
   if (err != cudaSuccess) return err;
-  if constexpr (Cfg::kMulticastCtas > 1) {
-    // clusters of kMulticastCtas, as many as fit at once (a GPC holds whole clusters only)
-    constexpr int kCtas = Cfg::kMulticastCtas;
-    int fit = 0;
-    const cudaError_t occupancy = max_active_clusters(kernel, smem, Cfg::kThreads, kCtas, &fit);
-    if (occupancy != cudaSuccess) return occupancy;
-    const int clusters = min(WorkOrder<Cfg, kCausal>::units(prm), fit);
-    return launch_kernel(kernel, dim3(static_cast<unsigned>(clusters * kCtas)), Cfg::kThreads, smem,
-                         static_cast<unsigned>(kCtas), stream, prm);
+  constexpr int kCtas = Cfg::kMulticastCtas;
+  int blocks = prm.work_items * splits;
+  if constexpr (Cfg::kPersistent) {
+    // as many blocks (K/V multicast: clusters) as run at once, at most one per unit
+    int resident = sm_count() * Cfg::kMinBlocks;
+    if constexpr (kCtas > 1) {  // a GPC holds whole clusters only
+      const cudaError_t occupancy = max_active_clusters(kernel, smem, Cfg::kThreads, kCtas, &resident);
+      if (occupancy != cudaSuccess) return occupancy;
+    }
+    blocks = min(WorkOrder<Cfg, kCausal>::units(prm), resident) * kCtas;
   }
-  const int blocks = Cfg::kPersistent ? min(WorkOrder<Cfg, kCausal>::units(prm), sm_count() * Cfg::kMinBlocks)
-                                      : prm.work_items * splits;
-  return launch_kernel(kernel, dim3(static_cast<unsigned>(blocks)), Cfg::kThreads, smem, static_cast<unsigned>(splits),
-                       stream, prm);
+  const unsigned cluster = static_cast<unsigned>(kCtas > 1 ? kCtas : splits);
+  return launch_kernel(kernel, dim3(static_cast<unsigned>(blocks)), Cfg::kThreads, smem, cluster, stream, prm);
 }
 
 // Tensor maps, work count and the (causal, scale sign) instance for one config.
