@@ -76,10 +76,19 @@ constexpr int kLongBlockN = D == 64 ? BLOCK_N_D64 : BLOCK_N_D128;
 static_assert(Q_STAGES == 1 || Q_STAGES == 2, "Q_STAGES: 1 or 2 Q buffers per persistent block");
 template <class C>
 using WithQStages = std::conditional_t<Q_STAGES == 2, sdpa_warpspec::QRing<C>, C>;
+// 1 (s15): the long policy's two-warpgroup items store O under the next item's first Q.K^T
+// (DeferEpilogue); 0: each item's epilogue between its last P.V and the next item.
+#ifndef DEFER_EPILOGUE
+#define DEFER_EPILOGUE 0
+#endif
+static_assert(DEFER_EPILOGUE == 0 || (DEFER_EPILOGUE == 1 && Q_STAGES == 2),
+              "DEFER_EPILOGUE: 0 (off) or 1 (needs Q_STAGES=2: O is staged in its item's Q buffer)");
+template <class C>
+using WithDeferredEpilogue = std::conditional_t<DEFER_EPILOGUE == 1 && C::kConsumerWGs == 2, sdpa_warpspec::DeferEpilogue<C>, C>;
 template <int D, int WGs, int BlockN = kLongBlockN<D>, bool Pingpong = false>
-using LongConfigOf = WithQStages<Config<WGs, BlockN, D == 64 ? STAGES_D64 : STAGES_D128,
+using LongConfigOf = WithDeferredEpilogue<WithQStages<Config<WGs, BlockN, D == 64 ? STAGES_D64 : STAGES_D128,
                             /*pingpong=*/Pingpong, /*persistent=*/true, kLongBlocksPerSm, kProducerRegs,
-                            sdpa_warpspec::fit_consumer_regs(WGs, kProducerRegs, kLongBlocksPerSm, CONSUMER_REGS)>>;
+                            sdpa_warpspec::fit_consumer_regs(WGs, kProducerRegs, kLongBlocksPerSm, CONSUMER_REGS)>>>;
 // The build's first choice at each head dim (head_dim 128 keeps two: its O alone is 64 registers).
 template <int D>
 constexpr int kLongConsumerWGs = D == 64 && CONSUMER_WGS_D64 != 2 ? 3 : 2;
@@ -269,6 +278,7 @@ extern "C" const char* sdpa_stage_config() {
          " WS_PDL=" SDPA_STR(WS_PDL) " (programmatic dependent launch; 2: trigger before the epilogue)"
          " Q_STAGES=" SDPA_STR(Q_STAGES) " (long policy's Q buffers) SHORT_POLICY_ONE_WAVE="
          SDPA_STR(SHORT_POLICY_ONE_WAVE) " TURNS_PAST_MAX_SEQ=" SDPA_STR(TURNS_PAST_MAX_SEQ) " KV_MULTICAST=" SDPA_STR(KV_MULTICAST)
+         " DEFER_EPILOGUE=" SDPA_STR(DEFER_EPILOGUE)
          " setmaxnreg producer/consumer: long 24/240, short 24/232 (2 blocks per SM), key split 24/240";
 }
 

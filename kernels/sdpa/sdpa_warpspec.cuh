@@ -32,6 +32,10 @@
 //                warpgroup 1 parks its partial in shared memory behind a named
 //                barrier and warpgroup 0 merges and stores. The producer is
 //                unchanged: it issues the tiles in order.
+//   kDeferEpilogue (persistent, two Q buffers; DeferEpilogue<Config>) a
+//                warpgroup keeps a finished item's O in its accumulators and
+//                stores it (staged in that item's Q buffer) right after
+//                issuing the next item's first Q.K^T, under that wgmma.
 // Work items are (query tile, head, batch), query tiles fastest and in
 // descending order: for causal attention each head's longest items go first
 // (statically striped over the persistent blocks).
@@ -153,6 +157,11 @@ struct Consumer {
   int cwg, ctid, warp_in_wg, lane;
   int local = 0;  // the current work item's index in this block (its Q buffer's slot and phase)
   Tile tile;
+  // DeferEpilogue: the last item, whose O waits in the accumulators for the next item's first Q.K^T.
+  WorkTile deferred_wt;
+  int deferred_local = 0;
+  float deferred_l[Tile::kRowsPerThread];
+  bool deferred = false;
 
   __device__ __forceinline__ Consumer(const Params& prm_, uint32_t s_base_, unsigned char* smem_, int cwg_)
       : prm(prm_), s_base(s_base_), bars(s_base_ + L::kBarOffset), smem(smem_), cwg(cwg_) {
@@ -204,6 +213,7 @@ struct Consumer {
     if (!active) {
       turn_begin();
       turn_end();
+      store_deferred();
       return;
     }
     turn_begin();
@@ -214,6 +224,7 @@ struct Consumer {
     tile.template issue_qk<Cfg::kBlockM>(desc_q(), desc_k(ring));
     wgmma_commit();
     turn_end();
+    store_deferred();  // under this Q.K^T and the other warpgroup's turn
     wgmma_wait<0>();
     fence_regs(tile.s_acc);
     release_kv(kEmptyK, ring);
@@ -285,7 +296,8 @@ struct Consumer {
         wg_q0 < S ? sdpa_ceil_div(sdpa_kv_end(wg_q0 + offset, kWgmmaM, kv_len(prm.p), kCausal), kBlockN) : 0;
     const int tiles = wt.kt_end - wt.kt_begin;
     const int mine = max(0, min(wt.kt_end, needed) - wt.kt_begin);
-    tile.init(prm.p.softmax_scale, wg_q0 + offset + warp_in_wg * Tile::kWarpRows, lane);
+    // a deferred epilogue still reads O: first_tile zeroes it after the store
+    tile.template init<!Cfg::kDeferEpilogue>(prm.p.softmax_scale, wg_q0 + offset + warp_in_wg * Tile::kWarpRows, lane);
     first_tile(ring, wt.kt_begin * kBlockN, mine > 0);
     WS_STAMP_IF(ctid == 0, kFirstTile);
     WS_STAMP_ITEM_IF(ctid == 0, kItemFirstTile, local);
@@ -333,20 +345,30 @@ struct Consumer {
   // after the loop. Two warpgroups (240 registers) keep them hoisted.
   static constexpr bool kLateEpilogueAddresses = Cfg::kConsumerWGs == 3;
 
-  __device__ __forceinline__ void store(const WorkTile& wt, const float (&l)[Tile::kRowsPerThread]) {
+  // Item `item`'s O (its Q buffer stages it), normalised by l.
+  __device__ __forceinline__ void store(const WorkTile& wt, const float (&l)[Tile::kRowsPerThread], int item) {
     const SdpaProblem& p = prm.p;
     if (wt.q_begin + wg_row0() < p.seq_len) {
       T* o_g = sdpa_head_ptr(static_cast<T*>(p.out), p.out_strides, wt.b, wt.h) +
                static_cast<int64_t>(wt.q_begin) * p.out_strides.seq;
       int row_base = wg_row0() + warp_in_wg * Tile::kWarpRows;
       if constexpr (kLateEpilogueAddresses) asm volatile("" : "+r"(row_base));
-      tile.template store_o<Cfg::kBlockM>(smem + q_offset<L>(local), row_base, o_g, p.out_strides.seq,
+      tile.template store_o<Cfg::kBlockM>(smem + q_offset<L>(item), row_base, o_g, p.out_strides.seq,
                                           p.seq_len - wt.q_begin, lane, l);
     }
     fence_proxy_async_shared();  // the staging writes precede the next Q's TMA overwrite
-    release(empty_q_bar<Cfg>(bars, local));
+    release(empty_q_bar<Cfg>(bars, item));
     WS_STAMP_IF(ctid % kWarpgroupThreads == 0 && wg_row0() == 0, kStored);
-    WS_STAMP_ITEM_IF(ctid == 0, kItemStored, local);
+    WS_STAMP_ITEM_IF(ctid == 0, kItemStored, item);
+  }
+  // DeferEpilogue: the previous item's O, once this item's first Q.K^T is issued; then O = 0 for
+  // this item (init left it).
+  __device__ __forceinline__ void store_deferred() {
+    if constexpr (Cfg::kDeferEpilogue) {
+      if (deferred) store(deferred_wt, deferred_l, deferred_local);
+      deferred = false;
+      tile.zero_o();
+    }
   }
 
   // Split-KV: every rank parks its partial; rank 0 folds the peers' in and stores.
@@ -379,7 +401,7 @@ struct Consumer {
           tile.o_acc[4 * i + 3] = tile.o_acc[4 * i + 3] * w_mine[1] + v.w * w_peer[1];
         }
       }
-      store(wt, l);
+      store(wt, l, local);
     }
     cluster_sync();  // peers keep their shared memory until rank 0 has read it
   }
@@ -409,7 +431,7 @@ struct Consumer {
     merge_stats(1, st.y, st.w, l, w_mine, w_peer);
     fold_partial(o_part, t, w_mine, w_peer);
     WS_STAMP_IF(t == 0, kFolded);
-    store(wt, l);
+    store(wt, l, local);
   }
   // O = O_mine * w_mine + O_peer * w_peer, row by row (accumulators 4i, 4i+1: row g; 4i+2, 4i+3: row g+8),
   // from the parked float4s at `part`.
@@ -460,14 +482,22 @@ struct Consumer {
       if constexpr (kPdlLateTrigger) grid_launch_dependents();
       if constexpr (Cfg::kKeySplit) {
         merge_and_store(wt);
+      } else if constexpr (Cfg::kDeferEpilogue) {  // stored by the next item's first_tile, or below
+        tile.reduced_row_sums(deferred_l);
+        deferred_wt = wt;
+        deferred_local = item;
+        deferred = true;
       } else if (L::kCanSplit && splits > 1) {
         combine_and_store(wt, split, splits);
       } else {
         float l[Tile::kRowsPerThread];
         tile.reduced_row_sums(l);
-        store(wt, l);
+        store(wt, l, local);
       }
     });
+    if constexpr (Cfg::kDeferEpilogue) {
+      if (deferred) store(deferred_wt, deferred_l, deferred_local);
+    }
   }
 };
 

@@ -122,6 +122,7 @@ struct Config {
   static constexpr int kQStages = 1;        // Q buffers; QRing<Config> below makes it 2
   static constexpr int kMulticastCtas = 1;  // CTAs sharing each K/V tile; KvMulticast<Config> below makes it 2
   static constexpr bool kCausalPairs = true;  // persistent causal: tiles j and m-1-j back to back (WorkOrder)
+  static constexpr bool kDeferEpilogue = false;  // DeferEpilogue<Config> below turns it on
   static constexpr int kBlockM = kConsumerWGs * kWgmmaM;
   // Ring indices between a warpgroup's consecutive key tiles, and the warps
   // that consume (and release) each ring slot.
@@ -191,6 +192,17 @@ struct KvMulticast : Base {
   static_assert(Base::kPersistent, "K/V multicast: a persistent grid of clusters (WorkOrder walks them in lockstep)");
   static_assert(!Base::kKeySplit, "K/V multicast: one query tile per warpgroup");
   static_assert(Base::kBlockN % (kMulticastCtas * 8) == 0, "each CTA's share of a tile is whole 8-row swizzle atoms");
+};
+
+// A persistent Config with two Q buffers whose consumers store an item's O only once they have
+// issued the next item's first Q.K^T (s15): the normalise, staging and 16-byte stores of O run
+// under that wgmma and the other warpgroup's turns instead of between two items, when the tensor
+// cores would wait. O's staging buffer is its item's Q buffer, which the next item does not use.
+template <class Base>
+struct DeferEpilogue : Base {
+  static constexpr bool kDeferEpilogue = true;
+  static_assert(Base::kQStages == 2, "deferred epilogue: O is staged in its item's Q buffer while the next Q is in use");
+  static_assert(!Base::kKeySplit, "deferred epilogue: one query tile per warpgroup");
 };
 
 template <typename T, int D, class Cfg>

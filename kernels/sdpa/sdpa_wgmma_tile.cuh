@@ -64,9 +64,11 @@ struct WgAttentionTile {
   int warp_q0;  // sequence index of this warp's first row
   int g, t;     // lane / 4, lane % 4
 
+  // kZeroO = false leaves O alone (a caller that still has to store the last item's O zeroes it
+  // with zero_o before the first P.V).
+  template <bool kZeroO = true>
   __device__ __forceinline__ void init(float softmax_scale, int first_row_of_warp, int lane) {
-#pragma unroll
-    for (int i = 0; i < kOAcc; ++i) o_acc[i] = 0.0f;
+    if constexpr (kZeroO) zero_o();
 #pragma unroll
     for (int i = 0; i < kSAcc; ++i) s_acc[i] = 0.0f;
 #pragma unroll
@@ -84,6 +86,11 @@ struct WgAttentionTile {
     warp_q0 = first_row_of_warp;
     g = lane / kQuad;
     t = lane % kQuad;
+  }
+
+  __device__ __forceinline__ void zero_o() {
+#pragma unroll
+    for (int i = 0; i < kOAcc; ++i) o_acc[i] = 0.0f;
   }
 
   // Byte offset of k16 slice kk of a K-major SW128 tile of `rows` rows.
