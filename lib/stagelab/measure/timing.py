@@ -9,8 +9,9 @@
   launch: what a model's forward pass sees when the call repeats back to back.
 
 Each contender (the stage, its parent, each library contender) is timed in the
-same process on the same inputs, interleaved per mode, so the ratios between
-them come from one run. The timing floor (an empty kernel by the same recipe)
+same process on the same inputs, its samples taken round robin with the others'
+within each mode (sample_round_robin), so the ratios between them come from one
+run and no contender owns a stretch of the run's clock drift. The timing floor (an empty kernel by the same recipe)
 is measured beside them: at small problems the cold figure is mostly floor.
 Every sample is waited on by the watchdog (stagelab.measure.watchdog): one that does not end within
 its bound, from the end of the sample before it, raises KernelHang. Each row also carries the SM clock and board power nvidia-smi sampled while it
@@ -115,19 +116,15 @@ def empty_kernel() -> None:
     torch.cuda._sleep(0)
 
 
-def _timed(run: Callable[[], None], repetitions: int, before: Callable[[], None] | None = None, *,
-           bound_s: float = launch_bound_s(0.0), what: str = "a timed launch") -> list[float]:
-    """Samples of `run` between events; each sample must end within `bound_s` of the one before."""
-    starts = [torch.cuda.Event(enable_timing=True) for _ in range(repetitions)]
-    ends = [torch.cuda.Event(enable_timing=True) for _ in range(repetitions)]
-    for start, end in zip(starts, ends):
-        if before is not None:
-            before()
-        start.record()
-        run()
-        end.record()
-    wait_for(ends, bound_s, what)
-    return [s.elapsed_time(e) * 1e3 for s, e in zip(starts, ends)]
+@dataclass(frozen=True)
+class Sampler:
+    """One contender made ready to be sampled in one mode (warmed up, its graph captured): `run` goes
+    between the two events, `before` ahead of them (unmeasured), each sample holds `launches`
+    launches, and the watchdog gives one sample `bound_s` from the end of the sample before it."""
+    run: Callable[[], None]
+    before: Callable[[], None] | None
+    launches: int
+    bound_s: float
 
 
 def _spin() -> None:
@@ -151,19 +148,17 @@ def host_dispatch_s(fn: Callable[[], None], flops: float = 0.0, pending: int = 1
     return time.perf_counter() - started
 
 
-def time_cold(fn: Callable[[], None], flush: L2Flusher, *, warmup: int, repetitions: int,
-              flops: float = 0.0) -> list[float]:
+def cold_sampler(fn: Callable[[], None], flush: L2Flusher, *, warmup: int, flops: float = 0.0) -> Sampler:
     for _ in range(warmup):
         fn()
     spin_cycles = hiding_spin_cycles(host_dispatch_s(fn, flops, pending=warmup))
+    synchronize("timing warm-up", flops)  # the dispatch probe's launch
 
     def flush_then_spin() -> None:
         # keep the GPU busy while the host enqueues the start event, the work and the end event
         flush()
         torch.cuda._sleep(spin_cycles)
-    # the bound counts the warm-up launches too: the first sample waits behind them
-    return _timed(fn, repetitions, before=flush_then_spin, bound_s=launch_bound_s(flops, 1 + warmup),
-                  what="cold timing")
+    return Sampler(fn, flush_then_spin, 1, launch_bound_s(flops))
 
 
 def _capture(fn: Callable[[], None], launches: int, warmup: int, flops: float = 0.0) -> torch.cuda.CUDAGraph:
@@ -181,56 +176,95 @@ def _capture(fn: Callable[[], None], launches: int, warmup: int, flops: float = 
             fn()
     for _ in range(max(warmup, 1)):
         graph.replay()
+    synchronize("timing warm-up", flops, launches=launches * max(warmup, 1))
     return graph
 
 
-def time_hot(fn: Callable[[], None], *, warmup: int, repetitions: int, flops: float = 0.0) -> list[float]:
-    """Graph replay of one launch: no launch gaps, warm caches."""
-    # the bound counts the warm-up replays too: the first sample waits behind them
-    bound = launch_bound_s(flops, 1 + max(warmup, 1))
-    return _timed(_capture(fn, 1, warmup, flops).replay, repetitions, before=_spin, bound_s=bound, what="hot timing")
+def graph_sampler(fn: Callable[[], None], launches: int, *, warmup: int, flops: float = 0.0) -> Sampler:
+    """hot (one launch) and throughput (THROUGHPUT_LAUNCHES) modes: a graph of `launches` launches replayed."""
+    return Sampler(_capture(fn, launches, warmup, flops).replay, _spin, launches, launch_bound_s(flops, launches))
 
 
-def time_throughput(fn: Callable[[], None], *, warmup: int, repetitions: int, flops: float = 0.0) -> list[float]:
-    """THROUGHPUT_LAUNCHES launches in one graph, each sample divided by the launch count."""
-    graph = _capture(fn, THROUGHPUT_LAUNCHES, warmup, flops)
-    bound = launch_bound_s(flops, THROUGHPUT_LAUNCHES * (1 + max(warmup, 1)))
-    samples = _timed(graph.replay, repetitions, before=_spin, bound_s=bound, what="throughput timing")
-    return [t / THROUGHPUT_LAUNCHES for t in samples]
+def sampler(fn: Callable[[], None], mode: str, flush: L2Flusher | None, *, warmup: int, flops: float = 0.0) -> Sampler:
+    """`fn` made ready for `mode` ('cold' needs a flusher); `flops`, one launch's, sets the watchdog's bound."""
+    if mode == "cold":
+        if flush is None:
+            raise ValueError("cold timing needs an L2Flusher")
+        return cold_sampler(fn, flush, warmup=warmup, flops=flops)
+    if mode in ("hot", "throughput"):
+        return graph_sampler(fn, 1 if mode == "hot" else THROUGHPUT_LAUNCHES, warmup=warmup, flops=flops)
+    raise ValueError(f"unknown timing mode {mode!r}; known: {list(TIMING_MODES)}")
+
+
+def round_robin_order(names: list[str], repetitions: int) -> list[str]:
+    """Whose sample comes when: round r takes one sample of every contender, in the order rotated by
+    r // 2 and reversed in odd rounds. Over 2 * len(names) rounds each contender takes every position
+    equally often and follows different contenders, so a drift in clock or temperature over the run,
+    or what one kernel leaves behind for the next, falls on every contender alike instead of on
+    whichever was timed last. Timed one after another in blocks, two builds of the same kernel
+    measured 3% apart on an H100 (bert-base 512 on models.yaml)."""
+    order = []
+    for r in range(repetitions):
+        shift = (r // 2) % len(names)
+        rotated = names[shift:] + names[:shift]
+        order += rotated[::-1] if r % 2 else rotated
+    return order
+
+
+def sample_round_robin(samplers: dict[str, Sampler], repetitions: int, what: str) -> dict[str, list[float]]:
+    """`repetitions` samples per launch (microseconds) of every sampler, taken in round_robin_order."""
+    taken = []
+    for name in round_robin_order(list(samplers), repetitions):
+        one = samplers[name]
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        if one.before is not None:
+            one.before()
+        start.record()
+        one.run()
+        end.record()
+        taken.append((name, start, end))
+    samples: dict[str, list[float]] = {name: [] for name in samplers}
+    for name, start, end in taken:  # each sample must end within its bound of the one before
+        wait_for([end], samplers[name].bound_s, f"{what}: {name}")
+        samples[name].append(start.elapsed_time(end) * 1e3 / samplers[name].launches)
+    return samples
 
 
 def time_mode(fn: Callable[[], None], mode: str, flush: L2Flusher | None, *, warmup: int,
               repetitions: int, flops: float = 0.0) -> list[float]:
-    """Samples in microseconds for one contender in one mode ('cold' needs a flusher); `flops`,
-    one launch's, sets the watchdog's bound per sample."""
-    if mode == "cold":
-        if flush is None:
-            raise ValueError("cold timing needs an L2Flusher")
-        return time_cold(fn, flush, warmup=warmup, repetitions=repetitions, flops=flops)
-    if mode == "throughput":
-        return time_throughput(fn, warmup=warmup, repetitions=repetitions, flops=flops)
-    if mode == "hot":
-        return time_hot(fn, warmup=warmup, repetitions=repetitions, flops=flops)
-    raise ValueError(f"unknown timing mode {mode!r}; known: {list(TIMING_MODES)}")
+    """Samples in microseconds for one contender in one mode."""
+    one = sampler(fn, mode, flush, warmup=warmup, flops=flops)
+    return sample_round_robin({mode: one}, repetitions, f"{mode} timing")[mode]
 
 
 def time_with_clocks(fn: Callable[[], None], mode: str, flush: L2Flusher | None, *, warmup: int, repetitions: int,
                      contender: str, shape, element_bytes: int, device: str) -> TimingStats:
     """One contender in one mode, summarized, with the clock and power nvidia-smi (`device`:
     gpu_clocks.smi_device_id) saw meanwhile."""
+    return time_interleaved({contender: fn}, mode, flush, warmup=warmup, repetitions=repetitions, shape=shape,
+                            element_bytes=element_bytes, device=device)[0]
+
+
+def time_interleaved(contenders: dict[str, Callable[[], None]], mode: str, flush: L2Flusher | None, *, warmup: int,
+                     repetitions: int, shape, element_bytes: int, device: str) -> list[TimingStats]:
+    """Every contender in one mode, sampled round robin, each summarized with the clock and power
+    nvidia-smi saw over the whole interleaved run (one reading for all: their samples alternate
+    faster than nvidia-smi samples)."""
+    samplers = {name: sampler(fn, mode, flush, warmup=warmup, flops=shape.flops()) for name, fn in contenders.items()}
     with ClockMonitor(device) as clocks:
-        samples = time_mode(fn, mode, flush, warmup=warmup, repetitions=repetitions, flops=shape.flops())
-    stats = summarize(samples, contender=contender, shape=shape, mode=mode, element_bytes=element_bytes)
-    return stats.with_clocks(clocks.summary())
+        samples = sample_round_robin(samplers, repetitions, f"{mode} timing")
+    summary = clocks.summary()
+    return [summarize(samples[name], contender=name, shape=shape, mode=mode, element_bytes=element_bytes)
+            .with_clocks(summary) for name in contenders]
 
 
 def time_contenders(contenders: dict[str, Callable[[], None]], shape, spec, flush: L2Flusher,
                     element_bytes: int = 2) -> list[TimingStats]:
-    """Each contender in each of spec.modes, interleaved per mode so drift hits all of them alike."""
+    """Each contender in each of spec.modes, sampled round robin within each mode."""
     device = smi_device_id(torch.cuda.current_device())
-    return [time_with_clocks(fn, mode, flush, warmup=spec.warmup, repetitions=spec.repetitions, contender=name,
-                             shape=shape, element_bytes=element_bytes, device=device)
-            for mode in spec.modes for name, fn in contenders.items()]
+    return [stats for mode in spec.modes
+            for stats in time_interleaved(contenders, mode, flush, warmup=spec.warmup, repetitions=spec.repetitions,
+                                          shape=shape, element_bytes=element_bytes, device=device)]
 
 
 def time_floor(spec, flush: L2Flusher) -> dict[str, float]:

@@ -1,0 +1,97 @@
+"""Round-robin timing (stagelab.measure.timing), on the CPU: the order in which contenders' samples are
+taken, and the sampling loop itself with fake CUDA events (only record, query and elapsed_time are used)
+and fake samplers whose runs log who ran and take a known time."""
+
+from collections import Counter
+from types import SimpleNamespace
+
+import pytest
+
+from stagelab.measure import timing
+from stagelab.measure.timing import Sampler, round_robin_order, sample_round_robin
+
+NAMES = ["stage", "parent/s13", "cudnn", "fa4"]
+
+
+def test_every_round_samples_every_contender_once():
+    order = round_robin_order(NAMES, repetitions=7)
+    assert Counter(order) == {name: 7 for name in NAMES}
+    rounds = [order[i:i + len(NAMES)] for i in range(0, len(order), len(NAMES))]
+    assert all(sorted(r) == sorted(NAMES) for r in rounds)
+
+
+def test_over_two_rounds_per_contender_each_takes_every_position_equally_often():
+    order = round_robin_order(NAMES, repetitions=2 * len(NAMES))
+    rounds = [order[i:i + len(NAMES)] for i in range(0, len(order), len(NAMES))]
+    for position in range(len(NAMES)):
+        assert Counter(r[position] for r in rounds) == {name: 2 for name in NAMES}
+
+
+def test_no_contender_always_follows_the_same_one():
+    order = round_robin_order(NAMES, repetitions=2 * len(NAMES))
+    rounds = [order[i:i + len(NAMES)] for i in range(0, len(order), len(NAMES))]
+    for name in NAMES:
+        before = {r[r.index(name) - 1] for r in rounds if r.index(name) > 0}
+        assert len(before) == 2  # both of its neighbours in the cycle, never only one
+
+
+def test_one_contender_is_simply_sampled_repeatedly():
+    assert round_robin_order(["floor"], 3) == ["floor"] * 3
+
+
+class FakeClock:
+    def __init__(self):
+        self.now_ms = 0.0
+
+
+class FakeEvent:
+    clock: FakeClock = None
+
+    def __init__(self, enable_timing=False):
+        self.at_ms = None
+
+    def record(self):
+        self.at_ms = FakeEvent.clock.now_ms
+
+    def query(self):
+        return True
+
+    def elapsed_time(self, end):
+        return end.at_ms - self.at_ms
+
+
+@pytest.fixture
+def fake_cuda(monkeypatch):
+    FakeEvent.clock = FakeClock()
+    monkeypatch.setattr(timing.torch, "cuda", SimpleNamespace(Event=FakeEvent))
+    return FakeEvent.clock
+
+
+def _sampler(name, launch_ms, launches, log, clock):
+    def run():
+        log.append(name)
+        clock.now_ms += launch_ms * launches
+
+    def before():
+        clock.now_ms += 1.0  # the flush or spin: not measured
+    return Sampler(run, before, launches, bound_s=1.0)
+
+
+def test_samples_are_taken_in_round_robin_order_and_reported_per_launch(fake_cuda):
+    log = []
+    samplers = {"stage": _sampler("stage", 0.010, 20, log, fake_cuda),
+                "cudnn": _sampler("cudnn", 0.012, 20, log, fake_cuda),
+                "floor": _sampler("floor", 0.002, 1, log, fake_cuda)}
+    samples = sample_round_robin(samplers, repetitions=5, what="throughput timing")
+    assert log == round_robin_order(list(samplers), 5)
+    # microseconds per launch, the unmeasured `before` left out
+    assert samples["stage"] == pytest.approx([10.0] * 5)
+    assert samples["cudnn"] == pytest.approx([12.0] * 5)
+    assert samples["floor"] == pytest.approx([2.0] * 5)
+
+
+def test_an_unknown_mode_is_refused_before_anything_runs():
+    with pytest.raises(ValueError, match="unknown timing mode 'warm'"):
+        timing.sampler(lambda: None, "warm", None, warmup=1)
+    with pytest.raises(ValueError, match="cold timing needs an L2Flusher"):
+        timing.sampler(lambda: None, "cold", None, warmup=1)
