@@ -44,6 +44,7 @@ PLANTS = {plant.name: plant for plant in (
     Plant("k_release_early", WARPSPEC,
           """    wgmma_commit();
     turn_end();
+    store_deferred();  // under this Q.K^T and the other warpgroup's turn
     wgmma_wait<0>();
     fence_regs(tile.s_acc);
     release_kv(kEmptyK, ring);
@@ -51,6 +52,7 @@ PLANTS = {plant.name: plant for plant in (
           """    wgmma_commit();
     release_kv(kEmptyK, ring);  // PLANTED: before the wgmma reading K completes
     turn_end();
+    store_deferred();  // under this Q.K^T and the other warpgroup's turn
     wgmma_wait<0>();
     fence_regs(tile.s_acc);
 """,

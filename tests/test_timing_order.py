@@ -1,4 +1,4 @@
-"""Round-robin timing (stagelab.measure.timing), on the CPU: the order in which contenders' samples are
+"""Round-robin timing (stagelab.measure.sampling), on the CPU: the order in which contenders' samples are
 taken, and the sampling loop itself with fake CUDA events (only record, query and elapsed_time are used)
 and fake samplers whose runs log who ran and take a known time."""
 
@@ -7,8 +7,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from stagelab.measure import timing
-from stagelab.measure.timing import Sampler, round_robin_order, sample_round_robin
+from stagelab.measure import sampling
+from stagelab.measure.sampling import Sampler, round_robin_order, sample_round_robin
 
 NAMES = ["stage", "parent/s13", "cudnn", "fa4"]
 
@@ -63,7 +63,7 @@ class FakeEvent:
 @pytest.fixture
 def fake_cuda(monkeypatch):
     FakeEvent.clock = FakeClock()
-    monkeypatch.setattr(timing.torch, "cuda", SimpleNamespace(Event=FakeEvent))
+    monkeypatch.setattr(sampling.torch, "cuda", SimpleNamespace(Event=FakeEvent))
     return FakeEvent.clock
 
 
@@ -92,6 +92,6 @@ def test_samples_are_taken_in_round_robin_order_and_reported_per_launch(fake_cud
 
 def test_an_unknown_mode_is_refused_before_anything_runs():
     with pytest.raises(ValueError, match="unknown timing mode 'warm'"):
-        timing.sampler(lambda: None, "warm", None, warmup=1)
+        sampling.sampler(lambda: None, "warm", None, warmup=1)
     with pytest.raises(ValueError, match="cold timing needs an L2Flusher"):
-        timing.sampler(lambda: None, "cold", None, warmup=1)
+        sampling.sampler(lambda: None, "cold", None, warmup=1)

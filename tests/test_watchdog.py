@@ -212,15 +212,15 @@ def test_exit_after_hang_ends_the_process_with_its_status_and_marker():
 
 def test_watchdog_sources_never_block_in_synchronize():
     """checks, chains and timing wait only through the watchdog."""
-    for name in ("measure/checks.py", "measure/chain.py", "measure/timing.py", "families/sdpa/fp8/budget.py"):
+    for name in ("measure/checks.py", "measure/chain.py", "measure/timing.py", "measure/sampling.py", "families/sdpa/fp8/budget.py"):
         text = (ROOT / "lib" / "stagelab" / name).read_text()
         assert "torch.cuda.synchronize(" not in text, name
     assert watchdog.HANG_EXIT_CODE not in (0, 1, 2, 124) and watchdog.HANG_EXIT_CODE < 128
 
 
 def test_the_cold_spin_covers_a_slow_host_dispatch_and_no_less_than_the_default():
-    from stagelab.measure.timing import (HOST_DISPATCH_MARGIN, HOST_HIDING_SPIN_CYCLES, MAX_SPIN_CYCLES,
-                                         SPIN_CLOCK_HZ, hiding_spin_cycles)
+    from stagelab.measure.sampling import (HOST_DISPATCH_MARGIN, HOST_HIDING_SPIN_CYCLES, MAX_SPIN_CYCLES,
+                                           SPIN_CLOCK_HZ, hiding_spin_cycles)
 
     assert hiding_spin_cycles(0.0) == hiding_spin_cycles(20e-6) == HOST_HIDING_SPIN_CYCLES  # a kernel launch
     slow = 3e-3  # a library call that spends 3 ms on the host before its kernel is enqueued
