@@ -92,6 +92,7 @@ def test_without_a_gpu_every_configuration_is_built_gated_and_recorded(root, bui
     runs = children(result.parent_run_id)
     assert {label: row[f"tags.{m.TAG_OUTCOME}"] for label, row in runs.items()} == outcomes(result)
     assert runs["BLOCK_THREADS=128"]["params.knob.BLOCK_THREADS"] == "128"
+    assert runs["BLOCK_THREADS=128"]["params.timing_order"] == "round_robin"  # how its samples were taken
     parent = tracking.client().get_run(result.parent_run_id)
     assert parent.data.tags[m.TAG_OUTCOME] == "no_gpu" and parent.info.status == "FINISHED"
     assert parent.data.metrics[m.TUNE_CONFIGS.key("no_gpu")] == 2

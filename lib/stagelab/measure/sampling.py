@@ -108,6 +108,10 @@ def sampler(fn: Callable[[], None], mode: str, flush: Callable[[], None] | None,
     raise ValueError(f"unknown timing mode {mode!r}; known: {list(TIMING_MODES)}")
 
 
+# How the samples of a mode's contenders interleave (a run's param `timing_order`).
+TIMING_ORDER = "round_robin"
+
+
 def round_robin_order(names: list[str], repetitions: int) -> list[str]:
     """Whose sample comes when: round r takes one sample of every contender, in the order rotated by
     r // 2 and reversed in odd rounds. Over 2 * len(names) rounds each contender takes every position

@@ -8,6 +8,7 @@ from ..core import metrics
 from ..core.envinfo import git_state, gpu_info, software_versions
 from ..core.paths import repo_root
 from ..core.context import StageContext
+from ..measure.sampling import TIMING_ORDER
 
 
 def _relative(path) -> str:
@@ -29,6 +30,8 @@ def run_params(ctx: StageContext) -> dict[str, object]:
         "repetitions": p.timing.repetitions,
         "warmup": p.timing.warmup,
         "timing_modes": ",".join(p.timing.modes),
+        # runs without it (before 2026-11-26) timed each contender's repetitions in one block
+        "timing_order": TIMING_ORDER,
         "contenders": ",".join(p.timing.contenders),
         "min_gain": stage.min_gain,
         "arch": ",".join(stage.arch),
