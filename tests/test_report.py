@@ -105,3 +105,15 @@ def test_report_of_a_store_without_runs_is_a_clear_error_not_a_traceback(tmp_pat
     assert main(["report", "--family", "softmax", "--params", "softmax-acceptance", "--out", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert "stagelab: error: no experiment 'stagelab-softmax'" in err and "Traceback" not in err
+
+
+def test_the_ladder_says_how_each_run_was_timed(tmp_store, tmp_path):
+    experiment_id = tracking.init_store("stagelab-sdpa")
+    log_run(experiment_id, "s0_baseline", "acceptance", 200.0)  # before timing_order was logged
+    round_robin = log_run(experiment_id, "s1_cp_async", "acceptance", 60.0)
+    tracking.client().log_param(round_robin, "timing_order", "round_robin")
+    ladder = write_report(["acceptance"], out_dir=tmp_path).read_text().split("## acceptance")[1].split("Per problem")[0]
+    rows = {line.split("|")[1].strip(): line for line in ladder.splitlines() if line.startswith("| s")}
+    header = next(line for line in ladder.splitlines() if line.startswith("| stage"))
+    assert [cell.strip() for cell in header.split("|")].count("timing") == 1
+    assert "round_robin" in rows["s1_cp_async"] and "blocks" in rows["s0_baseline"]

@@ -49,6 +49,12 @@ def _stage_order(family: Family) -> dict[str, int]:
     return {s: i for i, s in enumerate(family_registry(family.name).stages)}
 
 
+def _timing_order(run: pd.Series) -> str:
+    """How the run's contenders were sampled: its `timing_order` param, or one block each (runs before it)."""
+    order = run.get("params.timing_order")
+    return order if isinstance(order, str) and order else "blocks"
+
+
 def ladder_table(runs: pd.DataFrame, params_name: str, mission_tag: str, family: Family) -> pd.DataFrame:
     rows = []
     for _, r in runs[runs["tags.params_file"] == params_name].iterrows():
@@ -66,6 +72,7 @@ def ladder_table(runs: pd.DataFrame, params_name: str, mission_tag: str, family:
             "spills (B)": _metric(r, m.TOTAL_SPILLS.key()),
             "checks failed": _metric(r, m.CHECKS_FAILED.key()),
             "sanitizer": r.get(f"tags.{m.TAG_SANITIZE}"),
+            "timing": _timing_order(r),
             "tensor pipe @mission (ncu %)": _metric(r, m.NCU_TENSOR_UTIL.key(mission_tag)),
         })
         rows.append(row)
