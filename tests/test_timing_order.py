@@ -95,3 +95,34 @@ def test_an_unknown_mode_is_refused_before_anything_runs():
         sampling.sampler(lambda: None, "warm", None, warmup=1)
     with pytest.raises(ValueError, match="cold timing needs an L2Flusher"):
         sampling.sampler(lambda: None, "cold", None, warmup=1)
+
+
+def test_with_visits_each_contender_takes_its_samples_in_runs_in_round_robin_order(fake_cuda):
+    log = []
+    samplers = {name: _sampler(name, 0.010, 20, log, fake_cuda) for name in ("stage", "parent", "cudnn")}
+    samples = sample_round_robin(samplers, repetitions=10, what="throughput timing", visits=4)
+    runs = [log[0]]  # the contenders in the order their runs of samples came
+    for previous, name in zip(log, log[1:]):
+        if name != previous:
+            runs.append(name)
+    # rounds [stage parent cudnn], [cudnn parent stage] (reversed: cudnn's two visits meet at the seam), ...
+    assert runs[:5] == ["stage", "parent", "cudnn", "parent", "stage"]
+    assert log[:3] == ["stage"] * 3  # a visit: ceil(10 / 4) = 3 samples in a row, the last visit cut to make 10
+    assert Counter(log) == {name: 10 for name in samplers}
+    assert all(len(samples[name]) == 10 for name in samplers)
+
+
+def test_visits_are_checked_where_the_parameter_file_is_read(tmp_path):
+    from stagelab.core.errors import ConfigError
+    from stagelab.core.params import load_params
+    from stagelab.measure.sampling import timing_order
+
+    def params_with(visits):
+        path = tmp_path / f"visits{visits}.yaml"
+        path.write_text(f"family: softmax\nshapes: [{{shape: [4, 1000]}}]\ntiming: {{repetitions: 100, visits: {visits}}}\n")
+        return path
+    assert load_params(params_with(4)).timing.visits == 4
+    for bad in (3, 102, 0):
+        with pytest.raises(ConfigError, match="visits"):
+            load_params(params_with(bad))
+    assert timing_order(None) == "round_robin" and timing_order(4) == "round_robin_4_visits"

@@ -48,7 +48,7 @@ _TOP_KEYS = {"description", "family", "dtypes", "seeds", "distributions", "shape
 # the stage notebook's own exploration cells (notebooks/explore/<stage>.py: variant sweeps) and the
 # stress rounds under perturbed timing (stress.py; the file's `stress:` mapping tunes them).
 OPTIONAL_STEPS = ("sanitize", "profile", "explore", "stress")
-_TIMING_KEYS = {"dtype", "warmup", "repetitions", "modes", "contenders", "backends"}
+_TIMING_KEYS = {"dtype", "warmup", "repetitions", "modes", "contenders", "backends", "visits"}
 
 
 @dataclass(frozen=True)
@@ -58,6 +58,9 @@ class TimingSpec:
     repetitions: int
     modes: tuple[str, ...]
     contenders: tuple[str, ...]
+    # Visits per contender per mode, each a run of repetitions / visits samples in a row, the
+    # visits in round-robin order; None: one sample a visit (measure.sampling).
+    visits: int | None = None
 
     @property
     def primary_mode(self) -> str:
@@ -134,10 +137,17 @@ def _timing(where: str, raw: Any, family: Family) -> TimingSpec:
     if repetitions < MIN_REPETITIONS:
         raise ConfigError(f"{where}.repetitions: {repetitions} is too few for a p99; use at least {MIN_REPETITIONS}")
     contenders = raw.get("contenders", raw.get("backends", list(family.contenders)))
+    visits = raw.get("visits")
+    if visits is not None:
+        visits = _positive_int(f"{where}.visits", visits)
+        if visits % 2 or visits > repetitions:
+            raise ConfigError(f"{where}.visits: {visits} must be even (each round's order is reversed in the next) "
+                              f"and at most the repetitions ({repetitions})")
     return TimingSpec(
         dtype=dtype, warmup=warmup, repetitions=repetitions,
         modes=_choice_list(f"{where}.modes", raw.get("modes", ["cold"]), TIMING_MODES),
         contenders=() if contenders == [] else _choice_list(f"{where}.contenders", contenders, family.contenders),
+        visits=visits,
     )
 
 

@@ -108,8 +108,13 @@ def sampler(fn: Callable[[], None], mode: str, flush: Callable[[], None] | None,
     raise ValueError(f"unknown timing mode {mode!r}; known: {list(TIMING_MODES)}")
 
 
-# How the samples of a mode's contenders interleave (a run's param `timing_order`).
+# How the samples of a mode's contenders interleave (a run's param `timing_order`): one sample a
+# visit, or `visits` runs of samples per contender (TimingSpec.visits).
 TIMING_ORDER = "round_robin"
+
+
+def timing_order(visits: int | None) -> str:
+    return TIMING_ORDER if visits is None else f"{TIMING_ORDER}_{visits}_visits"
 
 
 def round_robin_order(names: list[str], repetitions: int) -> list[str]:
@@ -127,18 +132,26 @@ def round_robin_order(names: list[str], repetitions: int) -> list[str]:
     return order
 
 
-def sample_round_robin(samplers: dict[str, Sampler], repetitions: int, what: str) -> dict[str, list[float]]:
-    """`repetitions` samples per launch (microseconds) of every sampler, taken in round_robin_order."""
-    taken = []
-    for name in round_robin_order(list(samplers), repetitions):
+def sample_round_robin(samplers: dict[str, Sampler], repetitions: int, what: str,
+                       visits: int | None = None) -> dict[str, list[float]]:
+    """`repetitions` samples per launch (microseconds) of every sampler. Each contender is visited
+    `visits` times (default: once per sample) in round_robin_order and takes repetitions / visits
+    samples in a row per visit: a few long visits let a power-capped GPU settle at each contender's
+    own sustained clock, while the reversed rounds still cancel the drift."""
+    visits = repetitions if visits is None else visits
+    per_visit = math.ceil(repetitions / visits)
+    taken, counts = [], dict.fromkeys(samplers, 0)
+    for name in round_robin_order(list(samplers), visits):
         one = samplers[name]
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        if one.before is not None:
-            one.before()
-        start.record()
-        one.run()
-        end.record()
-        taken.append((name, start, end))
+        for _ in range(min(per_visit, repetitions - counts[name])):
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            if one.before is not None:
+                one.before()
+            start.record()
+            one.run()
+            end.record()
+            taken.append((name, start, end))
+            counts[name] += 1
     samples: dict[str, list[float]] = {name: [] for name in samplers}
     for name, start, end in taken:  # each sample must end within its bound of the one before
         wait_for([end], samplers[name].bound_s, f"{what}: {name}")

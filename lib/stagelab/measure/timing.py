@@ -117,13 +117,14 @@ def time_with_clocks(fn: Callable[[], None], mode: str, flush: L2Flusher | None,
 
 
 def time_interleaved(contenders: dict[str, Callable[[], None]], mode: str, flush: L2Flusher | None, *, warmup: int,
-                     repetitions: int, shape, element_bytes: int, device: str) -> list[TimingStats]:
+                     repetitions: int, shape, element_bytes: int, device: str,
+                     visits: int | None = None) -> list[TimingStats]:
     """Every contender in one mode, sampled round robin, each summarized with the clock and power
     nvidia-smi saw over the whole interleaved run (one reading for all: their samples alternate
     faster than nvidia-smi samples)."""
     samplers = {name: sampler(fn, mode, flush, warmup=warmup, flops=shape.flops()) for name, fn in contenders.items()}
     with ClockMonitor(device) as clocks:
-        samples = sample_round_robin(samplers, repetitions, f"{mode} timing")
+        samples = sample_round_robin(samplers, repetitions, f"{mode} timing", visits)
     summary = clocks.summary()
     return [summarize(samples[name], contender=name, shape=shape, mode=mode, element_bytes=element_bytes)
             .with_clocks(summary) for name in contenders]
@@ -135,7 +136,8 @@ def time_contenders(contenders: dict[str, Callable[[], None]], shape, spec, flus
     device = smi_device_id(torch.cuda.current_device())
     return [stats for mode in spec.modes
             for stats in time_interleaved(contenders, mode, flush, warmup=spec.warmup, repetitions=spec.repetitions,
-                                          shape=shape, element_bytes=element_bytes, device=device)]
+                                          shape=shape, element_bytes=element_bytes, device=device,
+                                          visits=spec.visits)]
 
 
 def time_floor(spec, flush: L2Flusher) -> dict[str, float]:

@@ -8,7 +8,7 @@ from ..core import metrics
 from ..core.envinfo import git_state, gpu_info, software_versions
 from ..core.paths import repo_root
 from ..core.context import StageContext
-from ..measure.sampling import TIMING_ORDER
+from ..measure.sampling import timing_order
 
 
 def _relative(path) -> str:
@@ -31,7 +31,7 @@ def run_params(ctx: StageContext) -> dict[str, object]:
         "warmup": p.timing.warmup,
         "timing_modes": ",".join(p.timing.modes),
         # runs without it (before 2026-11-26) timed each contender's repetitions in one block
-        "timing_order": TIMING_ORDER,
+        "timing_order": timing_order(p.timing.visits),
         "contenders": ",".join(p.timing.contenders),
         "min_gain": stage.min_gain,
         "arch": ",".join(stage.arch),
