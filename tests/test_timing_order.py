@@ -14,21 +14,21 @@ NAMES = ["stage", "parent/s13", "cudnn", "fa4"]
 
 
 def test_every_round_samples_every_contender_once():
-    order = round_robin_order(NAMES, repetitions=7)
+    order = round_robin_order(NAMES, rounds=7)
     assert Counter(order) == {name: 7 for name in NAMES}
     rounds = [order[i:i + len(NAMES)] for i in range(0, len(order), len(NAMES))]
     assert all(sorted(r) == sorted(NAMES) for r in rounds)
 
 
 def test_over_two_rounds_per_contender_each_takes_every_position_equally_often():
-    order = round_robin_order(NAMES, repetitions=2 * len(NAMES))
+    order = round_robin_order(NAMES, rounds=2 * len(NAMES))
     rounds = [order[i:i + len(NAMES)] for i in range(0, len(order), len(NAMES))]
     for position in range(len(NAMES)):
         assert Counter(r[position] for r in rounds) == {name: 2 for name in NAMES}
 
 
 def test_no_contender_always_follows_the_same_one():
-    order = round_robin_order(NAMES, repetitions=2 * len(NAMES))
+    order = round_robin_order(NAMES, rounds=2 * len(NAMES))
     rounds = [order[i:i + len(NAMES)] for i in range(0, len(order), len(NAMES))]
     for name in NAMES:
         before = {r[r.index(name) - 1] for r in rounds if r.index(name) > 0}

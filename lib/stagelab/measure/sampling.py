@@ -28,6 +28,8 @@ HOST_DISPATCH_MARGIN = 2
 MAX_SPIN_CYCLES = 100_000_000  # 50 ms at SPIN_CLOCK_HZ
 # Launches per graph in throughput mode: the issue's recipe (20 back-to-back calls).
 THROUGHPUT_LAUNCHES = 20
+
+
 @dataclass(frozen=True)
 class Sampler:
     """One contender made ready to be sampled in one mode (warmed up, its graph captured): `run` goes
@@ -61,6 +63,8 @@ def host_dispatch_s(fn: Callable[[], None], flops: float = 0.0, pending: int = 1
 
 
 def cold_sampler(fn: Callable[[], None], flush: Callable[[], None], *, warmup: int, flops: float = 0.0) -> Sampler:
+    """cold mode: one launch a sample, the L2 flushed and the GPU spinning (long enough to cover the
+    contender's host dispatch, measured here) before each."""
     for _ in range(warmup):
         fn()
     spin_cycles = hiding_spin_cycles(host_dispatch_s(fn, flops, pending=warmup))
@@ -97,7 +101,8 @@ def graph_sampler(fn: Callable[[], None], launches: int, *, warmup: int, flops: 
     return Sampler(_capture(fn, launches, warmup, flops).replay, _spin, launches, launch_bound_s(flops, launches))
 
 
-def sampler(fn: Callable[[], None], mode: str, flush: Callable[[], None] | None, *, warmup: int, flops: float = 0.0) -> Sampler:
+def sampler(fn: Callable[[], None], mode: str, flush: Callable[[], None] | None, *, warmup: int,
+            flops: float = 0.0) -> Sampler:
     """`fn` made ready for `mode` ('cold' needs a flusher); `flops`, one launch's, sets the watchdog's bound."""
     if mode == "cold":
         if flush is None:
@@ -117,7 +122,7 @@ def timing_order(visits: int | None) -> str:
     return TIMING_ORDER if visits is None else f"{TIMING_ORDER}_{visits}_visits"
 
 
-def round_robin_order(names: list[str], repetitions: int) -> list[str]:
+def round_robin_order(names: list[str], rounds: int) -> list[str]:
     """Whose sample comes when: round r takes one sample of every contender, in the order rotated by
     r // 2 and reversed in odd rounds. Over 2 * len(names) rounds each contender takes every position
     equally often and follows different contenders, so a drift in clock or temperature over the run,
@@ -125,7 +130,7 @@ def round_robin_order(names: list[str], repetitions: int) -> list[str]:
     whichever was timed last. Timed one after another in blocks, two builds of the same kernel
     measured 3% apart on an H100 (bert-base 512 on models.yaml)."""
     order = []
-    for r in range(repetitions):
+    for r in range(rounds):
         shift = (r // 2) % len(names)
         rotated = names[shift:] + names[:shift]
         order += rotated[::-1] if r % 2 else rotated
