@@ -146,3 +146,12 @@ def test_source_sampling_keeps_the_page_and_writes_its_summary(tool, tmp_path, m
 def test_a_failed_sampling_names_its_log(tool, tmp_path, monkeypatch):
     monkeypatch.setattr(tool, "run_under_tool", lambda command, timeout_s, env: (2, "no GPU"))
     assert "ncu exit 2 while sampling (see s8.source.log)" in tool.profile_source("ncu", [], "s8", tmp_path)
+
+
+def test_a_problem_takes_grouped_heads_a_key_length_and_the_layout(tool):
+    entry = tool.parse_problem_tag("1x32x512x128", True, kv_heads=8, kv_seq_len=4096, layout="bshd")
+    assert entry == {"shape": [1, 32, 512, 128], "causal": True, "kv_heads": 8, "kv_seq_len": 4096, "layout": "bshd"}
+    from stagelab.core.family import load_family
+
+    problem = load_family("sdpa").parse_problem("ncu_compare", entry)[0]
+    assert (problem.kv_heads, problem.kv_seq_len, problem.layout) == (8, 4096, "bshd")

@@ -49,15 +49,22 @@ METRIC_TIERS = ((*ncu.metric_set(), *ncu.ISSUE_METRICS, *ncu.LAUNCH_METRICS, *L2
 KERNEL_NAME_CHARS = 90
 
 
-def parse_problem_tag(text: str, causal: bool) -> dict:
-    """'2x8x2048x128' -> the family's problem entry {"shape": [2, 8, 2048, 128], "causal": causal}."""
+def parse_problem_tag(text: str, causal: bool, kv_heads: int | None = None, kv_seq_len: int | None = None,
+                      layout: str | None = None) -> dict:
+    """'2x8x2048x128' -> the family's problem entry {"shape": [2, 8, 2048, 128], "causal": causal}, with
+    grouped-query K/V heads, a key length apart from the query length and the bshd layout where given
+    (the family's parse_problem judges them)."""
     try:
         shape = [int(part) for part in text.lower().split("x")]
     except ValueError:
         raise SystemExit(f"--problem {text!r}: expected BxHxSxD, e.g. 2x8x2048x128") from None
     if len(shape) != 4 or min(shape) < 1:
         raise SystemExit(f"--problem {text!r}: expected four positive sizes BxHxSxD")
-    return {"shape": shape, "causal": causal}
+    entry = {"shape": shape, "causal": causal}
+    for key, value in (("kv_heads", kv_heads), ("kv_seq_len", kv_seq_len), ("layout", layout)):
+        if value is not None:
+            entry[key] = value
+    return entry
 
 
 def child_command(argv: list[str], label: str) -> list[str]:
@@ -189,7 +196,7 @@ def run_child(args, label: str) -> int:
 
     kind, what = subjects(args)[label]
     family = load_family(FAMILY)
-    problem = family.parse_problem("ncu_compare", parse_problem_tag(args.problem, args.causal))[0]
+    problem = family.parse_problem("ncu_compare", problem_entry_of(args))[0]
     inputs = family.make_inputs(problem, family.torch_dtype(args.dtype), seed=0, device="cuda")
     if kind == "stage":
         call = stage_call(family, load_kernel(family, what), problem, inputs)
@@ -241,12 +248,19 @@ def profile_source(executable: str, argv: list[str], label: str, out: Path) -> s
     return summary
 
 
+def problem_entry_of(args) -> dict:
+    return parse_problem_tag(args.problem, args.causal, args.kv_heads, args.kv_seq_len, args.layout)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("stages", nargs="*")
     ap.add_argument("--problem", required=True, help="BxHxSxD, e.g. 2x8x2048x128")
     ap.add_argument("--causal", action="store_true")
+    ap.add_argument("--kv-heads", type=int, help="grouped-query attention: K/V heads (dividing H)")
+    ap.add_argument("--kv-seq-len", type=int, help="keys, where they differ from the queries (S)")
+    ap.add_argument("--layout", choices=["bhsd", "bshd"], help="the family's input layout (default bhsd)")
     ap.add_argument("--dtype", default="float16")
     ap.add_argument("--variant", action="append", default=[], metavar="LABEL=STAGE:KEY=VAL,KEY=VAL")
     ap.add_argument("--contenders", nargs="*", default=["cudnn", "fa4"])
@@ -258,7 +272,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="keep L2 warm and the clocks unlocked (throughput mode's state), not ncu's flush and base clocks")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
-    problem_entry = parse_problem_tag(args.problem, args.causal)  # a bad --problem stops here, before any build
+    problem_entry = problem_entry_of(args)  # a bad --problem stops here, before any build
     if args.child:
         return run_child(args, args.child)
     executable = find_tool(ncu.NCU)
@@ -278,7 +292,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.source:
             sources.append(profile_source(executable, argv, label, args.out))
     state = " (warm L2, clocks unlocked)" if args.warm else ""
-    text = f"{args.problem}{' causal' if args.causal else ''} {args.dtype}{state}\n\n{table(columns)}\n"
+    extras = "".join(f" {key}={value}" for key, value in problem_entry.items() if key not in ("shape", "causal"))
+    text = f"{args.problem}{' causal' if args.causal else ''}{extras} {args.dtype}{state}\n\n{table(columns)}\n"
     if sources:
         text += "\n## Where the warps wait (sampled program counters)\n\n" + "\n".join(sources)
     (args.out / "ncu_compare.md").write_text(text)
