@@ -94,25 +94,6 @@ __device__ __forceinline__ void mbarrier_wait(uint32_t bar, uint32_t parity) {
   while (!mbarrier_try_wait(bar, parity)) {
   }
 }
-// try_wait with a suspend-time hint: an upper bound on the thread's sleep (it wakes as soon as the
-// phase completes), ptxas's TRYWAIT + NANOSLEEP.SYNCS + PHASECHK loop. CUTLASS's ClusterBarrier::wait
-// passes the same 10 ms: long enough that a waiting thread never polls, short enough to stay a hint.
-constexpr uint32_t kTryWaitSuspendNs = 10u * 1000u * 1000u;
-__device__ __forceinline__ bool mbarrier_try_wait_suspended(uint32_t bar, uint32_t parity) {
-  uint32_t done;
-  asm volatile(
-      "{\n.reg .pred p;\n"
-      "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2, %3;\n"
-      "selp.u32 %0, 1, 0, p;\n}\n"
-      : "=r"(done)
-      : "r"(bar), "r"(parity), "n"(kTryWaitSuspendNs)
-      : "memory");
-  return done != 0;
-}
-__device__ __forceinline__ void mbarrier_wait_suspended(uint32_t bar, uint32_t parity) {
-  while (!mbarrier_try_wait_suspended(bar, parity)) {
-  }
-}
 
 // --------------------------------------------------------------- TMA copies --
 __device__ __forceinline__ void prefetch_tensor_map(const CUtensorMap* map) {

@@ -82,14 +82,6 @@ __device__ __forceinline__ void load_kv_tile(uint32_t dst, const CUtensorMap* ma
     tma_load_tile<Cfg::kBlockN, kColumnBlocks>(dst, map, bar, row0, h, b);
 }
 
-// The producer's wait for a slot its consumers free (WS_PRODUCER_SUSPEND).
-__device__ __forceinline__ void producer_wait(uint32_t bar, uint32_t parity) {
-  if constexpr (kProducerSuspend)
-    mbarrier_wait_suspended(bar, parity);
-  else
-    mbarrier_wait(bar, parity);
-}
-
 // Producer: one thread issues Q and every K/V tile of each work item in order.
 template <typename T, int D, class Cfg, bool kCausal>
 __device__ __forceinline__ void produce(const Params& prm, uint32_t s_base, int split, int splits) {
@@ -106,7 +98,7 @@ __device__ __forceinline__ void produce(const Params& prm, uint32_t s_base, int 
   WorkOrder<Cfg, kCausal>::for_each(prm, split, splits, [&](const WorkTile& wt, int local) {
     const int h_kv = kv_head(prm.p, wt.h);
     // the epilogue of the item that last used this Q buffer is done with it
-    if (local >= Cfg::kQStages) producer_wait(empty_q_bar<Cfg>(bars, local), q_parity<Cfg>(local - Cfg::kQStages));
+    if (local >= Cfg::kQStages) mbarrier_wait(empty_q_bar<Cfg>(bars, local), q_parity<Cfg>(local - Cfg::kQStages));
     WS_STAMP_IF(true, kItemDecoded);
     tma_load_tile<Cfg::kBlockM, kBlocks>(s_base + q_offset<L>(local), &prm.q_map, full_q_bar<Cfg>(bars, local),
                                          wt.q_begin, wt.h, wt.b);
@@ -117,10 +109,10 @@ __device__ __forceinline__ void produce(const Params& prm, uint32_t s_base, int 
     for (int n = wt.kt_begin; n < wt.kt_end; ++n, ++ring) {
       const uint32_t freed = ring_parity<kStages>(ring) ^ 1;  // a fresh buffer counts as freed
       const uint32_t slot = (ring % kStages) * L::kKVBytes;
-      producer_wait(ring_bar<kStages>(bars, kEmptyK, ring), freed);
+      mbarrier_wait(ring_bar<kStages>(bars, kEmptyK, ring), freed);
       load_kv_tile<Cfg, kBlocks>(s_base + L::kKOffset + slot, &prm.k_map, ring_bar<kStages>(bars, kFullK, ring),
                                  n * Cfg::kBlockN, h_kv, wt.b);
-      producer_wait(ring_bar<kStages>(bars, kEmptyV, ring), freed);
+      mbarrier_wait(ring_bar<kStages>(bars, kEmptyV, ring), freed);
       load_kv_tile<Cfg, kBlocks>(s_base + L::kVOffset + slot, &prm.v_map, ring_bar<kStages>(bars, kFullV, ring),
                                  n * Cfg::kBlockN, h_kv, wt.b);
     }

@@ -84,24 +84,16 @@ constexpr bool kPdlEarlyTrigger = WS_PDL == 1;
 constexpr bool kPdlLateTrigger = WS_PDL == 2;
 // The order persistent causal blocks take their items in (WorkOrder). 0 (the default here): causal
 // pairs striped over the blocks, every unit about m+1 key tiles long, so a launch of U units runs
-// ceil(U / blocks) of them on its busiest block. 1: one list of every item, longest first (all
-// (batch, head)s' last query tiles, then the ones before), dealt to the blocks in a snake (round k
-// forward when k is even, backward when odd): the list ends in its shortest items, and each block's
-// items of two consecutive rounds sum to about the same (tools/schedule_balance.py).
+// ceil(U / blocks) of them on its busiest block. 1: per launch, where the host's model says it pays
+// (snake_pays in sdpa_warpspec_launch.cuh), one list of every item, longest first (all (batch,
+// head)s' last query tiles, then the ones before), dealt to the blocks in a snake (round k forward
+// when k is even, backward when odd): the list ends in its shortest items, and each block's items
+// of two consecutive rounds sum to about the same (tools/schedule_balance.py).
 #ifndef WS_CAUSAL_ORDER
 #define WS_CAUSAL_ORDER 0
 #endif
-static_assert(WS_CAUSAL_ORDER == 0 || WS_CAUSAL_ORDER == 1, "WS_CAUSAL_ORDER: 0 (causal pairs) or 1 (longest-first snake)");
+static_assert(WS_CAUSAL_ORDER == 0 || WS_CAUSAL_ORDER == 1, "WS_CAUSAL_ORDER: 0 (causal pairs) or 1 (the snake where it pays)");
 constexpr bool kCausalSnake = WS_CAUSAL_ORDER == 1;
-// The producer's waits for a free slot (sdpa_warpspec.cuh's produce): 0 (the default here) polls
-// try_wait, whose own suspend is short, so the one producer thread's loop takes issue slots from
-// its sub-partition's consumer warps; 1 passes try_wait a suspend-time hint (sdpa_tma.cuh's
-// mbarrier_wait_suspended), so the thread sleeps until the slot's phase completes.
-#ifndef WS_PRODUCER_SUSPEND
-#define WS_PRODUCER_SUSPEND 0
-#endif
-static_assert(WS_PRODUCER_SUSPEND == 0 || WS_PRODUCER_SUSPEND == 1, "WS_PRODUCER_SUSPEND: 0 (poll) or 1 (suspend hint)");
-constexpr bool kProducerSuspend = WS_PRODUCER_SUSPEND == 1;
 constexpr bool kWaitKInTurn = WS_WAIT_K_IN_TURN != 0;
 constexpr bool kRescaleInTurn = WS_RESCALE_IN_TURN != 0;
 
@@ -110,6 +102,7 @@ struct Params {
   CUtensorMap q_map, k_map, v_map;
   int m_tiles;     // query tiles per (batch, head)
   int work_items;  // m_tiles * heads * batch
+  int causal_snake;  // WS_CAUSAL_ORDER=1: this launch walks the longest-first snake (the host's snake_pays)
 };
 
 // The problem as the kernel reads it (sdpa_api.h). Without SDPA_GENERAL_PROBLEM these fold to
@@ -347,13 +340,15 @@ __device__ __forceinline__ WorkTile decode_work(const Params& prm, int w, int sp
 // mean, and s8 measured 342 TFLOP/s there against 582 dense (H100).
 template <class Cfg, bool kCausal>
 struct WorkOrder {
-  static constexpr bool kSnake = Cfg::kPersistent && kCausal && Cfg::kCausalPairs && kCausalSnake;
-  static constexpr bool kPairs = Cfg::kPersistent && kCausal && Cfg::kCausalPairs && !kSnake;
+  // A build with WS_CAUSAL_ORDER=1 walks pairs or the snake by Params::causal_snake.
+  static constexpr bool kPairs = Cfg::kPersistent && kCausal && Cfg::kCausalPairs;
+  static constexpr bool kMaySnake = kPairs && kCausalSnake;
+  __host__ __device__ static bool snake(const Params& prm) { return kMaySnake && prm.causal_snake != 0; }
   static constexpr int kCtas = Cfg::kMulticastCtas;  // a K/V multicast cluster walks one unit (cta_bh)
 
   // Units the blocks (the clusters) stripe over: items, or pairs of items (a middle tile alone).
   __host__ __device__ static int units(const Params& prm) {
-    return (kPairs ? sdpa_ceil_div(prm.m_tiles, 2) * prm.p.heads * prm.p.batch : prm.work_items) / kCtas;
+    return (kPairs && !snake(prm) ? sdpa_ceil_div(prm.m_tiles, 2) * prm.p.heads * prm.p.batch : prm.work_items) / kCtas;
   }
 
   // body(tile, local) for each item of this block in order; local counts them
@@ -367,29 +362,31 @@ struct WorkOrder {
     const int stride = Cfg::kPersistent ? static_cast<int>(gridDim.x) / kCtas : prm.work_items;
     int local = 0;
     if constexpr (kPairs) {
-      // Step k: unit first + (k / 2) * stride, its longer tile first. One call
-      // site: the body (the whole main loop) is inlined once, and only k and
-      // local stay live across it (a second call site spilled at the entry cap).
+      // Step k: unit first + (k / 2) * stride, its longer tile first; or (the snake) position
+      // first (k even) or stride-1-first (k odd) of round k of the longest-first list, whose
+      // position q is query tile m-1 - q / groups of (batch, head) group q % groups. One call
+      // site: the body (the whole main loop) is inlined once, and only k and local stay live
+      // across it (a second call site spilled at the entry cap). A block's units and positions
+      // grow with k, so the first one past the end ends its walk.
       const int pairs = sdpa_ceil_div(prm.m_tiles, 2);
+      const bool snake_order = snake(prm);
+      const int groups = prm.work_items / prm.m_tiles / kCtas;
       for (int k = 0;; ++k) {
-        const int u = first + (k >> 1) * stride;
-        if (u >= units(prm)) break;
-        const int shorter = u % pairs, longer = prm.m_tiles - 1 - shorter;
-        if ((k & 1) && shorter == longer) continue;  // the middle tile of an odd count is a unit alone
-        body(make_work<Cfg, kCausal>(prm, cta_bh<Cfg>(prm, u / pairs), (k & 1) ? shorter : longer, split, splits),
-             local++);
-      }
-    } else if constexpr (kSnake) {
-      // Round k's position first (k even) or stride-1-first (k odd) of the longest-first list, whose
-      // position q is query tile m-1 - q / heads of (batch, head) group q % heads. A block's
-      // positions grow with k, so the first one past the list ends its walk.
-      const int head_groups = units(prm) / prm.m_tiles;
-      for (int k = 0;; ++k) {
-        const int q = k * stride + ((k & 1) ? stride - 1 - first : first);
-        if (q >= units(prm)) break;
-        body(make_work<Cfg, kCausal>(prm, cta_bh<Cfg>(prm, q % head_groups), prm.m_tiles - 1 - q / head_groups, split,
-                                     splits),
-             local++);
+        int group, q_tile;
+        if (snake_order) {
+          const int q = k * stride + ((k & 1) ? stride - 1 - first : first);
+          if (q >= units(prm)) break;
+          group = q % groups;
+          q_tile = prm.m_tiles - 1 - q / groups;
+        } else {
+          const int u = first + (k >> 1) * stride;
+          if (u >= units(prm)) break;
+          const int shorter = u % pairs, longer = prm.m_tiles - 1 - shorter;
+          if ((k & 1) && shorter == longer) continue;  // the middle tile of an odd count is a unit alone
+          group = u / pairs;
+          q_tile = (k & 1) ? shorter : longer;
+        }
+        body(make_work<Cfg, kCausal>(prm, cta_bh<Cfg>(prm, group), q_tile, split, splits), local++);
       }
     } else {
       for (int w = first; w < units(prm); w += stride) body(decode_work<Cfg, kCausal>(prm, w, split, splits), local++);

@@ -4,6 +4,9 @@
 // stage that runs one config unsplit.
 #pragma once
 
+#include <algorithm>
+#include <vector>
+
 namespace sdpa_warpspec {
 
 inline int sm_count() {
@@ -57,8 +60,64 @@ cudaError_t max_active_clusters(Kernel kernel, size_t smem, int threads, int cta
   return err;
 }
 
+// WS_CAUSAL_ORDER=1: whether this causal launch walks the longest-first snake instead of causal
+// pairs on `blocks` persistent blocks. The snake runs every (batch, head)'s items at once where
+// pairs run a few heads' at a time, so it goes only where all of K and V fit in kSnakeL2Share of
+// L2: Llama-3-8B's 8k prefill (34 MB of K/V) gained 2.6% with it on the H100, (4,16,4096,128)
+// (134 MB) lost 1.8%. And only where it balances better by the model of tools/schedule_balance.py
+// (an item costs its key tiles plus one for its Q, first tile and epilogue): by at least
+// kSnakeMinGain of the busiest block's load. Both walks cost O(items) here, so launches past
+// kSnakeMaxItems (where ceil(units / blocks) rounds lose under 1% anyway) keep pairs.
+constexpr double kSnakeL2Share = 0.75;
+constexpr double kSnakeMinGain = 1.01;
+constexpr int kSnakeMaxItems = 16384;
+template <typename T, int D, class Cfg, bool kCausal>
+inline bool snake_pays(const Params& prm, int blocks) {
+  if constexpr (!WorkOrder<Cfg, kCausal>::kMaySnake) {
+    return false;
+  } else {
+    const SdpaProblem& p = prm.p;
+    const int groups = prm.work_items / prm.m_tiles / Cfg::kMulticastCtas;
+    if (prm.work_items > kSnakeMaxItems || blocks < 1 || groups < 1) return false;
+    int device = 0, l2_bytes = 0;
+    if (cudaGetDevice(&device) != cudaSuccess ||
+        cudaDeviceGetAttribute(&l2_bytes, cudaDevAttrL2CacheSize, device) != cudaSuccess)
+      return false;
+    const double kv_bytes = 2.0 * p.batch * p.kv_heads * static_cast<double>(kv_len(p)) * D * sizeof(T);  // K and V
+    if (kv_bytes > kSnakeL2Share * l2_bytes) return false;
+    const auto cost = [&](int q_tile) {  // key tiles of query tile q_tile, plus the item's own
+      const int keys = sdpa_kv_end(q_tile * Cfg::kBlockM + key_offset(p), Cfg::kBlockM, kv_len(p), true);
+      return sdpa_ceil_div(keys, Cfg::kBlockN) + 1;
+    };
+    // pairs: block b takes units b, b + blocks, ...; a unit is query tiles j and m-1-j of one group
+    const int pairs = sdpa_ceil_div(prm.m_tiles, 2);
+    const int pair_units = pairs * groups;
+    const int pair_grid = min(pair_units, blocks);
+    long long pairs_max = 0;
+    for (int b = 0; b < pair_grid; ++b) {
+      long long load = 0;
+      for (int u = b; u < pair_units; u += pair_grid) {
+        const int shorter = u % pairs, longer = prm.m_tiles - 1 - shorter;
+        load += cost(longer) + (shorter != longer ? cost(shorter) : 0);
+      }
+      pairs_max = load > pairs_max ? load : pairs_max;
+    }
+    // the snake: position q of round k goes to block q % grid (k even) or grid-1 - q % grid (k odd)
+    const int items = prm.work_items / Cfg::kMulticastCtas;
+    const int snake_grid = min(items, blocks);
+    std::vector<long long> loads(static_cast<size_t>(snake_grid), 0);
+    for (int q = 0; q < items; ++q) {
+      const int round = q / snake_grid, slot = q % snake_grid;
+      loads[static_cast<size_t>(round % 2 == 0 ? slot : snake_grid - 1 - slot)] += cost(prm.m_tiles - 1 - q / groups);
+    }
+    const long long snake_max = *std::max_element(loads.begin(), loads.end());
+    return static_cast<double>(snake_max) * kSnakeMinGain <= static_cast<double>(pairs_max);
+  }
+}
+
 template <typename T, int D, class Cfg, bool kCausal, bool kScalePositive>
-cudaError_t launch_instance(const Params& prm, int splits, cudaStream_t stream) {
+cudaError_t launch_instance(const Params& prm_in, int splits, cudaStream_t stream) {
+  Params prm = prm_in;
   constexpr size_t smem = Layout<T, D, Cfg>::kSmemBytes;
   auto kernel = warpspec_kernel<T, D, Cfg, kCausal, kScalePositive>;
   const cudaError_t err = sdpa_set_smem(kernel, smem);
@@ -72,6 +131,7 @@ cudaError_t launch_instance(const Params& prm, int splits, cudaStream_t stream) 
       const cudaError_t occupancy = max_active_clusters(kernel, smem, Cfg::kThreads, kCtas, &resident);
       if (occupancy != cudaSuccess) return occupancy;
     }
+    prm.causal_snake = snake_pays<T, D, Cfg, kCausal>(prm, resident) ? 1 : 0;
     blocks = min(WorkOrder<Cfg, kCausal>::units(prm), resident) * kCtas;
   }
   const unsigned cluster = static_cast<unsigned>(kCtas > 1 ? kCtas : splits);
