@@ -64,10 +64,10 @@ def try_variants(run, name: str, variants: dict[str, dict], *, hypothesis: str, 
     the libraries), also logged as the sweep `name` on the stage run. A variant with no defines is the default itself: left out."""
     import os
 
-    from .recorder import NullRecorder
+    from .record.recorder import NullRecorder
     from .run.trial import Narrowing, run_trials
     from .run.trial_session import TRIAL_LABEL_PREFIX
-    from .trial_spec import TrialSpec
+    from .core.trial_spec import TrialSpec
 
     specs = [TrialSpec.of(defines={k: str(v) for k, v in defines.items()}, name=label)
              for label, defines in variants.items() if defines]
