@@ -205,6 +205,10 @@ struct Consumer {
     return make_desc_mnmajor(s_base + L::kVOffset + (index % kStages) * L::kKVBytes, kBlockN * kSw128RowBytes);
   }
 
+  // WS_SOFTMAX_INTERLEAVE on the configs whose consumers hold 240 registers: the short policy's 232
+  // spilled a register with it (head_dim 128).
+  static constexpr bool kInterleave = kSoftmaxInterleave && Cfg::kConsumerRegs >= 240;
+
   // Tile j of the item sits at ring index ring + j. The first tile: S only.
   // A warpgroup with no tile still takes the turn. The wgmma issue and its
   // wait stay in one branch: split across a merge point, ptxas cannot prove
@@ -234,7 +238,7 @@ struct Consumer {
   // S(idx) and P.V of this warpgroup's previous tile (ring index idx - kRingStride)
   // issued back to back; softmax(idx) under the P.V.
   __device__ __forceinline__ void middle_tile(int idx, int key0) {
-    if constexpr (Cfg::kPingpong && !kRescaleInTurn) {  // the other warpgroup's GEMMs cover it
+    if constexpr (Cfg::kPingpong && !kRescaleInTurn && !kInterleave) {  // the other warpgroup's GEMMs cover it
       fence_regs(tile.o_acc);
       tile.rescale_o();
     }
@@ -247,7 +251,7 @@ struct Consumer {
     wgmma_fence();  // p_frag (and a rescaled o_acc) were written by ordinary instructions
     tile.template issue_qk<Cfg::kBlockM>(desc_q(), desc_k(idx));
     wgmma_commit();
-    if constexpr (!Cfg::kPingpong || kRescaleInTurn) {  // under S(idx) on the tensor cores
+    if constexpr ((!Cfg::kPingpong || kRescaleInTurn) && !kInterleave) {  // under S(idx) on the tensor cores
       fence_regs(tile.o_acc);
       tile.rescale_o();
       fence_regs(tile.o_acc);
@@ -261,17 +265,26 @@ struct Consumer {
     wgmma_wait<1>();  // S(idx) done; P(idx-1).V(idx-1) may still run
     fence_regs(tile.s_acc);
     release_kv(kEmptyK, idx);
-    tile.softmax(key0, kv_len(prm.p));
-    schedule_boundary(prm.p.seq_len < 0);  // keep the wait below the softmax (sdpa_wgmma.cuh)
-    wgmma_wait<0>();
-    fence_regs(tile.o_acc);
-    fence_regs(tile.p_frag);
-    release_kv(kEmptyV, prev);
-    tile.pack_p();
+    if constexpr (kInterleave) {  // O's rescale for this tile is in there, after the wait
+      tile.template softmax_interleaved<kSoftmaxEarlyTiles>(key0, kv_len(prm.p), [&] {
+        wgmma_wait<0>();
+        fence_regs(tile.o_acc);
+        fence_regs(tile.p_frag);
+        release_kv(kEmptyV, prev);
+      });
+    } else {
+      tile.softmax(key0, kv_len(prm.p));
+      schedule_boundary(prm.p.seq_len < 0);  // keep the wait below the softmax (sdpa_wgmma.cuh)
+      wgmma_wait<0>();
+      fence_regs(tile.o_acc);
+      fence_regs(tile.p_frag);
+      release_kv(kEmptyV, prev);
+      tile.pack_p();
+    }
   }
   __device__ __forceinline__ void last_pv(int idx) {
     fence_regs(tile.o_acc);
-    tile.rescale_o();
+    if constexpr (!kInterleave) tile.rescale_o();  // softmax_interleaved rescaled O already
     fence_regs(tile.o_acc);
     fence_regs(tile.p_frag);
     turn_begin();

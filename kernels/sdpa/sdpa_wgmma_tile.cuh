@@ -132,19 +132,7 @@ struct WgAttentionTile {
 #pragma unroll
       for (int i = 0; i < kSAcc; ++i) s_acc[i] *= scale_log2;
     }
-    // Warp-uniform: only the ragged last tile and tiles reaching past this
-    // warp's first row (the diagonal) need the mask.
-    const bool need_mask = (key0 + kBlockN > seq_len) || (kCausal && key0 + kBlockN - 1 > warp_q0);
-    if (need_mask) {
-#pragma unroll
-      for (int j = 0; j < kSTiles; ++j)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int q = warp_q0 + g + (e / 2) * kRowsApart;
-          const int key = key0 + j * kN8 + 2 * t + (e % 2);
-          if (!sdpa_key_visible(q, key, seq_len, kCausal)) s_acc[4 * j + e] = -INFINITY;
-        }
-    }
+    mask_scores(key0, seq_len);
     if constexpr (kRescaleThreshold == 0) {
 #pragma unroll
       for (int r = 0; r < kRowsPerThread; ++r)
@@ -165,6 +153,81 @@ struct WgAttentionTile {
     }
   }
 
+  // One tile's softmax in FlashAttention-4's order (WS_SOFTMAX_INTERLEAVE, sdpa_warpspec.cuh's
+  // middle_tile), for a caller whose previous P.V may still run: the exponentials of the first
+  // kEarlyTiles n8 tiles, a basic-block boundary, wait_previous_pv() (the P.V's wait, after which
+  // O and the P fragments are free), O's rescale, then the remaining exponentials with each k16
+  // slice of P packed as soon as its two n8 tiles are out and the row sums in two chains per row
+  // (even and odd columns) fed as they come. ncu at Llama-3-8B 8k (H100) has FA4's softmax so
+  // interleaved, where softmax() + pack_p() end in a pairwise sum tree and 32 packs after the
+  // last exponential, whose FADDs and F2FPs stall on their inputs. Replaces softmax(), the later
+  // rescale_o() and pack_p() of the tile (fp16 and bf16 P; FP8 keeps softmax()).
+  template <int kEarlyTiles, class WaitPreviousPv>
+  __device__ __forceinline__ void softmax_interleaved(int key0, int seq_len, WaitPreviousPv&& wait_previous_pv) {
+    static_assert(kEarlyTiles >= 0 && kEarlyTiles <= kSTiles && kEarlyTiles % 2 == 0,
+                  "the early exponentials are whole k16 slices of P (two n8 tiles each)");
+    if constexpr (!kScalePositive) {
+#pragma unroll
+      for (int i = 0; i < kSAcc; ++i) s_acc[i] *= scale_log2;
+    }
+    mask_scores(key0, seq_len);
+    float mx[kRowsPerThread];
+    if constexpr (kRescaleThreshold == 0) {
+#pragma unroll
+      for (int r = 0; r < kRowsPerThread; ++r) mx[r] = fmaxf(row_max[r], tile_row_max(r));
+    } else {
+      float tile_max[kRowsPerThread];
+      bool grows = false;
+#pragma unroll
+      for (int r = 0; r < kRowsPerThread; ++r) {
+        tile_max[r] = tile_row_max(r);
+        grows |= tile_max[r] > row_max[r] + static_cast<float>(kRescaleThreshold);  // -inf + t = -inf
+      }
+      rescale_pending = __any_sync(kFullWarp, grows);
+#pragma unroll
+      for (int r = 0; r < kRowsPerThread; ++r) mx[r] = rescale_pending ? fmaxf(row_max[r], tile_max[r]) : row_max[r];
+    }
+    const float mul = score_mul();
+    float neg_base[kRowsPerThread];
+#pragma unroll
+    for (int r = 0; r < kRowsPerThread; ++r) {
+      const float base = sdpa_softmax_base(mx[r]);    // 0 while the row has seen only -inf
+      correction[r] = ex2_approx(row_max[r] - base);  // ex2(-inf) = 0 on the first visible tile
+      row_max[r] = mx[r];
+      neg_base[r] = -base;
+    }
+    float sum_even[kRowsPerThread] = {}, sum_odd[kRowsPerThread] = {};
+    const auto exponentiate_tile = [&](int j) {
+#pragma unroll
+      for (int r = 0; r < kRowsPerThread; ++r) {
+        s_acc[4 * j + 2 * r] = ex2_approx(fmaf(s_acc[4 * j + 2 * r], mul, neg_base[r]));
+        s_acc[4 * j + 2 * r + 1] = ex2_approx(fmaf(s_acc[4 * j + 2 * r + 1], mul, neg_base[r]));
+        sum_even[r] += s_acc[4 * j + 2 * r];
+        sum_odd[r] += s_acc[4 * j + 2 * r + 1];
+      }
+    };
+#pragma unroll
+    for (int j = 0; j < kEarlyTiles; ++j) exponentiate_tile(j);
+    // The wait stays below the early exponentials: the boundary's condition reads their sums, so
+    // neither they nor the wait cross it. (Their bits, not a sign test: LLVM knows a sum of
+    // exponentials is never negative and would fold `sum < 0` and the boundary away.)
+    float early_sum = 0.0f;
+    if constexpr (kEarlyTiles > 0) early_sum = (sum_even[0] + sum_odd[0]) + (sum_even[1] + sum_odd[1]);
+    schedule_boundary((seq_len < 0) & (__float_as_int(early_sum) == 0));
+    wait_previous_pv();
+    rescale_o();
+#pragma unroll
+    for (int kk = 0; kk < kEarlyTiles / 2; ++kk) pack_slice(kk);
+#pragma unroll
+    for (int kk = kEarlyTiles / 2; kk < kKeySlices; ++kk) {
+      exponentiate_tile(2 * kk);
+      exponentiate_tile(2 * kk + 1);
+      pack_slice(kk);
+    }
+#pragma unroll
+    for (int r = 0; r < kRowsPerThread; ++r) row_sum[r] = row_sum[r] * correction[r] + (sum_even[r] + sum_odd[r]);
+  }
+
   __device__ __forceinline__ void rescale_o() {
     if constexpr (kRescaleThreshold > 0) {
       if (!rescale_pending) return;  // every correction of the warp is 1
@@ -178,9 +241,11 @@ struct WgAttentionTile {
   // k16 slice kk of P is n8 tiles 2kk and 2kk+1 of S, packed pairwise.
   __device__ __forceinline__ void pack_p() {
 #pragma unroll
-    for (int kk = 0; kk < kKeySlices; ++kk)
+    for (int kk = 0; kk < kKeySlices; ++kk) pack_slice(kk);
+  }
+  __device__ __forceinline__ void pack_slice(int kk) {
 #pragma unroll
-      for (int i = 0; i < 4; ++i) p_frag[kk][i] = sdpa_mma::pack2<T>(s_acc[8 * kk + 2 * i], s_acc[8 * kk + 2 * i + 1]);
+    for (int i = 0; i < 4; ++i) p_frag[kk][i] = sdpa_mma::pack2<T>(s_acc[8 * kk + 2 * i], s_acc[8 * kk + 2 * i + 1]);
   }
 
   // The full row sums (the lanes of a quad hold partial sums of one row).
@@ -242,6 +307,21 @@ struct WgAttentionTile {
       if (j % kPolyEvery == kPolyEvery - 1) return ex2_poly3(x);  // j is unrolled: a compile-time choice
     }
     return ex2_approx(x);
+  }
+  // Scores past the keys or (causal) above the diagonal become -inf. Warp-uniform: only the ragged
+  // last tile and tiles reaching past this warp's first row (the diagonal) need the mask.
+  __device__ __forceinline__ void mask_scores(int key0, int seq_len) {
+    const bool need_mask = (key0 + kBlockN > seq_len) || (kCausal && key0 + kBlockN - 1 > warp_q0);
+    if (need_mask) {
+#pragma unroll
+      for (int j = 0; j < kSTiles; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int q = warp_q0 + g + (e / 2) * kRowsApart;
+          const int key = key0 + j * kN8 + 2 * t + (e % 2);
+          if (!sdpa_key_visible(q, key, seq_len, kCausal)) s_acc[4 * j + e] = -INFINITY;
+        }
+    }
   }
   static constexpr unsigned kFullWarp = 0xffffffffu;
   __device__ __forceinline__ float score_mul() const { return kScalePositive ? scale_log2 : 1.0f; }
