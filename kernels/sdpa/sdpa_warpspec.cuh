@@ -205,9 +205,10 @@ struct Consumer {
     return make_desc_mnmajor(s_base + L::kVOffset + (index % kStages) * L::kKVBytes, kBlockN * kSw128RowBytes);
   }
 
-  // WS_SOFTMAX_INTERLEAVE on the configs whose consumers hold 240 registers: the short policy's 232
-  // spilled a register with it (head_dim 128).
-  static constexpr bool kInterleave = kSoftmaxInterleave && Cfg::kConsumerRegs >= 240;
+  // WS_SOFTMAX_INTERLEAVE on the configs whose consumers hold 240 registers (the short policy's 232
+  // spilled a register with it at head_dim 128); 2: at head_dim 128 only.
+  static constexpr bool kInterleave = kSoftmaxInterleave && Cfg::kConsumerRegs >= 240 &&
+                                      (WS_SOFTMAX_INTERLEAVE == 1 || D == 128);
 
   // Tile j of the item sits at ring index ring + j. The first tile: S only.
   // A warpgroup with no tile still takes the turn. The wgmma issue and its

@@ -98,15 +98,15 @@ constexpr bool kCausalSnake = WS_CAUSAL_ORDER == 1;
 // middle_tile). 0 (the default here): softmax(), then the P.V's wait below a basic-block boundary, then
 // pack_p(), and O's rescale before the next P.V. 1: FlashAttention-4's order, softmax_interleaved in
 // sdpa_wgmma_tile.cuh: WS_SOFTMAX_EARLY_TILES n8 tiles' exponentials, the wait, O's rescale, and the
-// other exponentials with P's packing and the row sums interleaved.
+// other exponentials with P's packing and the row sums interleaved. 2: that order at head_dim 128 only.
 #ifndef WS_SOFTMAX_INTERLEAVE
 #define WS_SOFTMAX_INTERLEAVE 0
 #endif
 #ifndef WS_SOFTMAX_EARLY_TILES
 #define WS_SOFTMAX_EARLY_TILES 2
 #endif
-static_assert(WS_SOFTMAX_INTERLEAVE == 0 || WS_SOFTMAX_INTERLEAVE == 1, "WS_SOFTMAX_INTERLEAVE: 0 or 1");
-constexpr bool kSoftmaxInterleave = WS_SOFTMAX_INTERLEAVE == 1;
+static_assert(WS_SOFTMAX_INTERLEAVE >= 0 && WS_SOFTMAX_INTERLEAVE <= 2, "WS_SOFTMAX_INTERLEAVE: 0, 1 or 2 (head_dim 128 only)");
+constexpr bool kSoftmaxInterleave = WS_SOFTMAX_INTERLEAVE != 0;
 constexpr int kSoftmaxEarlyTiles = WS_SOFTMAX_EARLY_TILES;
 constexpr bool kWaitKInTurn = WS_WAIT_K_IN_TURN != 0;
 constexpr bool kRescaleInTurn = WS_RESCALE_IN_TURN != 0;
