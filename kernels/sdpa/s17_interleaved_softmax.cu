@@ -25,8 +25,8 @@ Changes vs parent s16_causal_snake, and why
     turn, so the tail after the last exponential is on the critical path.
   - The cost: the P.V's wait moves from after the softmax to after its first
     exponentials. At head_dim 64, where the P.V is half as long and the
-    softmax as long as the GEMMs, the short items (ViT, SDXL) measured 1-2%
-    slower with it, so s17 leaves head_dim 64 alone.
+    softmax as long as the GEMMs, the short items (ViT, SDXL) measured slower
+    with it (its trial on s16), so s17 leaves head_dim 64 alone.
 
 Knobs: s16's (s16_causal_snake.cu), and
   WS_SOFTMAX_INTERLEAVE=2   0: s16's order; 1: at head_dim 64 too

@@ -172,21 +172,7 @@ struct WgAttentionTile {
     }
     mask_scores(key0, seq_len);
     float mx[kRowsPerThread];
-    if constexpr (kRescaleThreshold == 0) {
-#pragma unroll
-      for (int r = 0; r < kRowsPerThread; ++r) mx[r] = fmaxf(row_max[r], tile_row_max(r));
-    } else {
-      float tile_max[kRowsPerThread];
-      bool grows = false;
-#pragma unroll
-      for (int r = 0; r < kRowsPerThread; ++r) {
-        tile_max[r] = tile_row_max(r);
-        grows |= tile_max[r] > row_max[r] + static_cast<float>(kRescaleThreshold);  // -inf + t = -inf
-      }
-      rescale_pending = __any_sync(kFullWarp, grows);
-#pragma unroll
-      for (int r = 0; r < kRowsPerThread; ++r) mx[r] = rescale_pending ? fmaxf(row_max[r], tile_max[r]) : row_max[r];
-    }
+    new_row_maxima(mx);
     const float mul = score_mul();
     float neg_base[kRowsPerThread];
 #pragma unroll
@@ -324,6 +310,26 @@ struct WgAttentionTile {
     }
   }
   static constexpr unsigned kFullWarp = 0xffffffffu;
+  // Each row's max for this tile's exponentials: the running max grown by the tile's, or with
+  // kRescaleThreshold the kept one unless some row of the warp outgrows it (rescale_pending).
+  __device__ __forceinline__ void new_row_maxima(float (&mx)[kRowsPerThread]) {
+    if constexpr (kRescaleThreshold == 0) {
+#pragma unroll
+      for (int r = 0; r < kRowsPerThread; ++r) mx[r] = fmaxf(row_max[r], tile_row_max(r));
+    } else {
+      float tile_max[kRowsPerThread];
+      bool grows = false;
+#pragma unroll
+      for (int r = 0; r < kRowsPerThread; ++r) {
+        tile_max[r] = tile_row_max(r);
+        grows |= tile_max[r] > row_max[r] + static_cast<float>(kRescaleThreshold);  // -inf + t = -inf
+      }
+      rescale_pending = __any_sync(kFullWarp, grows);
+#pragma unroll
+      for (int r = 0; r < kRowsPerThread; ++r) mx[r] = rescale_pending ? fmaxf(row_max[r], tile_max[r]) : row_max[r];
+    }
+  }
+
   __device__ __forceinline__ float score_mul() const { return kScalePositive ? scale_log2 : 1.0f; }
   // Row r's max over this tile, in scaled log2 units (the quad's lanes agree).
   __device__ __forceinline__ float tile_row_max(int r) const {
