@@ -37,8 +37,8 @@ snapshot() {
 # --define WS_PDL=0 --hypothesis 'PDL off costs the mission its gain'": each spec's trials are built
 # in parallel, checked, timed beside the default and the contenders, and recorded as trial runs in
 # mlruns (here `stagelab import` merges them back, as batches); the output comes back as try.log.
-# `;` separates specs, so a hypothesis cannot hold one.
-IFS=';' read -ra TRY_SPECS <<< "${TRY:-}"
+# `;` separates specs, outside quotes (tools/split_specs.py): a quoted hypothesis may hold one.
+mapfile -d '' -t TRY_SPECS < <(python3 tools/split_specs.py "${TRY:-}")
 for spec in "${TRY_SPECS[@]}"; do
   [ -n "${spec// }" ] || continue
   echo "=== stagelab try $spec" | tee -a "$OUT/try.log"
