@@ -310,6 +310,12 @@ struct WorkTile {
   int q_begin, h, b;
   int kt_begin, kt_end;  // this CTA's key tiles
 };
+// The key tiles query tile `q_tile` sees (causal: up to its diagonal, aligned bottom-right).
+template <class Cfg, bool kCausal>
+__host__ __device__ __forceinline__ int key_tiles(const SdpaProblem& p, int q_tile) {
+  return sdpa_ceil_div(sdpa_kv_end(q_tile * Cfg::kBlockM + key_offset(p), Cfg::kBlockM, kv_len(p), kCausal),
+                       Cfg::kBlockN);
+}
 // Query tile `q_tile` of (batch, head) `bh`, and this CTA's share of its key tiles.
 template <class Cfg, bool kCausal>
 __device__ __forceinline__ WorkTile make_work(const Params& prm, int bh, int q_tile, int split, int splits) {
@@ -318,8 +324,7 @@ __device__ __forceinline__ WorkTile make_work(const Params& prm, int bh, int q_t
   t.q_begin = q_tile * Cfg::kBlockM;
   t.h = bh % p.heads;
   t.b = bh / p.heads;
-  const int n_tiles =
-      sdpa_ceil_div(sdpa_kv_end(t.q_begin + key_offset(p), Cfg::kBlockM, kv_len(p), kCausal), Cfg::kBlockN);
+  const int n_tiles = key_tiles<Cfg, kCausal>(p, q_tile);
   const int share = sdpa_ceil_div(n_tiles, splits);
   t.kt_begin = min(split * share, n_tiles);
   t.kt_end = min(t.kt_begin + share, n_tiles);

@@ -85,10 +85,7 @@ inline bool snake_pays(const Params& prm, int blocks) {
       return false;
     const double kv_bytes = 2.0 * p.batch * p.kv_heads * static_cast<double>(kv_len(p)) * D * sizeof(T);  // K and V
     if (kv_bytes > kSnakeL2Share * l2_bytes) return false;
-    const auto cost = [&](int q_tile) {  // key tiles of query tile q_tile, plus the item's own
-      const int keys = sdpa_kv_end(q_tile * Cfg::kBlockM + key_offset(p), Cfg::kBlockM, kv_len(p), true);
-      return sdpa_ceil_div(keys, Cfg::kBlockN) + 1;
-    };
+    const auto cost = [&](int q_tile) { return key_tiles<Cfg, kCausal>(p, q_tile) + 1; };  // + the item's own
     // pairs: block b takes units b, b + blocks, ...; a unit is query tiles j and m-1-j of one group
     const int pairs = sdpa_ceil_div(prm.m_tiles, 2);
     const int pair_units = pairs * groups;

@@ -126,13 +126,9 @@ struct WgAttentionTile {
   // that gets the sum from its P.V wgmma). The defaults are the fp16 stages' code.
   template <int kExp2Offset = 0, int kPolyEvery = 0, bool kRowSum = true>
   __device__ __forceinline__ void softmax(int key0, int seq_len) {
-    // With a positive scale, max(s * scale) = max(s) * scale: the max runs on
-    // the raw scores and the scale folds into one FFMA per score. Otherwise scale first.
-    if constexpr (!kScalePositive) {
-#pragma unroll
-      for (int i = 0; i < kSAcc; ++i) s_acc[i] *= scale_log2;
-    }
-    mask_scores(key0, seq_len);
+    scale_and_mask(key0, seq_len);
+    // new_row_maxima's logic, written out: ptxas orders the recorded stages' SASS by this spelling
+    // (calling new_row_maxima here changed every head_dim-128 kernel of s8-s17; tools/sass_md5.py).
     if constexpr (kRescaleThreshold == 0) {
 #pragma unroll
       for (int r = 0; r < kRowsPerThread; ++r)
@@ -166,11 +162,7 @@ struct WgAttentionTile {
   __device__ __forceinline__ void softmax_interleaved(int key0, int seq_len, WaitPreviousPv&& wait_previous_pv) {
     static_assert(kEarlyTiles >= 0 && kEarlyTiles <= kSTiles && kEarlyTiles % 2 == 0,
                   "the early exponentials are whole k16 slices of P (two n8 tiles each)");
-    if constexpr (!kScalePositive) {
-#pragma unroll
-      for (int i = 0; i < kSAcc; ++i) s_acc[i] *= scale_log2;
-    }
-    mask_scores(key0, seq_len);
+    scale_and_mask(key0, seq_len);
     float mx[kRowsPerThread];
     new_row_maxima(mx);
     const float mul = score_mul();
@@ -294,9 +286,15 @@ struct WgAttentionTile {
     }
     return ex2_approx(x);
   }
-  // Scores past the keys or (causal) above the diagonal become -inf. Warp-uniform: only the ragged
-  // last tile and tiles reaching past this warp's first row (the diagonal) need the mask.
-  __device__ __forceinline__ void mask_scores(int key0, int seq_len) {
+  // With a positive scale, max(s * scale) = max(s) * scale: the max runs on the raw scores and the
+  // scale folds into one FFMA per score. Otherwise scale first. Then scores past the keys or (causal)
+  // above the diagonal become -inf. Warp-uniform: only the ragged last tile and tiles reaching past
+  // this warp's first row (the diagonal) need the mask.
+  __device__ __forceinline__ void scale_and_mask(int key0, int seq_len) {
+    if constexpr (!kScalePositive) {
+#pragma unroll
+      for (int i = 0; i < kSAcc; ++i) s_acc[i] *= scale_log2;
+    }
     const bool need_mask = (key0 + kBlockN > seq_len) || (kCausal && key0 + kBlockN - 1 > warp_q0);
     if (need_mask) {
 #pragma unroll
