@@ -94,17 +94,6 @@ constexpr bool kPdlLateTrigger = WS_PDL == 2;
 #endif
 static_assert(WS_CAUSAL_ORDER == 0 || WS_CAUSAL_ORDER == 1, "WS_CAUSAL_ORDER: 0 (causal pairs) or 1 (the snake where it pays)");
 constexpr bool kCausalSnake = WS_CAUSAL_ORDER == 1;
-// The order persistent non-causal blocks take their items in (WorkOrder). 0 (the default here): items
-// striped over the blocks (block b takes b, b + blocks, ...), so a head's query tiles run at once on
-// consecutive blocks, which the block scheduler spreads over GPCs and so over both L2 partitions. 1:
-// where the host finds the launch's K/V working set within L2 (chunks_pay in sdpa_warpspec_launch.cuh),
-// block b takes one contiguous chunk of the item list (the same item counts as the stripes), so a
-// head's query tiles run back to back on one SM and re-read its K/V from the near L2 partition.
-#ifndef WS_DENSE_ORDER
-#define WS_DENSE_ORDER 0
-#endif
-static_assert(WS_DENSE_ORDER == 0 || WS_DENSE_ORDER == 1, "WS_DENSE_ORDER: 0 (stripes) or 1 (chunks where K/V fit in L2)");
-constexpr bool kDenseChunks = WS_DENSE_ORDER == 1;
 // The order of a consumer's softmax on a key tile whose predecessor's P.V still runs (sdpa_warpspec.cuh's
 // middle_tile). 0 (the default here): softmax(), then the P.V's wait below a basic-block boundary, then
 // pack_p(), and O's rescale before the next P.V. 1: FlashAttention-4's order, softmax_interleaved in
@@ -128,7 +117,6 @@ struct Params {
   int m_tiles;     // query tiles per (batch, head)
   int work_items;  // m_tiles * heads * batch
   int causal_snake;  // WS_CAUSAL_ORDER=1: this launch walks the longest-first snake (the host's snake_pays)
-  int dense_chunks;  // WS_DENSE_ORDER=1: each block walks one contiguous chunk of items (the host's chunks_pay)
 };
 
 // The problem as the kernel reads it (sdpa_api.h). Without SDPA_GENERAL_PROBLEM these fold to
@@ -375,9 +363,6 @@ struct WorkOrder {
   static constexpr bool kPairs = Cfg::kPersistent && kCausal && Cfg::kCausalPairs;
   static constexpr bool kMaySnake = kPairs && kCausalSnake;
   __host__ __device__ static bool snake(const Params& prm) { return kMaySnake && prm.causal_snake != 0; }
-  // A build with WS_DENSE_ORDER=1 walks stripes or chunks of a non-causal launch by Params::dense_chunks.
-  static constexpr bool kMayChunk = Cfg::kPersistent && !kCausal && kDenseChunks;
-  __host__ __device__ static bool chunks(const Params& prm) { return kMayChunk && prm.dense_chunks != 0; }
   static constexpr int kCtas = Cfg::kMulticastCtas;  // a K/V multicast cluster walks one unit (cta_bh)
 
   // Units the blocks (the clusters) stripe over: items, or pairs of items (a middle tile alone).
@@ -423,20 +408,7 @@ struct WorkOrder {
         body(make_work<Cfg, kCausal>(prm, cta_bh<Cfg>(prm, group), q_tile, split, splits), local++);
       }
     } else {
-      if constexpr (kMayChunk) {
-        // stripes (w = first, first + stride, ...) or chunks: [begin, end), the first units % stride
-        // blocks one unit longer, so each block walks as many units as the stripes give it
-        int begin = first, end = units(prm), step = stride;
-        if (chunks(prm)) {
-          const int per_block = end / stride, longer_blocks = end % stride;
-          begin = first * per_block + min(first, longer_blocks);
-          end = begin + per_block + (first < longer_blocks ? 1 : 0);
-          step = 1;
-        }
-        for (int w = begin; w < end; w += step) body(decode_work<Cfg, kCausal>(prm, w, split, splits), local++);
-      } else {  // one loop per build: a build without the chunks keeps the stripes' code as it was
-        for (int w = first; w < units(prm); w += stride) body(decode_work<Cfg, kCausal>(prm, w, split, splits), local++);
-      }
+      for (int w = first; w < units(prm); w += stride) body(decode_work<Cfg, kCausal>(prm, w, split, splits), local++);
     }
   }
 };

@@ -112,27 +112,6 @@ inline bool snake_pays(const Params& prm, int blocks) {
   }
 }
 
-// WS_DENSE_ORDER=1: whether this non-causal persistent launch walks contiguous chunks instead of
-// stripes. A chunk's blocks each read their own head's K/V where stripes share one head between
-// consecutive blocks, so it goes only where the K/V that `blocks` blocks read at once, one head
-// each (and never more than all of it), fit in kChunkL2Share of L2.
-constexpr double kChunkL2Share = 0.75;
-template <typename T, int D, class Cfg, bool kCausal>
-inline bool chunks_pay(const Params& prm, int blocks) {
-  if constexpr (!WorkOrder<Cfg, kCausal>::kMayChunk) {
-    return false;
-  } else {
-    const SdpaProblem& p = prm.p;
-    int device = 0, l2_bytes = 0;
-    if (cudaGetDevice(&device) != cudaSuccess ||
-        cudaDeviceGetAttribute(&l2_bytes, cudaDevAttrL2CacheSize, device) != cudaSuccess)
-      return false;
-    const double head_kv_bytes = 2.0 * static_cast<double>(kv_len(p)) * D * sizeof(T);  // K and V of one head
-    const double read_at_once = head_kv_bytes * std::min<double>(blocks, static_cast<double>(p.batch) * p.kv_heads);
-    return read_at_once <= kChunkL2Share * l2_bytes;
-  }
-}
-
 template <typename T, int D, class Cfg, bool kCausal, bool kScalePositive>
 cudaError_t launch_instance(const Params& prm_in, int splits, cudaStream_t stream) {
   Params prm = prm_in;
@@ -150,7 +129,6 @@ cudaError_t launch_instance(const Params& prm_in, int splits, cudaStream_t strea
       if (occupancy != cudaSuccess) return occupancy;
     }
     prm.causal_snake = snake_pays<T, D, Cfg, kCausal>(prm, resident) ? 1 : 0;
-    prm.dense_chunks = chunks_pay<T, D, Cfg, kCausal>(prm, resident) ? 1 : 0;
     blocks = min(WorkOrder<Cfg, kCausal>::units(prm), resident) * kCtas;
   }
   const unsigned cluster = static_cast<unsigned>(kCtas > 1 ? kCtas : splits);
