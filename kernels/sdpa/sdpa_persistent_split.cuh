@@ -113,20 +113,6 @@ static_assert(TURNS_PAST_MAX_SEQ == 0 || PINGPONG_MAX_SEQ > 0, "TURNS_PAST_MAX_S
 #define KV_MULTICAST 0
 #endif
 static_assert(KV_MULTICAST == 0 || KV_MULTICAST == 1, "KV_MULTICAST: 0 (off) or 1 (pairs of query heads)");
-// 2 or 4: non-causal long-policy launches run in clusters of that many blocks taking consecutive
-// items side by side (sdpa_warpspec::Colocated), a head's query tiles in one GPC; 0: a plain grid.
-#ifndef WS_COLOCATE
-#define WS_COLOCATE 0
-#endif
-static_assert(WS_COLOCATE == 0 || WS_COLOCATE == 2 || WS_COLOCATE == 4, "WS_COLOCATE: 0 (off), 2 or 4 blocks per cluster");
-// A long-policy launch of one config, colocated where the build has it and the problem is not causal.
-template <typename T, int D, class Cfg>
-cudaError_t launch_long(const SdpaProblem& p, cudaStream_t stream) {
-  if constexpr (WS_COLOCATE > 1) {
-    if (!p.causal) return sdpa_warpspec::launch<T, D, sdpa_warpspec::Colocated<Cfg, WS_COLOCATE>>(p, 1, stream);
-  }
-  return sdpa_warpspec::launch<T, D, Cfg>(p, 1, stream);
-}
 // A turns launch, as a K/V multicast one where the build has it and the problem's groups pair up.
 template <typename T, int D, class Cfg>
 cudaError_t launch_turns(const SdpaProblem& p, cudaStream_t stream) {
@@ -134,7 +120,7 @@ cudaError_t launch_turns(const SdpaProblem& p, cudaStream_t stream) {
     using Shared = sdpa_warpspec::KvMulticast<Cfg>;
     if ((p.heads / p.kv_heads) % Shared::kMulticastCtas == 0) return sdpa_warpspec::launch<T, D, Shared>(p, 1, stream);
   }
-  return launch_long<T, D, Cfg>(p, stream);
+  return sdpa_warpspec::launch<T, D, Cfg>(p, 1, stream);
 }
 // Whether two warpgroups of a long-policy launch may take turns: never at dense head_dim 128 (there the
 // turns measured slower, s8's trials). Up to PINGPONG_MAX_SEQ keys they do (before three warpgroups
@@ -272,8 +258,8 @@ extern "C" cudaError_t sdpa_forward(const SdpaProblem* problem, cudaStream_t str
       if constexpr (kShortPingpong && TURNS_PAST_MAX_SEQ) {
         if (two_wgs && turns) return launch_turns<T, D, LongPingpongConfig<D>>(*problem, stream);
       }
-      if (two_wgs) return launch_long<T, D, LongConfig2<D>>(*problem, stream);
-      return launch_long<T, D, LongConfig<D>>(*problem, stream);
+      if (two_wgs) return launch<T, D, LongConfig2<D>>(*problem, 1, stream);
+      return launch<T, D, LongConfig<D>>(*problem, 1, stream);
     }
     if constexpr (kKeySplit) return launch<T, D, KeySplitConfig<D>>(*problem, 1, stream);
     const int splits = SPLITS > 0 ? SPLITS : auto_splits(*problem, sms);

@@ -148,7 +148,6 @@ struct Config {
   static constexpr bool kKeySplit = false;  // KeySplit<Config> below turns it on
   static constexpr int kQStages = 1;        // Q buffers; QRing<Config> below makes it 2
   static constexpr int kMulticastCtas = 1;  // CTAs sharing each K/V tile; KvMulticast<Config> below makes it 2
-  static constexpr int kColocatedCtas = 1;  // CTAs of a cluster walking consecutive items; Colocated<Config, N> below
   static constexpr bool kCausalPairs = true;  // persistent causal: tiles j and m-1-j back to back (WorkOrder)
   static constexpr bool kDeferEpilogue = false;  // DeferEpilogue<Config> below turns it on
   static constexpr int kBlockM = kConsumerWGs * kWgmmaM;
@@ -231,19 +230,6 @@ struct DeferEpilogue : Base {
   static constexpr bool kDeferEpilogue = true;
   static_assert(Base::kQStages == 2, "deferred epilogue: O is staged in its item's Q buffer while the next Q is in use");
   static_assert(!Base::kKeySplit, "deferred epilogue: one query tile per warpgroup");
-};
-
-// A persistent Config launched in thread-block clusters of N blocks that take N consecutive items of
-// the flat order side by side (a head's query tiles, which read the same K/V): a cluster runs in
-// one GPC, so those reads go to one L2 partition, where stripes spread a head's tiles over blocks
-// the scheduler places in different GPCs. Nothing is shared or synchronized within the cluster.
-// Causal launches keep their pairs and snake in a plain grid (kPairs below is off for it).
-template <class Base, int N>
-struct Colocated : Base {
-  static constexpr int kColocatedCtas = N;
-  static_assert(Base::kPersistent, "colocated: a persistent grid of clusters");
-  static_assert(Base::kMulticastCtas == 1, "colocated: a K/V multicast cluster already walks a unit together");
-  static_assert(N == 2 || N == 4, "colocated: clusters of 2 or 4 blocks");
 };
 
 template <typename T, int D, class Cfg>
@@ -374,18 +360,14 @@ __device__ __forceinline__ WorkTile decode_work(const Params& prm, int w, int sp
 template <class Cfg, bool kCausal>
 struct WorkOrder {
   // A build with WS_CAUSAL_ORDER=1 walks pairs or the snake by Params::causal_snake.
-  static constexpr bool kPairs = Cfg::kPersistent && kCausal && Cfg::kCausalPairs && Cfg::kColocatedCtas == 1;
+  static constexpr bool kPairs = Cfg::kPersistent && kCausal && Cfg::kCausalPairs;
   static constexpr bool kMaySnake = kPairs && kCausalSnake;
   __host__ __device__ static bool snake(const Params& prm) { return kMaySnake && prm.causal_snake != 0; }
-  // blocks per cluster: a K/V multicast cluster walks one unit (cta_bh); a colocated one, one item per block
-  static constexpr int kCtas = Cfg::kMulticastCtas * Cfg::kColocatedCtas;
+  static constexpr int kCtas = Cfg::kMulticastCtas;  // a K/V multicast cluster walks one unit (cta_bh)
 
   // Units the blocks (the clusters) stripe over: items, or pairs of items (a middle tile alone).
   __host__ __device__ static int units(const Params& prm) {
-    return sdpa_ceil_div(
-        (kPairs && !snake(prm) ? sdpa_ceil_div(prm.m_tiles, 2) * prm.p.heads * prm.p.batch : prm.work_items) /
-            Cfg::kMulticastCtas,
-        Cfg::kColocatedCtas);
+    return (kPairs && !snake(prm) ? sdpa_ceil_div(prm.m_tiles, 2) * prm.p.heads * prm.p.batch : prm.work_items) / kCtas;
   }
 
   // body(tile, local) for each item of this block in order; local counts them
@@ -424,14 +406,6 @@ struct WorkOrder {
           q_tile = (k & 1) ? shorter : longer;
         }
         body(make_work<Cfg, kCausal>(prm, cta_bh<Cfg>(prm, group), q_tile, split, splits), local++);
-      }
-    } else if constexpr (Cfg::kColocatedCtas > 1) {
-      // unit w is items kColocatedCtas * w + rank; the last unit may be short
-      const int rank = static_cast<int>(cluster_ctarank());
-      for (int w = first; w < units(prm); w += stride) {
-        const int item = w * Cfg::kColocatedCtas + rank;
-        if (item >= prm.work_items) break;
-        body(decode_work<Cfg, kCausal>(prm, item, split, splits), local++);
       }
     } else {
       for (int w = first; w < units(prm); w += stride) body(decode_work<Cfg, kCausal>(prm, w, split, splits), local++);

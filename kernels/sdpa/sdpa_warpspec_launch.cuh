@@ -119,7 +119,7 @@ cudaError_t launch_instance(const Params& prm_in, int splits, cudaStream_t strea
   auto kernel = warpspec_kernel<T, D, Cfg, kCausal, kScalePositive>;
   const cudaError_t err = sdpa_set_smem(kernel, smem);
   if (err != cudaSuccess) return err;
-  constexpr int kCtas = WorkOrder<Cfg, kCausal>::kCtas;
+  constexpr int kCtas = Cfg::kMulticastCtas;
   int blocks = prm.work_items * splits;
   if constexpr (Cfg::kPersistent) {
     // as many blocks (K/V multicast: clusters) as run at once, at most one per unit
