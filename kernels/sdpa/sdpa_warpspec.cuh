@@ -486,10 +486,6 @@ struct Consumer {
     if constexpr (Cfg::kPingpong) {
       if (cwg == 1) bar_arrive(kTurnBarrier0, kTurnThreads);  // warpgroup 0 takes the first turn
     }
-    // WS_STAGGER: warpgroup 1 begins prm.stagger turns late, warpgroup 0 ends as many turns late
-    if constexpr (kStagger > 0 && Cfg::kPingpong && !kCausal) {
-      if (cwg == 1) empty_turns(prm.stagger);
-    }
     int ring = 0;
     WorkOrder<Cfg, kCausal>::for_each(prm, split, splits, [&](const WorkTile& wt, int item) {
       local = item;
@@ -515,16 +511,6 @@ struct Consumer {
     });
     if constexpr (Cfg::kDeferEpilogue) {
       if (deferred) store(deferred_wt, deferred_l, deferred_local);
-    }
-    if constexpr (kStagger > 0 && Cfg::kPingpong && !kCausal) {
-      if (cwg == 0) empty_turns(prm.stagger);
-    }
-  }
-  // Turns taken with nothing to issue: the other warpgroup's turns go on.
-  __device__ __forceinline__ void empty_turns(int turns) const {
-    for (int i = 0; i < turns; ++i) {
-      turn_begin();
-      turn_end();
     }
   }
 };

@@ -108,19 +108,6 @@ constexpr bool kCausalSnake = WS_CAUSAL_ORDER == 1;
 static_assert(WS_SOFTMAX_INTERLEAVE >= 0 && WS_SOFTMAX_INTERLEAVE <= 2, "WS_SOFTMAX_INTERLEAVE: 0, 1 or 2 (head_dim 128 only)");
 constexpr bool kSoftmaxInterleave = WS_SOFTMAX_INTERLEAVE != 0;
 constexpr int kSoftmaxEarlyTiles = WS_SOFTMAX_EARLY_TILES;
-// Staggered turns (non-causal pingpong launches): warpgroup 1 starts WS_STAGGER key tiles behind
-// warpgroup 0 (empty turns first; warpgroup 0 ends with as many), so one warpgroup's item boundary
-// (its last P.V's wait, epilogue, next Q.K^T and first softmax, when the tensor cores would get only
-// the other warpgroup's single GEMM per turn) falls in the middle of the other's item. The host sets
-// the lag per launch (Params::stagger): at most the item's key tiles - 1, so the lagging warpgroup
-// has released the Q buffer the leading one loads next, and at most kStages - 2, so the producer
-// can fill the leading warpgroup's next slot while the lagging one still holds its older ones.
-// 0 (the default here): the warpgroups take each key tile one turn apart.
-#ifndef WS_STAGGER
-#define WS_STAGGER 0
-#endif
-static_assert(WS_STAGGER >= 0 && WS_STAGGER <= 4, "WS_STAGGER: 0 (off) to 4 key tiles of lag");
-constexpr int kStagger = WS_STAGGER;
 constexpr bool kWaitKInTurn = WS_WAIT_K_IN_TURN != 0;
 constexpr bool kRescaleInTurn = WS_RESCALE_IN_TURN != 0;
 
@@ -130,7 +117,6 @@ struct Params {
   int m_tiles;     // query tiles per (batch, head)
   int work_items;  // m_tiles * heads * batch
   int causal_snake;  // WS_CAUSAL_ORDER=1: this launch walks the longest-first snake (the host's snake_pays)
-  int stagger;       // WS_STAGGER: warpgroup 1's lag in key tiles on this launch (the host's stagger_of)
 };
 
 // The problem as the kernel reads it (sdpa_api.h). Without SDPA_GENERAL_PROBLEM these fold to

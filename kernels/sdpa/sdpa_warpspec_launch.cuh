@@ -112,19 +112,6 @@ inline bool snake_pays(const Params& prm, int blocks) {
   }
 }
 
-// WS_STAGGER: warpgroup 1's lag on a non-causal persistent pingpong launch (sdpa_warpspec_config.cuh), every
-// item's key tiles being the same: below the key tiles (a one-tile item has no middle to lag into)
-// and at most kStages - 2 (the ring holds both warpgroups' tiles and one to fill).
-template <class Cfg, bool kCausal>
-inline int stagger_of(const Params& prm) {
-  if constexpr (kStagger == 0 || !Cfg::kPingpong || kCausal) {
-    return 0;
-  } else {
-    const int tiles = key_tiles<Cfg, kCausal>(prm.p, 0);
-    return std::max(0, std::min({kStagger, tiles - 1, Cfg::kStages - 2}));
-  }
-}
-
 template <typename T, int D, class Cfg, bool kCausal, bool kScalePositive>
 cudaError_t launch_instance(const Params& prm_in, int splits, cudaStream_t stream) {
   Params prm = prm_in;
@@ -142,8 +129,6 @@ cudaError_t launch_instance(const Params& prm_in, int splits, cudaStream_t strea
       if (occupancy != cudaSuccess) return occupancy;
     }
     prm.causal_snake = snake_pays<T, D, Cfg, kCausal>(prm, resident) ? 1 : 0;
-    // a block of one item has no boundary to move, only the lag's start and end to pay
-    prm.stagger = WorkOrder<Cfg, kCausal>::units(prm) > resident ? stagger_of<Cfg, kCausal>(prm) : 0;
     blocks = min(WorkOrder<Cfg, kCausal>::units(prm), resident) * kCtas;
   }
   const unsigned cluster = static_cast<unsigned>(kCtas > 1 ? kCtas : splits);
