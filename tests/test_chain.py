@@ -63,3 +63,22 @@ def test_a_chain_whose_launch_raises_is_recorded_failed_with_the_error():
     [result] = check_chains(softmax, module=None, problems=problems, dtype="float16")
     assert not result.passed and result.error
     assert "raised" in result.describe()
+
+
+def test_a_reports_counts_name_checks_and_chains_as_their_metrics_count_them():
+    # a trial's one line gave checks and chains summed as its "checks" (575 where checks_total said 552)
+    from stagelab.core import metrics as m
+    from stagelab.measure.checks import CheckResult
+    from stagelab.measure.results import CheckReport
+    from stagelab.record.flatten import check_metrics
+
+    def check(passed):
+        return CheckResult("2x8x512x64", False, "float16", 0, 0.0, 0.0, 0.0, 1.0, 0.0, 0, 0.0, passed, "")
+
+    chains = [ChainResult("2x8x512x64", "float16", 8, {"stream": (), "graph": ()}),
+              ChainResult("2x8x512x64", "float16", 8, {"stream": (2,), "graph": ()})]
+    report = CheckReport([check(True), check(True), check(False)], chains)
+    logged = check_metrics(report)
+    assert report.counts() == "checks 2/3, chains 1/2"
+    assert (logged[m.CHECKS_TOTAL.key()], logged[m.CHAINS_TOTAL.key()]) == (3, 2)
+    assert CheckReport([check(True)]).counts() == "checks 1/1"

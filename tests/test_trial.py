@@ -230,7 +230,7 @@ def test_the_default_is_checked_and_a_wrong_default_gives_no_speed_verdict(monke
     fake_measuring(monkeypatch, tmp_path, broken="default")
     lines = []
     session = run_trials(STAGE, [TrialSpec.of(defines={"ROWS_PER_BLOCK": "1"}, name="fast")], progress=lines.append)
-    assert "[check] default: 0/1 ok" in lines and "[check] fast: 1/1 ok" in lines
+    assert "[check] default: checks 0/1 FAILED" in lines and "[check] fast: checks 1/1 ok" in lines
     verdict = session.trials[0].verdict
     assert verdict.verdict == "error" and "the default it is measured against failed its checks" in verdict.reason
     run = trial_runs()["fast"]

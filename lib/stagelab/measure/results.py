@@ -64,6 +64,14 @@ class CheckReport:
     def frame(self) -> pd.DataFrame:
         return pd.DataFrame([c.as_row() for c in self.results])
 
+    def counts(self) -> str:
+        """'checks 44/44, chains 11/11' (passed of run): the checks as checks_total counts them, the
+        chains apart, as chains_total does (a trial's one line once gave their sum as its checks)."""
+        text = f"checks {sum(r.passed for r in self.results)}/{len(self.results)}"
+        if self.chains:
+            text += f", chains {sum(c.passed for c in self.chains)}/{len(self.chains)}"
+        return text
+
     def failures(self) -> str:
         """What failed, for the outcome's reason: the failed checks per input distribution (and the
         first of them in full), then the chains; '' when nothing failed."""

@@ -91,10 +91,9 @@ def key_numbers(trial, default, mission: str) -> str:
     """One line: timing ratios with clocks, checks, registers and spills against the default."""
     m = trial.measured
     parts = timing_summary(m.timing, mission) if m.timing else []
-    for label, checks in (("checks", m.checks), ("default checks", default.checks)):
+    for prefix, checks in (("", m.checks), ("default ", default.checks)):
         if checks is not None:
-            checked = [*checks.results, *checks.chains]
-            parts.append(f"{label} {sum(c.passed for c in checked)}/{len(checked)}")
+            parts.append(prefix + checks.counts())
     if m.resources and m.resources.kernels and default.resources and default.resources.kernels:
         regs = max(r.registers for r in m.resources.kernels)
         spills = sum(r.spills for r in m.resources.kernels)

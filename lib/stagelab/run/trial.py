@@ -104,9 +104,7 @@ def _check(ctx, measured: Measured, name: str, progress) -> None:
         raise_if_context_lost(exc)
         return
     report = measured.checks
-    failed = [*(r for r in report.results if not r.passed), *(c for c in report.chains if not c.passed)]
-    progress(f"[check] {name}: {len(report.results) + len(report.chains) - len(failed)}/"
-             f"{len(report.results) + len(report.chains)} ok")
+    progress(f"[check] {name}: {report.counts()} {'ok' if report.passed is not False else 'FAILED'}")
 
 
 def raise_if_context_lost(exc: Exception) -> None:
