@@ -367,10 +367,16 @@ struct Consumer {
                static_cast<int64_t>(wt.q_begin) * p.out_strides.seq;
       int row_base = wg_row0() + warp_in_wg * Tile::kWarpRows;
       if constexpr (kLateEpilogueAddresses) asm volatile("" : "+r"(row_base));
-      tile.template store_o<Cfg::kBlockM>(smem + q_offset<L>(item), row_base, o_g, p.out_strides.seq,
-                                          p.seq_len - wt.q_begin, lane, l);
+      if constexpr (kFenceAfterStaging) {
+        tile.template store_o<Cfg::kBlockM>(smem + q_offset<L>(item), row_base, o_g, p.out_strides.seq,
+                                            p.seq_len - wt.q_begin, lane, l, [] { fence_proxy_async_shared(); });
+      } else {
+        tile.template store_o<Cfg::kBlockM>(smem + q_offset<L>(item), row_base, o_g, p.out_strides.seq,
+                                            p.seq_len - wt.q_begin, lane, l);
+      }
     }
-    fence_proxy_async_shared();  // the staging writes precede the next Q's TMA overwrite
+    // the staging writes precede the next Q's TMA overwrite (WS_STAGING_FENCE=1: fenced in store_o)
+    if constexpr (!kFenceAfterStaging) fence_proxy_async_shared();
     release(empty_q_bar<Cfg>(bars, item));
     WS_STAMP_IF(ctid % kWarpgroupThreads == 0 && wg_row0() == 0, kStored);
     WS_STAMP_ITEM_IF(ctid == 0, kItemStored, item);

@@ -108,6 +108,15 @@ constexpr bool kCausalSnake = WS_CAUSAL_ORDER == 1;
 static_assert(WS_SOFTMAX_INTERLEAVE >= 0 && WS_SOFTMAX_INTERLEAVE <= 2, "WS_SOFTMAX_INTERLEAVE: 0, 1 or 2 (head_dim 128 only)");
 constexpr bool kSoftmaxInterleave = WS_SOFTMAX_INTERLEAVE != 0;
 constexpr int kSoftmaxEarlyTiles = WS_SOFTMAX_EARLY_TILES;
+// Where the epilogue's proxy fence sits (sdpa_warpspec.cuh's store). O is staged in its item's Q buffer
+// by ordinary stores, which the next Q's TMA (the async proxy) overwrites. 0 (the default here): the
+// fence after the 16-byte global stores of O, where its MEMBAR waits for those stores too. 1: right after
+// the staging writes, which is all it orders; the read-back and global stores follow it.
+#ifndef WS_STAGING_FENCE
+#define WS_STAGING_FENCE 0
+#endif
+static_assert(WS_STAGING_FENCE == 0 || WS_STAGING_FENCE == 1, "WS_STAGING_FENCE: 0 (after the global stores) or 1 (after staging)");
+constexpr bool kFenceAfterStaging = WS_STAGING_FENCE == 1;
 constexpr bool kWaitKInTurn = WS_WAIT_K_IN_TURN != 0;
 constexpr bool kRescaleInTurn = WS_RESCALE_IN_TURN != 0;
 
