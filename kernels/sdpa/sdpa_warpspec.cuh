@@ -367,16 +367,10 @@ struct Consumer {
                static_cast<int64_t>(wt.q_begin) * p.out_strides.seq;
       int row_base = wg_row0() + warp_in_wg * Tile::kWarpRows;
       if constexpr (kLateEpilogueAddresses) asm volatile("" : "+r"(row_base));
-      if constexpr (kFenceAfterStaging) {
-        tile.template store_o<Cfg::kBlockM>(smem + q_offset<L>(item), row_base, o_g, p.out_strides.seq,
-                                            p.seq_len - wt.q_begin, lane, l, [] { fence_proxy_async_shared(); });
-      } else {
-        tile.template store_o<Cfg::kBlockM>(smem + q_offset<L>(item), row_base, o_g, p.out_strides.seq,
-                                            p.seq_len - wt.q_begin, lane, l);
-      }
+      tile.template store_o<Cfg::kBlockM>(smem + q_offset<L>(item), row_base, o_g, p.out_strides.seq,
+                                          p.seq_len - wt.q_begin, lane, l);
     }
-    // the staging writes precede the next Q's TMA overwrite (WS_STAGING_FENCE=1: fenced in store_o)
-    if constexpr (!kFenceAfterStaging) fence_proxy_async_shared();
+    fence_proxy_async_shared();  // the staging writes precede the next Q's TMA overwrite
     release(empty_q_bar<Cfg>(bars, item));
     WS_STAMP_IF(ctid % kWarpgroupThreads == 0 && wg_row0() == 0, kStored);
     WS_STAMP_ITEM_IF(ctid == 0, kItemStored, item);
@@ -493,7 +487,7 @@ struct Consumer {
       if (cwg == 1) bar_arrive(kTurnBarrier0, kTurnThreads);  // warpgroup 0 takes the first turn
     }
     int ring = 0;
-    WorkOrder<Cfg, kCausal>::template for_each<kStepDecode>(prm, split, splits, [&](const WorkTile& wt, int item) {
+    WorkOrder<Cfg, kCausal>::for_each(prm, split, splits, [&](const WorkTile& wt, int item) {
       local = item;
       mbarrier_wait(full_q_bar<Cfg>(bars, item), q_parity<Cfg>(item));
       WS_STAMP_IF(ctid == 0, kQLanded);

@@ -108,23 +108,6 @@ constexpr bool kCausalSnake = WS_CAUSAL_ORDER == 1;
 static_assert(WS_SOFTMAX_INTERLEAVE >= 0 && WS_SOFTMAX_INTERLEAVE <= 2, "WS_SOFTMAX_INTERLEAVE: 0, 1 or 2 (head_dim 128 only)");
 constexpr bool kSoftmaxInterleave = WS_SOFTMAX_INTERLEAVE != 0;
 constexpr int kSoftmaxEarlyTiles = WS_SOFTMAX_EARLY_TILES;
-// Where the epilogue's proxy fence sits (sdpa_warpspec.cuh's store). O is staged in its item's Q buffer
-// by ordinary stores, which the next Q's TMA (the async proxy) overwrites. 0 (the default here): the
-// fence after the 16-byte global stores of O, where its MEMBAR waits for those stores too. 1: right after
-// the staging writes, which is all it orders; the read-back and global stores follow it.
-#ifndef WS_STAGING_FENCE
-#define WS_STAGING_FENCE 0
-#endif
-static_assert(WS_STAGING_FENCE == 0 || WS_STAGING_FENCE == 1, "WS_STAGING_FENCE: 0 (after the global stores) or 1 (after staging)");
-constexpr bool kFenceAfterStaging = WS_STAGING_FENCE == 1;
-// 1: a persistent consumer steps its non-causal walk's (batch, head, query tile) by the stride's
-// quotients, computed once, instead of decoding each item with four runtime divisions (about 50
-// dependent instructions between one item's stored O and the next item's Q wait); 0 (the default here).
-#ifndef WS_STEP_DECODE
-#define WS_STEP_DECODE 0
-#endif
-static_assert(WS_STEP_DECODE == 0 || WS_STEP_DECODE == 1, "WS_STEP_DECODE: 0 or 1");
-constexpr bool kStepDecode = WS_STEP_DECODE == 1;
 constexpr bool kWaitKInTurn = WS_WAIT_K_IN_TURN != 0;
 constexpr bool kRescaleInTurn = WS_RESCALE_IN_TURN != 0;
 
@@ -392,8 +375,7 @@ struct WorkOrder {
   // units: blocks running at the same time share that head's K/V in L2 (items
   // spread over all heads streamed 4x more DRAM traffic at (4,16,4096,128) and
   // lost 15%). Within a head the tiles go in descending order: causal longest first.
-  // kStepped (WS_STEP_DECODE, the consumers' walk): a non-causal walk steps its item's coordinates.
-  template <bool kStepped = false, class Body>
+  template <class Body>
   __device__ __forceinline__ static void for_each(const Params& prm, int split, int splits, Body&& body) {
     const int first = Cfg::kPersistent ? static_cast<int>(blockIdx.x) / kCtas : static_cast<int>(blockIdx.x) / splits;
     const int stride = Cfg::kPersistent ? static_cast<int>(gridDim.x) / kCtas : prm.work_items;
@@ -424,26 +406,6 @@ struct WorkOrder {
           q_tile = (k & 1) ? shorter : longer;
         }
         body(make_work<Cfg, kCausal>(prm, cta_bh<Cfg>(prm, group), q_tile, split, splits), local++);
-      }
-    } else if constexpr (kStepped && Cfg::kPersistent && kCtas == 1 && !kCausal) {
-      // item w is query tile m-1 - back of (batch b, head h), where b * heads + h = w / m, back = w % m
-      const int m = prm.m_tiles, heads = prm.p.heads, end = units(prm);
-      const int groups_step = stride / m, back_step = stride % m;
-      const int head_step = groups_step % heads, batch_step = groups_step / heads;
-      int back = first % m, h = (first / m) % heads, b = (first / m) / heads;
-      for (int w = first; w < end; w += stride) {
-        WorkTile t;
-        t.q_begin = (m - 1 - back) * Cfg::kBlockM;
-        t.h = h;
-        t.b = b;
-        t.kt_begin = 0;
-        t.kt_end = key_tiles<Cfg, kCausal>(prm.p, m - 1 - back);
-        body(t, local++);
-        back += back_step;
-        h += head_step + (back >= m ? 1 : 0);
-        back -= back >= m ? m : 0;
-        b += batch_step + (h >= heads ? 1 : 0);
-        h -= h >= heads ? heads : 0;
       }
     } else {
       for (int w = first; w < units(prm); w += stride) body(decode_work<Cfg, kCausal>(prm, w, split, splits), local++);

@@ -237,14 +237,9 @@ struct WgAttentionTile {
   // to `out` (row 0 = tile row 0). Only this warp touches those rows; of their columns,
   // the n8 tiles [kFirstTile, kFirstTile + kTiles) (all of them by default: a key split's
   // warpgroups may store a half each).
-  // after_staging() runs once this thread's staging writes are issued, before the warp reads them back.
-  struct NothingAfterStaging {
-    __device__ __forceinline__ void operator()() const {}
-  };
-  template <int kTileRows, int kFirstTile = 0, int kTiles = kOTiles, class AfterStaging = NothingAfterStaging>
+  template <int kTileRows, int kFirstTile = 0, int kTiles = kOTiles>
   __device__ __forceinline__ void store_o(unsigned char* staging, int row_base, T* out, int64_t row_stride,
-                                          int valid_rows, int lane, const float (&l)[kRowsPerThread],
-                                          AfterStaging after_staging = {}) {
+                                          int valid_rows, int lane, const float (&l)[kRowsPerThread]) {
     // A persistent kernel's epilogue addresses are loop-invariant, and ptxas
     // hoists them out of the item loop, where they stay live through the main
     // loop. Past 128 keys S leaves no room for them (BLOCK_N 176: 15 spilled
@@ -262,7 +257,6 @@ struct WgAttentionTile {
             sdpa_mma::pack2<T>(o_acc[4 * j + 2 * r] * inv_sum, o_acc[4 * j + 2 * r + 1] * inv_sum);
       }
     }
-    after_staging();
     __syncwarp();
     constexpr int kWarpSize = 32;
     constexpr int kElems = kChunkBytes / 2;
