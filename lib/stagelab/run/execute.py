@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from pathlib import Path
 
 from ..core.paths import repo_root
@@ -34,6 +35,14 @@ def notebook_error(executed: Path, stderr: str) -> str:
 KERNEL_START_TIMEOUT_S = 300
 
 
+# A kernel can die before it replies to kernel_info when several start at once on a loaded machine (one of
+# a team's eight concurrent runs on two cores did, tests/test_team_server.py; jupyter_client picks a
+# kernel's ports before the kernel binds them, so simultaneous starts can collide). Such a notebook ran no
+# cell, so it is started again, within the same time-out.
+KERNEL_DIED_AT_START = "Kernel died before replying to kernel_info"
+KERNEL_START_ATTEMPTS = 3
+
+
 def execute_notebook(notebook: Path, executed: Path, parameters: dict, timeout_s: int,
                      kernel_name: str = "python3", run_id: str | None = None, *,
                      running: RunningNotebooks | None = None, slot: Slot = Slot()) -> tuple[int | None, str]:
@@ -45,10 +54,17 @@ def execute_notebook(notebook: Path, executed: Path, parameters: dict, timeout_s
         cmd += ["-p", key, str(value)]
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "STAGELAB_ROOT": str(repo_root()), **slot.env()}
     running = running or RunningNotebooks()
-    proc = running.start(cmd, env)
-    if proc is None:
-        return 1, f"not started: the batch runner received {running.stopped_by}"
-    try:
-        return wait_with_heartbeat(proc, timeout_s, run_id)
-    finally:
-        running.ended(proc)
+    deadline = time.monotonic() + timeout_s
+    restarts = ""
+    for attempt in range(1, KERNEL_START_ATTEMPTS + 1):
+        proc = running.start(cmd, env)
+        if proc is None:
+            return 1, f"not started: the batch runner received {running.stopped_by}"
+        try:
+            code, stderr = wait_with_heartbeat(proc, max(1, round(deadline - time.monotonic())), run_id)
+        finally:
+            running.ended(proc)
+        if code in (0, None) or KERNEL_DIED_AT_START not in stderr or attempt == KERNEL_START_ATTEMPTS:
+            return code, restarts + stderr
+        restarts += f"[stagelab] attempt {attempt}: the kernel died before it replied; started again\n"
+    raise AssertionError("unreachable: the last attempt returns")
