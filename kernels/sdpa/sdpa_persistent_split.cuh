@@ -64,13 +64,6 @@ static_assert(CONSUMER_WGS_D64 >= 0 && CONSUMER_WGS_D64 <= 3 && CONSUMER_WGS_D64
 constexpr int kLongBlocksPerSm = 1;
 template <int D>
 constexpr int kLongBlockN = D == 64 ? BLOCK_N_D64 : BLOCK_N_D128;
-// Keys per K/V tile of the head_dim-64 turns (two warpgroups at 240 registers, which hold a 176- or
-// 192-key S tile where the three-warpgroup config's 160 do not); BLOCK_N_D64 by default.
-#ifndef BLOCK_N_TURNS_D64
-#define BLOCK_N_TURNS_D64 BLOCK_N_D64
-#endif
-template <int D>
-constexpr int kTurnsBlockN = D == 64 ? BLOCK_N_TURNS_D64 : kLongBlockN<D>;
 // 1 (s12): the short policy's key split only while all its blocks fit one wave (use_long_policy);
 // 0: whenever the long policy's items do not fill the SMs
 #ifndef SHORT_POLICY_ONE_WAVE
@@ -107,7 +100,7 @@ using LongConfig2 = LongConfigOf<D, 2>;
 static_assert(PINGPONG_MAX_SEQ >= 0, "PINGPONG_MAX_SEQ: 0 (off) or the longest sequence that takes turns");
 constexpr bool kShortPingpong = PINGPONG_MAX_SEQ > 0;
 template <int D>
-using LongPingpongConfig = LongConfigOf<D, 2, kTurnsBlockN<D>, /*Pingpong=*/true>;
+using LongPingpongConfig = LongConfigOf<D, 2, kLongBlockN<D>, /*Pingpong=*/true>;
 // 1 (s13): past PINGPONG_MAX_SEQ keys too, every long-policy launch that runs two warpgroups takes
 // turns (but dense head_dim 128), the few-items launch included; 0: turns up to PINGPONG_MAX_SEQ only.
 #ifndef TURNS_PAST_MAX_SEQ
