@@ -59,10 +59,26 @@ def wait_for_kernel(runner: subprocess.Popen, count: int = 1) -> list[psutil.Pro
 
 def kill_left_over(processes: list[psutil.Process]) -> list[psutil.Process]:
     """Kill what is still alive (so a failing test leaves no orphan behind); returns those."""
-    alive = [p for p in processes if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+    alive = [p for p in processes if _running(p)]
     for process in alive:
-        process.kill()
+        kill_if_alive(process)
     return alive
+
+
+def _running(process: psutil.Process) -> bool:
+    try:
+        return process.is_running() and process.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False  # it ended between the two questions
+
+
+def kill_if_alive(process: psutil.Process) -> None:
+    """SIGKILL; a process that has already ended (a kernel whose parent poller saw the runner go) is
+    what the kill wanted."""
+    try:
+        process.kill()
+    except psutil.NoSuchProcess:
+        pass
 
 
 def signal_once_running(runner: subprocess.Popen, signum: int, kernels: int = 1) -> str:
@@ -103,8 +119,8 @@ def test_kill_9_leaves_a_run_the_next_start_closes(tmp_store, stagelab_cli):
     it as KILLED with the reason before it starts its own stages."""
     runner = start_runner(tmp_store, "--stages", "s0_baseline")
     tree = [psutil.Process(runner.pid), *wait_for_kernel(runner)]
-    for process in tree:
-        process.kill()
+    for process in reversed(tree):  # the notebook first: its kernel exits by itself once its parent is gone
+        kill_if_alive(process)
     runner.communicate()
     psutil.wait_procs(tree, timeout=STOP_S)
     orphan = stage_runs("s0_baseline").iloc[0]
