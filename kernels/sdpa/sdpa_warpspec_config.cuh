@@ -70,9 +70,11 @@ template <int D>
 constexpr int kRescaleThresholdOf = D == 64 ? 0 : WS_RESCALE_THRESHOLD_D128;
 // Trial knob: in the turns at head_dim 64, every k-th n8 tile's exponentials by ex2_poly3 on the
 // FMA pipe instead of MUFU.EX2 (sdpa_wgmma_tile.cuh's kPolyEvery; 0 = all on MUFU). Why: a
-// warpgroup's 64 x 128 tile is 8192 exponentials, 512 clocks at MUFU's 16 per clock per SM, twice
-// its GEMMs' 256, so in the turns the softmax paces both warpgroups. s8's trial (2026-11-24) gained
-// 2-4% at (2,8,2048,64), where the turns ran, and lost on the three-warpgroup 4096-key shape.
+// warpgroup's 64 x 128 tile is 8192 exponentials, 512 clocks at MUFU's 16 per clock per SM, as long
+// as its two GEMMs (2 * 64 * 128 * 64 FMAs at 1024 per clock), and they run 1.24-1.26x slower beside
+// the other warpgroup's wgmmas (tools/microbench/mufu_wgmma_overlap.cu): in the turns the softmax
+// paces both warpgroups. s8's trial (2026-11-24) gained 2-4% at (2,8,2048,64), where the turns
+// ran, and lost on the three-warpgroup 4096-key shape.
 #ifndef WS_EXP2_POLY_EVERY_D64
 #define WS_EXP2_POLY_EVERY_D64 0
 #endif
