@@ -73,8 +73,8 @@ def _running(process: psutil.Process) -> bool:
 
 
 def kill_if_alive(process: psutil.Process) -> None:
-    """SIGKILL; a process that has already ended (a kernel whose parent poller saw the runner go) is
-    what the kill wanted."""
+    """SIGKILL; a process that has already ended is what the kill wanted (a kernel ends by itself
+    once its parent poller sees papermill gone)."""
     try:
         process.kill()
     except psutil.NoSuchProcess:
@@ -119,7 +119,7 @@ def test_kill_9_leaves_a_run_the_next_start_closes(tmp_store, stagelab_cli):
     it as KILLED with the reason before it starts its own stages."""
     runner = start_runner(tmp_store, "--stages", "s0_baseline")
     tree = [psutil.Process(runner.pid), *wait_for_kernel(runner)]
-    for process in reversed(tree):  # the notebook first: its kernel exits by itself once its parent is gone
+    for process in tree:  # the runner first, so it cannot record its notebook's death
         kill_if_alive(process)
     runner.communicate()
     psutil.wait_procs(tree, timeout=STOP_S)
