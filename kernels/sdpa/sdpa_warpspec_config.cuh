@@ -74,7 +74,8 @@ constexpr int kRescaleThresholdOf = D == 64 ? 0 : WS_RESCALE_THRESHOLD_D128;
 // as its two GEMMs (2 * 64 * 128 * 64 FMAs at 1024 per clock), and they run 1.24-1.26x slower beside
 // the other warpgroup's wgmmas (tools/microbench/mufu_wgmma_overlap.cu): in the turns the softmax
 // paces both warpgroups. s8's trial (2026-11-24) gained 2-4% at (2,8,2048,64), where the turns
-// ran, and lost on the three-warpgroup 4096-key shape.
+// ran, and lost on the three-warpgroup 4096-key shape. Unlike MUFU.EX2, ex2_poly3's clamp (fmaxf)
+// turns a NaN score into 2^-126: NaN inputs would not reach O through those tiles.
 #ifndef WS_EXP2_POLY_EVERY_D64
 #define WS_EXP2_POLY_EVERY_D64 0
 #endif
