@@ -210,6 +210,7 @@ struct Consumer {
   static constexpr bool kInterleave = kSoftmaxInterleave && Cfg::kConsumerRegs >= 240 &&
                                       (WS_SOFTMAX_INTERLEAVE == 1 || D == 128);
   static constexpr int kPolyEvery = Cfg::kPingpong && D == 64 ? WS_EXP2_POLY_EVERY_D64 : 0;
+  static constexpr int kPolyEveryFirst = Cfg::kPingpong && D == 64 ? WS_EXP2_POLY_FIRST_D64 : 0;
 
   // Tile j of the item sits at ring index ring + j. The first tile: S only.
   // A warpgroup with no tile still takes the turn. The wgmma issue and its
@@ -234,7 +235,7 @@ struct Consumer {
     wgmma_wait<0>();
     fence_regs(tile.s_acc);
     release_kv(kEmptyK, ring);
-    tile.template softmax</*kExp2Offset=*/0, kPolyEvery>(key0, kv_len(prm.p));
+    tile.template softmax</*kExp2Offset=*/0, kPolyEveryFirst>(key0, kv_len(prm.p));
     tile.pack_p();
   }
   // S(idx) and P.V of this warpgroup's previous tile (ring index idx - kRingStride)
