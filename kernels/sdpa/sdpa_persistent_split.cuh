@@ -77,18 +77,16 @@ static_assert(Q_STAGES == 1 || Q_STAGES == 2, "Q_STAGES: 1 or 2 Q buffers per pe
 template <class C>
 using WithQStages = std::conditional_t<Q_STAGES == 2, sdpa_warpspec::QRing<C>, C>;
 // 1 (s15): the long policy's two-warpgroup items store O under the next item's first Q.K^T
-// (DeferEpilogue); 2: at head_dim 64 only (trial: s17's head_dim-128 turns spill with it);
-// 0: each item's epilogue between its last P.V and the next item.
+// (DeferEpilogue); 0: each item's epilogue between its last P.V and the next item.
 #ifndef DEFER_EPILOGUE
 #define DEFER_EPILOGUE 0
 #endif
-static_assert(DEFER_EPILOGUE == 0 || ((DEFER_EPILOGUE == 1 || DEFER_EPILOGUE == 2) && Q_STAGES == 2),
-              "DEFER_EPILOGUE: 0 (off), 1 or 2 (head_dim 64 only); 1 and 2 need Q_STAGES=2: O is staged in its item's Q buffer");
-template <int D, class C>
-using WithDeferredEpilogue = std::conditional_t<(DEFER_EPILOGUE == 1 || (DEFER_EPILOGUE == 2 && D == 64)) && C::kConsumerWGs == 2,
-                                                sdpa_warpspec::DeferEpilogue<C>, C>;
+static_assert(DEFER_EPILOGUE == 0 || (DEFER_EPILOGUE == 1 && Q_STAGES == 2),
+              "DEFER_EPILOGUE: 0 (off) or 1 (needs Q_STAGES=2: O is staged in its item's Q buffer)");
+template <class C>
+using WithDeferredEpilogue = std::conditional_t<DEFER_EPILOGUE == 1 && C::kConsumerWGs == 2, sdpa_warpspec::DeferEpilogue<C>, C>;
 template <int D, int WGs, int BlockN = kLongBlockN<D>, bool Pingpong = false>
-using LongConfigOf = WithDeferredEpilogue<D, WithQStages<Config<WGs, BlockN, D == 64 ? STAGES_D64 : STAGES_D128,
+using LongConfigOf = WithDeferredEpilogue<WithQStages<Config<WGs, BlockN, D == 64 ? STAGES_D64 : STAGES_D128,
                             /*pingpong=*/Pingpong, /*persistent=*/true, kLongBlocksPerSm, kProducerRegs,
                             sdpa_warpspec::fit_consumer_regs(WGs, kProducerRegs, kLongBlocksPerSm, CONSUMER_REGS)>>>;
 // The build's first choice at each head dim (head_dim 128 keeps two: its O alone is 64 registers).

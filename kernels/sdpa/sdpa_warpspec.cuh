@@ -209,8 +209,6 @@ struct Consumer {
   // spilled a register with it at head_dim 128); 2: at head_dim 128 only.
   static constexpr bool kInterleave = kSoftmaxInterleave && Cfg::kConsumerRegs >= 240 &&
                                       (WS_SOFTMAX_INTERLEAVE == 1 || D == 128);
-  static constexpr int kPolyEvery = Cfg::kPingpong && D == 64 ? WS_EXP2_POLY_EVERY_D64 : 0;
-  static constexpr int kPolyEveryFirst = Cfg::kPingpong && D == 64 ? WS_EXP2_POLY_FIRST_D64 : 0;
 
   // Tile j of the item sits at ring index ring + j. The first tile: S only.
   // A warpgroup with no tile still takes the turn. The wgmma issue and its
@@ -235,7 +233,7 @@ struct Consumer {
     wgmma_wait<0>();
     fence_regs(tile.s_acc);
     release_kv(kEmptyK, ring);
-    tile.template softmax</*kExp2Offset=*/0, kPolyEveryFirst>(key0, kv_len(prm.p));
+    tile.softmax(key0, kv_len(prm.p));
     tile.pack_p();
   }
   // S(idx) and P.V of this warpgroup's previous tile (ring index idx - kRingStride)
@@ -276,7 +274,7 @@ struct Consumer {
         release_kv(kEmptyV, prev);
       });
     } else {
-      tile.template softmax</*kExp2Offset=*/0, kPolyEvery>(key0, kv_len(prm.p));
+      tile.softmax(key0, kv_len(prm.p));
       schedule_boundary(prm.p.seq_len < 0);  // keep the wait below the softmax (sdpa_wgmma.cuh)
       wgmma_wait<0>();
       fence_regs(tile.o_acc);

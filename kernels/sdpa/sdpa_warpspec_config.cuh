@@ -68,24 +68,6 @@ static_assert(WS_RESCALE_THRESHOLD_D128 >= 0 && WS_RESCALE_THRESHOLD_D128 <= 15,
               "WS_RESCALE_THRESHOLD_D128: 0 (off) to 15 (p < 2^15 keeps fp16's 65504 clear)");
 template <int D>
 constexpr int kRescaleThresholdOf = D == 64 ? 0 : WS_RESCALE_THRESHOLD_D128;
-// Trial knob: in the turns at head_dim 64, every k-th n8 tile's exponentials by ex2_poly3 on the
-// FMA pipe instead of MUFU.EX2 (sdpa_wgmma_tile.cuh's kPolyEvery; 0 = all on MUFU). Why: a
-// warpgroup's 64 x 128 tile is 8192 exponentials, 512 clocks at MUFU's 16 per clock per SM, as long
-// as its two GEMMs (2 * 64 * 128 * 64 FMAs at 1024 per clock), and they run 1.24-1.26x slower beside
-// the other warpgroup's wgmmas (tools/microbench/mufu_wgmma_overlap.cu): in the turns the softmax
-// paces both warpgroups. s8's trial (2026-11-24) gained 2-4% at (2,8,2048,64), where the turns
-// ran, and lost on the three-warpgroup 4096-key shape. Unlike MUFU.EX2, ex2_poly3's clamp (fmaxf)
-// turns a NaN score into 2^-126: NaN inputs would not reach O through those tiles.
-#ifndef WS_EXP2_POLY_EVERY_D64
-#define WS_EXP2_POLY_EVERY_D64 0
-#endif
-// Trial knob: the same on each item's first key tile alone (default: WS_EXP2_POLY_EVERY_D64). Why:
-// the first tile's softmax is the one no P.V of its own warpgroup runs under, and its FMA pipe has
-// no O rescale to do; BERT-base 512 (4 key tiles an item) gained 1.6% with k = 4 on every tile where
-// SDXL self-attention (32 an item) lost 1.1%.
-#ifndef WS_EXP2_POLY_FIRST_D64
-#define WS_EXP2_POLY_FIRST_D64 WS_EXP2_POLY_EVERY_D64
-#endif
 // Programmatic dependent launch (sdpa_tma.cuh): launched with programmatic stream
 // serialization, every block waits for the previous grid before its first global access and
 // lets the next launch in (launch_dependents), so the next launch's block dispatch and prologue
