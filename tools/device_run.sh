@@ -56,15 +56,18 @@ if [ -n "${QUICK:-}" ]; then
 fi
 # NCU_COMPARE="<tools/ncu_compare.py args>[;<args>...]": stages, variants and contenders under ncu
 # on one problem per spec, one table each (e.g. NCU_COMPARE="--problem 2x8x2048x128
-# s8_persistent_split --contenders cudnn fa4"); the tables come back in ncu_compare.md, the
-# reports in the archive (build/ncu_compare/<n>).
-IFS=';' read -ra NCU_SPECS <<< "${NCU_COMPARE:-}"
+# s8_persistent_split --contenders cudnn fa4 --record --hypothesis '...'"); the tables come back in
+# ncu_compare.md, the reports in the archive (build/ncu_compare/<n>), and with --record each table
+# is a trial run in mlruns (here `stagelab import` merges it back). `;` separates specs, outside quotes.
+mapfile -d '' -t NCU_SPECS < <(python3 tools/split_specs.py "${NCU_COMPARE:-}")
 for i in "${!NCU_SPECS[@]}"; do
-  [ -n "${NCU_SPECS[$i]}" ] || continue
+  [ -n "${NCU_SPECS[$i]// }" ] || continue
   echo "=== ncu_compare ${NCU_SPECS[$i]}" | tee -a "$OUT/ncu_compare.txt"
-  timeout "${NCU_COMPARE_TIMEOUT:-400}" python3 tools/ncu_compare.py ${NCU_SPECS[$i]} --out "build/ncu_compare/$i" 2>&1 \
+  # eval: a spec quotes its hypothesis ('...'), which must reach the tool as one argument
+  eval "timeout ${NCU_COMPARE_TIMEOUT:-400} python3 tools/ncu_compare.py ${NCU_SPECS[$i]} --out build/ncu_compare/$i" 2>&1 \
     | tee -a "$OUT/ncu_compare.txt" | tail -40
   cat "build/ncu_compare/$i/ncu_compare.md" >> "$OUT/ncu_compare.md" 2>/dev/null
+  snapshot
 done
 # TIMELINE="<stage> B H S D [causal] [launches] [-DKNOB=v ...][;...]": per-block phase stamps of one
 # warp-specialized stage (tools/microbench/sdpa_timeline.cu, -DWS_TIMELINE=1) over `launches` launches

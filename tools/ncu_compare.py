@@ -12,6 +12,10 @@ that launches several kernels (cuDNN, FA4, s9's V pre-pass) is summed: times and
 add, percentages are weighted by time, `kernel_us` lists each kernel's own. Where this ncu
 refuses a metric, the subject is profiled again with a smaller set (METRIC_TIERS), and the table
 says so.
+
+`--record --hypothesis '...'` makes the table a trial run of the first subject's stage (every
+number in a run: stagelab.record.ncu_entry), its conclusion added later with `stagelab try-note`;
+`--record-table OLD/ncu_compare.md --gpu ... --date ...` records an earlier call's table.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import argparse
 import math
 import os
 import sys
+from datetime import datetime, timezone
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -126,14 +131,26 @@ def _cell(value) -> str:
     return str(value)
 
 
+def top_stalls(columns: list[dict]) -> list[str]:
+    """Every subject's TOP_STALLS largest stall reasons, in order of first appearance; a reason the
+    page lacks (NaN) is no candidate (NaN in the sort key left real reasons out)."""
+    top = []
+    for col in columns:
+        measured = {reason: value for reason, value in col.get("stalls", {}).items() if not math.isnan(value)}
+        for reason, _ in sorted(measured.items(), key=lambda item: -item[1])[:TOP_STALLS]:
+            if reason not in top:
+                top.append(reason)
+    return top
+
+
+def stall_rows(columns: list[dict]) -> list[str]:
+    return [f"stall {reason}" for reason in top_stalls(columns)]
+
+
 def table(columns: list[dict]) -> str:
     """Markdown: one row per metric, one column per subject; the stall rows are every subject's
     top reasons (warps stalled per issued instruction)."""
-    top = []
-    for col in columns:
-        for reason, _ in sorted(col.get("stalls", {}).items(), key=lambda item: -item[1])[:TOP_STALLS]:
-            if reason not in top:
-                top.append(reason)
+    top = top_stalls(columns)
     lines = ["| metric | " + " | ".join(col["label"] for col in columns) + " |",
              "|---|" + "---|" * len(columns)]
     for row in ROWS:
@@ -270,11 +287,24 @@ def main(argv: list[str] | None = None) -> int:
                     help="also sample each subject's program counters: where in the SASS its warps stall")
     ap.add_argument("--warm", action="store_true",
                     help="keep L2 warm and the clocks unlocked (throughput mode's state), not ncu's flush and base clocks")
+    ap.add_argument("--hypothesis", default="",
+                    help="what the comparison is to explain; with --record, the run's hypothesis")
+    ap.add_argument("--record", action="store_true",
+                    help="record the table as a trial run of the first subject's stage (MLflow, $MLFLOW_TRACKING_URI)")
+    ap.add_argument("--record-table", type=Path, metavar="NCU_COMPARE.md",
+                    help="record an earlier call's table (the same subjects and problem) instead of profiling; "
+                         "with --gpu and --date, and the commit in $STAGELAB_GIT_COMMIT")
+    ap.add_argument("--gpu", help="--record-table: the GPU the table was measured on")
+    ap.add_argument("--date", help="--record-table: when it was measured (ISO, UTC)")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     problem_entry = problem_entry_of(args)  # a bad --problem stops here, before any build
+    if args.record and not args.hypothesis.strip():
+        raise SystemExit("--record needs --hypothesis: what the comparison is to explain")
     if args.child:
         return run_child(args, args.child)
+    if args.record_table:
+        return record_table(args)
     executable = find_tool(ncu.NCU)
     if executable is None:
         raise SystemExit("ncu is neither on PATH nor in the CUDA toolkit")
@@ -292,12 +322,70 @@ def main(argv: list[str] | None = None) -> int:
         if args.source:
             sources.append(profile_source(executable, argv, label, args.out))
     state = " (warm L2, clocks unlocked)" if args.warm else ""
-    extras = "".join(f" {key}={value}" for key, value in problem_entry.items() if key not in ("shape", "causal"))
-    text = f"{args.problem}{' causal' if args.causal else ''}{extras} {args.dtype}{state}\n\n{table(columns)}\n"
+    text = f"{problem_label(args)} {args.dtype}{state}\n\n{table(columns)}\n"
     if sources:
         text += "\n## Where the warps wait (sampled program counters)\n\n" + "\n".join(sources)
     (args.out / "ncu_compare.md").write_text(text)
     print(text, flush=True)
+    if args.record:
+        from stagelab.core.envinfo import git_state
+        import torch
+
+        when = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M")
+        record(args, columns, [*ROWS, *stall_rows(columns)], args.out / "ncu_compare.md",
+               git_state()["git_commit"], torch.cuda.get_device_name(0), when)
+    return 0
+
+
+def problem_label(args) -> str:
+    """The problem as the table's first line names it: 2x10x4096x64 layout=bshd, 2x8x2048x128 causal."""
+    extras = "".join(f" {key}={value}" for key, value in problem_entry_of(args).items()
+                     if key not in ("shape", "causal"))
+    return f"{args.problem}{' causal' if args.causal else ''}{extras}"
+
+
+def comparison_state(args) -> str:
+    """The profiled launch's state, in words an MLflow key keeps (no quotes, commas or brackets)."""
+    return "warm L2 and unlocked clocks" if args.warm else "locked clocks"
+
+
+def record(args, columns: list[dict], rows: list[str], table_path: Path, commit: str, gpu: str, when: str) -> str:
+    """The comparison as a trial run of the first subject's stage (stagelab.record.ncu_entry)."""
+    from stagelab.record.ncu_entry import comparison_entry, record_comparison
+
+    kind, what = next(iter(subjects(args).values()))
+    if kind != "stage":
+        raise SystemExit("--record: the first subject must be a stage or a --variant (the run is that stage's trial)")
+    entry = comparison_entry(what[1].id, f"{problem_label(args)} {args.dtype}".replace("=", " "), columns, rows,
+                             hypothesis=args.hypothesis, state=comparison_state(args), commit=commit, gpu=gpu,
+                             date=when, source=str(table_path))
+    run_id = record_comparison(entry, table_path.parent, table_path)
+    print(f"[ncu] recorded as trial run {run_id}" if run_id else "[ncu] this table is already in the store",
+          flush=True)
+    return run_id
+
+
+def record_table(args) -> int:
+    """--record-table: an earlier call's table recorded as `--record` would have recorded it."""
+    from stagelab.core.envinfo import git_state
+    from stagelab.core.errors import ConfigError
+    from stagelab.record.ncu_entry import columns_from_table
+
+    if not (args.gpu and args.date and args.hypothesis.strip()):
+        raise SystemExit("--record-table needs --gpu, --date and --hypothesis")
+    try:
+        columns, rows = columns_from_table(args.record_table.read_text())
+    except (OSError, ConfigError) as exc:
+        raise SystemExit(f"--record-table {args.record_table}: {exc}") from None
+    first_line = args.record_table.read_text().splitlines()[0]
+    if not first_line.startswith(f"{problem_label(args)} {args.dtype}"):
+        raise SystemExit(f"--record-table {args.record_table}: it measured {first_line!r}, not "
+                         f"{problem_label(args)} {args.dtype}")
+    labels = [col["label"] for col in columns]
+    if labels != list(subjects(args)):
+        raise SystemExit(f"--record-table {args.record_table}: its subjects {labels} are not the ones named "
+                         f"{list(subjects(args))}")
+    record(args, columns, rows, args.record_table, git_state()["git_commit"], args.gpu, args.date)
     return 0
 
 

@@ -160,10 +160,21 @@ def _known_hashes(experiment_id: str) -> set[str]:
 def import_trials(path: str | Path, progress=print) -> tuple[int, int]:
     """Every entry of a trials file not yet in the store, as a trial run; returns (added, skipped).
     The whole file is checked before anything is written."""
+    added, skipped = _import_file(Path(path), progress)
+    return len(added), skipped
+
+
+def import_entry(path: str | Path, progress=print) -> str | None:
+    """A file of one entry (ncu_entry's) imported as import_trials would: its run's id, or None
+    where the store already holds the entry."""
+    added, _ = _import_file(Path(path), progress)
+    return added[0] if added else None
+
+
+def _import_file(path: Path, progress) -> tuple[list[str], int]:
     from ..core.family import load_family
     from ..core.registry import find_stage
 
-    path = Path(path)
     entries = load_entries(path)
     experiments = {}
     for index, entry in enumerate(entries):
@@ -172,7 +183,7 @@ def import_trials(path: str | Path, progress=print) -> tuple[int, int]:
         except ConfigError as exc:
             raise ConfigError(f"{path}: entry {index} ({entry['name']}): {exc}") from exc
         start_ms(f"{path}: entry {index}", entry["date"], index)
-    source, added, skipped = _relative(path), 0, 0
+    source, added, skipped = _relative(path), [], 0
     known: dict[str, set[str]] = {}
     for index, entry in enumerate(entries):
         experiment_id = tracking.init_store(experiments[entry["stage"]])
@@ -181,8 +192,7 @@ def import_trials(path: str | Path, progress=print) -> tuple[int, int]:
         if digest in hashes:
             skipped += 1
             continue
-        _import_entry(entry, f"{path}: entry {index}", index, source, path.parent, experiment_id, digest)
+        added.append(_import_entry(entry, f"{path}: entry {index}", index, source, path.parent, experiment_id, digest))
         hashes.add(digest)
-        added += 1
-    progress(f"{source}: {len(entries)} entries, {added} imported, {skipped} already there")
+    progress(f"{source}: {len(entries)} entries, {len(added)} imported, {skipped} already there")
     return added, skipped
