@@ -19,15 +19,6 @@ inline int sm_count() {
 // One launch of `kernel` in thread-block clusters of `cluster_x` blocks (kPlainGrid: no cluster
 // attribute at all), with programmatic stream serialization when the build asks for PDL (WS_PDL).
 constexpr unsigned kPlainGrid = 0;
-// Trial knob: launches whose clusters would be of one block go as plain grids (no cluster
-// attribute), as cuDNN's do. Why: the attribute sends the launch through cluster scheduling, which
-// may place consecutive blocks (the stripes that share a head's K/V) on SMs apart; ncu at BERT-base
-// 512 showed s17 sending twice cuDNN's bytes across the L2 fabric (103 MB against 55).
-#ifndef WS_PLAIN_GRID
-#define WS_PLAIN_GRID 0
-#endif
-static_assert(WS_PLAIN_GRID == 0 || WS_PLAIN_GRID == 1, "WS_PLAIN_GRID: 0 (clusters of one) or 1 (plain grids)");
-constexpr bool kPlainGridForOne = WS_PLAIN_GRID == 1;
 template <typename... KernelParams, typename... Args>
 cudaError_t launch_kernel(void (*kernel)(KernelParams...), dim3 grid, int threads, size_t smem, unsigned cluster_x,
                           cudaStream_t stream, Args... args) {
@@ -140,8 +131,7 @@ cudaError_t launch_instance(const Params& prm_in, int splits, cudaStream_t strea
     prm.causal_snake = snake_pays<T, D, Cfg, kCausal>(prm, resident) ? 1 : 0;
     blocks = min(WorkOrder<Cfg, kCausal>::units(prm), resident) * kCtas;
   }
-  unsigned cluster = static_cast<unsigned>(kCtas > 1 ? kCtas : splits);
-  if (kPlainGridForOne && cluster == 1) cluster = kPlainGrid;
+  const unsigned cluster = static_cast<unsigned>(kCtas > 1 ? kCtas : splits);
   return launch_kernel(kernel, dim3(static_cast<unsigned>(blocks)), Cfg::kThreads, smem, cluster, stream, prm);
 }
 
