@@ -19,7 +19,7 @@ from .toolchain import cuda_home
 # local memory (LDL/STL), mbarrier traffic (SYNCS) and register reallocation (USETMAXREG).
 WATCHED_OPCODES = ("HGMMA", "HMMA", "UTMALDG", "LDGSTS", "LDL", "STL", "SYNCS", "USETMAXREG")
 
-_FUNCTION_RE = re.compile(r"^\s*Function\s*:\s*(\S+)")
+FUNCTION_RE = re.compile(r"^\s*Function\s*:\s*(\S+)")
 _ARCH_RE = re.compile(r"arch\s*=\s*(sm_\w+)")
 _INSTRUCTION_RE = re.compile(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P[T0-9]+\s+)?([A-Z][A-Z0-9_]*)")
 
@@ -31,7 +31,7 @@ def parse_sass(text: str) -> dict[tuple[str, str], Counter]:
     for line in text.splitlines():
         if a := _ARCH_RE.search(line):
             arch = a[1]
-        if f := _FUNCTION_RE.match(line):
+        if f := FUNCTION_RE.match(line):
             current = counts.setdefault((f[1], arch), Counter())
         elif current is not None and (i := _INSTRUCTION_RE.search(line)):
             current[i[1]] += 1
