@@ -125,3 +125,29 @@ def test_a_file_without_item_stamps_has_no_item_table(tool, tmp_path):
     with_items(synthetic()).to_csv(csv, index=False)
     assert tool.main([str(csv), "--markdown", str(tmp_path / "t.md")]) == 0
     assert "boundary: last P.V to the next item's first key tile" in (tmp_path / "t.md").read_text()
+
+
+def test_middle_tiles_are_cycles_per_tile_of_each_step(tool, tmp_path, capsys):
+    df = synthetic(launches=3, sms=2)
+    steps = {"rescale": 10, "k_wait": 0, "turn_wait": 300, "issue": 40, "s_wait": 200, "softmax": 700,
+             "pv_wait": 50, "pack": 30}
+    for wg in (0, 1, 2):
+        for step, cycles in steps.items():
+            tiles = 6 + df["smid"]  # blocks with 6 and 7 tiles: a tile's share is the same
+            df[f"tile_wg{wg}_{step}"] = (cycles + 100 * wg) * tiles if wg < 2 else 0
+        df[f"tile_wg{wg}_count"] = (6 + df["smid"]) if wg < 2 else 0  # no third warpgroup in this config
+    table = tool.tile_table(df, df["launch"] == 1).set_index(["warpgroup", "step"])
+    assert table.loc[(0, "softmax"), "cycles"] == pytest.approx(700)
+    assert table.loc[(1, "turn_wait"), "cycles"] == pytest.approx(400)
+    assert table.loc[(0, "tile"), "cycles"] == pytest.approx(sum(steps.values()))
+    assert table.loc[(0, "softmax"), "share"] == pytest.approx(700 / sum(steps.values()))
+    assert 2 not in set(table.index.get_level_values(0)), "a warpgroup with no tile has no rows"
+    csv = tmp_path / "timeline.csv"
+    df.to_csv(csv, index=False)
+    assert tool.main([str(csv)]) == 0
+    assert "## Middle key tiles of a consumer warpgroup" in capsys.readouterr().out
+
+
+def test_a_file_without_tile_clocks_has_no_tile_table(tool):
+    df = synthetic()
+    assert tool.tile_table(df, df["launch"].notna()).empty

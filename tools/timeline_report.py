@@ -4,7 +4,9 @@
 
 A persistent block also stamps its first work items one by one (clk_item<n>_<phase>): the report
 then adds their steps and the boundary between one item's last P.V and the next item's first
-key tile, the time a second Q buffer (s11) or PDL is meant to hide.
+key tile, the time a second Q buffer (s11) or PDL is meant to hide. And each consumer warpgroup
+clocks the steps of its middle key tiles (tile_wg<w>_<step>, summed over the launch): the report
+gives the cycles a tile spends in each (tile_table).
 
 Within a block, phases are timed by the SM's clock64 (exact; converted to ns
 by that SM's own clock rate, fitted over every record it holds); blocks and
@@ -147,6 +149,38 @@ def item_table(df: pd.DataFrame, middle: pd.Series) -> pd.DataFrame:
                          for r in rows if not r["d"].empty])
 
 
+# A middle key tile's steps (the harness's tile_wg<w>_<step> columns: clock64 cycles of warp 0 of
+# consumer warpgroup w, summed over the launch's middle tiles; tile_wg<w>_count counts them).
+TILE_STEPS = {"rescale": "O's rescale before the turn (pingpong, s16's order)",
+              "k_wait": "K(idx) landed",
+              "turn_wait": "this warpgroup's turn (the other's GEMM issue first)",
+              "issue": "S = Q.K^T issued, V(prev) waited for, P.V issued, turn passed on",
+              "s_wait": "S(idx) done on the tensor cores",
+              "softmax": "the softmax (FlashAttention-4's order: with the P.V's wait and rescale)",
+              "pv_wait": "P(prev).V(prev) done",
+              "pack": "P packed for the next P.V"}
+TILE_COLUMN = re.compile(r"tile_wg(\d+)_count$")
+
+
+def tile_table(df: pd.DataFrame, middle: pd.Series) -> pd.DataFrame:
+    """Cycles per middle tile of each step, per consumer warpgroup: each block's sum over its tiles
+    divided by its tile count, the median over the middle launches' blocks (empty from a harness
+    before tile clocks, or where no block had a middle tile)."""
+    rows = []
+    for wg in sorted(int(m.group(1)) for m in map(TILE_COLUMN.match, df.columns) if m):
+        count = df[f"tile_wg{wg}_count"]
+        has = middle & (count > 0)
+        if not has.any():
+            continue
+        per_tile = {step: (df.loc[has, f"tile_wg{wg}_{step}"] / count[has]).median() for step in TILE_STEPS}
+        total = sum(per_tile.values())
+        rows += [{"warpgroup": wg, "step": step, "what": TILE_STEPS[step], "cycles": cycles,
+                  "share": cycles / total if total else 0.0} for step, cycles in per_tile.items()]
+        rows.append({"warpgroup": wg, "step": "tile", "what": f"one middle tile ({int(count[has].median())} a block)",
+                     "cycles": total, "share": 1.0})
+    return pd.DataFrame(rows)
+
+
 def plot(df: pd.DataFrame, rel: pd.DataFrame, launches: list[int], path: Path) -> None:
     import matplotlib
 
@@ -198,6 +232,10 @@ def main(argv: list[str] | None = None) -> int:
         lines += ["", "## Work items of a persistent block (middle launches, us; the first "
                   f"{len(item_columns(df))} items of each block)", "",
                   items.to_string(index=False, float_format="{:.2f}".format)]
+    tiles = tile_table(df, middle)
+    if not tiles.empty:
+        lines += ["", "## Middle key tiles of a consumer warpgroup (middle launches, SM cycles a tile, median over "
+                  "blocks; warp 0's clock64)", "", tiles.to_string(index=False, float_format="{:.2f}".format)]
     text = "\n".join(lines)
     print(text)
     if args.markdown:

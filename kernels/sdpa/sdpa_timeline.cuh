@@ -54,12 +54,30 @@ enum ItemPhase : int {
   kItemPhases
 };
 
+// A middle key tile of a consumer warpgroup (sdpa_warpspec.cuh's middle_tile), split into the
+// steps its warp 0 walks, each step's clock64 cycles summed over the launch's middle tiles: where a
+// tile's time goes in steady state. kTileCount counts the tiles.
+constexpr int kMaxConsumerWGs = 3;
+enum TilePhase : int {
+  kTileRescale = 0,  // O's rescale before the turn (pingpong, s16's order)
+  kTileKWait,        // K(idx) landed
+  kTileTurnWait,     // this warpgroup's turn (the other's GEMM issue before it)
+  kTileIssue,        // S = Q.K^T issued, V(prev) waited for, P.V issued, the turn passed on
+  kTileSWait,        // S(idx) done on the tensor cores
+  kTileSoftmax,      // the softmax (FlashAttention-4's order: with the P.V's wait and O's rescale)
+  kTilePvWait,       // P(prev).V(prev) done
+  kTilePack,         // P packed to fp16/bf16 for the next P.V
+  kTileCount,
+  kTilePhases
+};
+
 struct Record {
   unsigned long long out;  // the launch's output pointer: which launch
   unsigned block, smid;
   long long clock[kPhases];
   unsigned long long entry_ns;  // %globaltimer at entry: places blocks and launches against each other
   long long item_clock[kMaxItems][kItemPhases];
+  unsigned long long tile_cycles[kMaxConsumerWGs][kTilePhases];
 };
 
 constexpr int kSlotShift = 27;  // 128 MiB per output: (4,16,4096,128) in 16 bits is 64 MiB
@@ -97,6 +115,12 @@ __device__ __forceinline__ void stamp_item(const void* out, ItemPhase phase, int
   if (i >= kMaxRecords || item >= kMaxItems) return;
   g_records[i].item_clock[item][phase] = clock64();
 }
+// A reduction, not a read-modify-write: the stamping warp does not wait for it.
+__device__ __forceinline__ void add_tile(const void* out, int wg, TilePhase phase, long long cycles) {
+  const unsigned i = record_index(out);
+  if (i >= kMaxRecords || wg >= kMaxConsumerWGs) return;
+  atomicAdd(&g_records[i].tile_cycles[wg][phase], static_cast<unsigned long long>(cycles));
+}
 // Thread 0 at entry.
 __device__ __forceinline__ void open(const void* out) {
   const unsigned i = record_index(out);
@@ -117,10 +141,26 @@ __device__ __forceinline__ void open(const void* out) {
   do {                                                                               \
     if (cond) sdpa_timeline::stamp_item(prm.p.out, sdpa_timeline::phase, item);      \
   } while (0)
+// A middle tile's clock: WS_TILE_CLOCK_BEGIN(t) at its start, then WS_TILE_CLOCK_IF(cond, t, wg, phase)
+// at the end of each step adds the cycles since the previous one to that step.
+#define WS_TILE_CLOCK_BEGIN(var) long long var = clock64()
+#define WS_TILE_CLOCK_IF(cond, var, wg, phase)                                               \
+  do {                                                                                       \
+    const long long tile_now_ = clock64();                                                   \
+    if (cond) sdpa_timeline::add_tile(prm.p.out, wg, sdpa_timeline::phase, tile_now_ - var); \
+    var = tile_now_;                                                                         \
+  } while (0)
+#define WS_TILE_COUNT_IF(cond, wg)                                       \
+  do {                                                                   \
+    if (cond) sdpa_timeline::add_tile(prm.p.out, wg, sdpa_timeline::kTileCount, 1); \
+  } while (0)
 #else
 #define WS_TIMELINE_OPEN(out) ((void)0)
 #define WS_STAMP_IF(cond, phase) ((void)0)
 #define WS_STAMP_ITEM_IF(cond, phase, item) ((void)0)
+#define WS_TILE_CLOCK_BEGIN(var) ((void)0)
+#define WS_TILE_CLOCK_IF(cond, var, wg, phase) ((void)0)
+#define WS_TILE_COUNT_IF(cond, wg) ((void)0)
 #endif
 
 }  // namespace sdpa_timeline

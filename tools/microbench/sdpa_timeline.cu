@@ -139,6 +139,10 @@ int main(int argc, char** argv) {
   static const char* const kItemNames[sdpa_timeline::kItemPhases] = {"q_landed", "first_tile", "mainloop", "stored"};
   for (int item = 0; item < sdpa_timeline::kMaxItems; ++item)
     for (const char* name : kItemNames) std::printf(",clk_item%d_%s", item, name);
+  static const char* const kTileNames[sdpa_timeline::kTilePhases] = {
+      "rescale", "k_wait", "turn_wait", "issue", "s_wait", "softmax", "pv_wait", "pack", "count"};
+  for (int wg = 0; wg < sdpa_timeline::kMaxConsumerWGs; ++wg)
+    for (const char* name : kTileNames) std::printf(",tile_wg%d_%s", wg, name);
   std::printf("\n");
   const auto base = reinterpret_cast<unsigned long long>(out);
   for (const auto& r : records) {
@@ -147,6 +151,8 @@ int main(int argc, char** argv) {
     std::printf(",%llu", r.entry_ns);
     for (const auto& item : r.item_clock)
       for (long long c : item) std::printf(",%lld", c);
+    for (const auto& wg : r.tile_cycles)
+      for (unsigned long long c : wg) std::printf(",%llu", c);
     std::printf("\n");
   }
   std::fprintf(stderr, "%u block records, stage %s\n", count, STAGE_SOURCE);
