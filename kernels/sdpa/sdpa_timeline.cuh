@@ -55,8 +55,8 @@ enum ItemPhase : int {
 };
 
 // A middle key tile of a consumer warpgroup (sdpa_warpspec.cuh's middle_tile), split into the
-// steps its warp 0 walks, each step's clock64 cycles summed over the launch's middle tiles: where a
-// tile's time goes in steady state. kTileCount counts the tiles.
+// steps its warps walk, each step's clock64 cycles summed over the block's middle tiles (warp 0's
+// sums recorded): where a tile's time goes in steady state. kTileCount counts the tiles.
 constexpr int kMaxConsumerWGs = 3;
 enum TilePhase : int {
   kTileRescale = 0,  // O's rescale before the turn (pingpong, s16's order)
@@ -115,12 +115,23 @@ __device__ __forceinline__ void stamp_item(const void* out, ItemPhase phase, int
   if (i >= kMaxRecords || item >= kMaxItems) return;
   g_records[i].item_clock[item][phase] = clock64();
 }
-// A reduction, not a read-modify-write: the stamping warp does not wait for it.
-__device__ __forceinline__ void add_tile(const void* out, int wg, TilePhase phase, long long cycles) {
-  const unsigned i = record_index(out);
-  if (i >= kMaxRecords || wg >= kMaxConsumerWGs) return;
-  atomicAdd(&g_records[i].tile_cycles[wg][phase], static_cast<unsigned long long>(cycles));
-}
+// A consumer warp's middle-tile clocks, summed in registers (a global write per step slowed the
+// stamped build by half) and written to its block's record once, at the end (flush).
+struct TileClocks {
+  long long last = 0;
+  long long sum[kTilePhases] = {};
+  __device__ __forceinline__ void begin() { last = clock64(); }
+  __device__ __forceinline__ void step(TilePhase phase) {
+    const long long now = clock64();
+    sum[phase] += now - last;
+    last = now;
+  }
+  __device__ __forceinline__ void flush(const void* out, int wg) const {
+    const unsigned i = record_index(out);
+    if (i >= kMaxRecords || wg >= kMaxConsumerWGs) return;
+    for (int p = 0; p < kTilePhases; ++p) g_records[i].tile_cycles[wg][p] = static_cast<unsigned long long>(sum[p]);
+  }
+};
 // Thread 0 at entry.
 __device__ __forceinline__ void open(const void* out) {
   const unsigned i = record_index(out);
@@ -141,26 +152,22 @@ __device__ __forceinline__ void open(const void* out) {
   do {                                                                               \
     if (cond) sdpa_timeline::stamp_item(prm.p.out, sdpa_timeline::phase, item);      \
   } while (0)
-// A middle tile's clock: WS_TILE_CLOCK_BEGIN(t) at its start, then WS_TILE_CLOCK_IF(cond, t, wg, phase)
-// at the end of each step adds the cycles since the previous one to that step.
-#define WS_TILE_CLOCK_BEGIN(var) long long var = clock64()
-#define WS_TILE_CLOCK_IF(cond, var, wg, phase)                                               \
-  do {                                                                                       \
-    const long long tile_now_ = clock64();                                                   \
-    if (cond) sdpa_timeline::add_tile(prm.p.out, wg, sdpa_timeline::phase, tile_now_ - var); \
-    var = tile_now_;                                                                         \
-  } while (0)
-#define WS_TILE_COUNT_IF(cond, wg)                                       \
-  do {                                                                   \
-    if (cond) sdpa_timeline::add_tile(prm.p.out, wg, sdpa_timeline::kTileCount, 1); \
+// A consumer's middle-tile clocks (TileClocks): a member, each tile's begin and steps, the flush.
+#define WS_TILE_CLOCKS_MEMBER sdpa_timeline::TileClocks tile_clocks;
+#define WS_TILE_BEGIN() (tile_clocks.begin(), tile_clocks.sum[sdpa_timeline::kTileCount] += 1)
+#define WS_TILE_STEP(phase) tile_clocks.step(sdpa_timeline::phase)
+#define WS_TILE_FLUSH_IF(cond, wg)                 \
+  do {                                             \
+    if (cond) tile_clocks.flush(prm.p.out, wg);    \
   } while (0)
 #else
 #define WS_TIMELINE_OPEN(out) ((void)0)
 #define WS_STAMP_IF(cond, phase) ((void)0)
 #define WS_STAMP_ITEM_IF(cond, phase, item) ((void)0)
-#define WS_TILE_CLOCK_BEGIN(var) ((void)0)
-#define WS_TILE_CLOCK_IF(cond, var, wg, phase) ((void)0)
-#define WS_TILE_COUNT_IF(cond, wg) ((void)0)
+#define WS_TILE_CLOCKS_MEMBER
+#define WS_TILE_BEGIN() ((void)0)
+#define WS_TILE_STEP(phase) ((void)0)
+#define WS_TILE_FLUSH_IF(cond, wg) ((void)0)
 #endif
 
 }  // namespace sdpa_timeline

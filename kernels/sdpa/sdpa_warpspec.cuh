@@ -155,6 +155,7 @@ struct Consumer {
   uint32_t s_base, bars;
   unsigned char* smem;
   int cwg, ctid, warp_in_wg, lane;
+  WS_TILE_CLOCKS_MEMBER  // WS_TIMELINE: the middle tiles' step clocks
   int local = 0;  // the current work item's index in this block (its Q buffer's slot and phase)
   Tile tile;
   // DeferEpilogue: the last item, whose O waits in the accumulators for the next item's first Q.K^T.
@@ -239,18 +240,16 @@ struct Consumer {
   // S(idx) and P.V of this warpgroup's previous tile (ring index idx - kRingStride)
   // issued back to back; softmax(idx) under the P.V.
   __device__ __forceinline__ void middle_tile(int idx, int key0) {
-    [[maybe_unused]] const bool clocked = ctid % kWarpgroupThreads == 0;  // WS_TIMELINE: warp 0 of each warpgroup
-    WS_TILE_CLOCK_BEGIN(tile_clock);
-    WS_TILE_COUNT_IF(clocked, cwg);
+    WS_TILE_BEGIN();
     if constexpr (Cfg::kPingpong && !kRescaleInTurn && !kInterleave) {  // the other warpgroup's GEMMs cover it
       fence_regs(tile.o_acc);
       tile.rescale_o();
     }
-    WS_TILE_CLOCK_IF(clocked, tile_clock, cwg, kTileRescale);
+    WS_TILE_STEP(kTileRescale);
     if constexpr (!kWaitKInTurn) wait_full(kFullK, idx);  // FlashAttention-3 waits before its turn
-    WS_TILE_CLOCK_IF(clocked, tile_clock, cwg, kTileKWait);
+    WS_TILE_STEP(kTileKWait);
     turn_begin();
-    WS_TILE_CLOCK_IF(clocked, tile_clock, cwg, kTileTurnWait);
+    WS_TILE_STEP(kTileTurnWait);
     if constexpr (kWaitKInTurn) wait_full(kFullK, idx);
     fence_regs(tile.s_acc);
     fence_regs(tile.p_frag);
@@ -269,10 +268,10 @@ struct Consumer {
     tile.issue_pv(desc_v(prev));
     wgmma_commit();
     turn_end();
-    WS_TILE_CLOCK_IF(clocked, tile_clock, cwg, kTileIssue);
+    WS_TILE_STEP(kTileIssue);
     wgmma_wait<1>();  // S(idx) done; P(idx-1).V(idx-1) may still run
     fence_regs(tile.s_acc);
-    WS_TILE_CLOCK_IF(clocked, tile_clock, cwg, kTileSWait);
+    WS_TILE_STEP(kTileSWait);
     release_kv(kEmptyK, idx);
     if constexpr (kInterleave) {  // O's rescale for this tile is in there, after the wait
       tile.template softmax_interleaved<kSoftmaxEarlyTiles>(key0, kv_len(prm.p), [&] {
@@ -281,18 +280,18 @@ struct Consumer {
         fence_regs(tile.p_frag);
         release_kv(kEmptyV, prev);
       });
-      WS_TILE_CLOCK_IF(clocked, tile_clock, cwg, kTileSoftmax);
+      WS_TILE_STEP(kTileSoftmax);
     } else {
       tile.softmax(key0, kv_len(prm.p));
       schedule_boundary(prm.p.seq_len < 0);  // keep the wait below the softmax (sdpa_wgmma.cuh)
-      WS_TILE_CLOCK_IF(clocked, tile_clock, cwg, kTileSoftmax);
+      WS_TILE_STEP(kTileSoftmax);
       wgmma_wait<0>();
       fence_regs(tile.o_acc);
       fence_regs(tile.p_frag);
-      WS_TILE_CLOCK_IF(clocked, tile_clock, cwg, kTilePvWait);
+      WS_TILE_STEP(kTilePvWait);
       release_kv(kEmptyV, prev);
       tile.pack_p();
-      WS_TILE_CLOCK_IF(clocked, tile_clock, cwg, kTilePack);
+      WS_TILE_STEP(kTilePack);
     }
   }
   __device__ __forceinline__ void last_pv(int idx) {
@@ -524,6 +523,7 @@ struct Consumer {
     if constexpr (Cfg::kDeferEpilogue) {
       if (deferred) store(deferred_wt, deferred_l, deferred_local);
     }
+    WS_TILE_FLUSH_IF(ctid % kWarpgroupThreads == 0, cwg);
   }
 };
 
