@@ -146,11 +146,7 @@ __device__ __forceinline__ void bar_arrive(int id, int threads) {
 template <typename T, int D, class Cfg, bool kCausal, bool kScalePositive>
 struct Consumer {
   using L = Layout<T, D, Cfg>;
-  // WS_SPECULATIVE_MAX_D64: the non-causal turns at head_dim 64 keep a stale max up to its threshold
-  // (the causal ones spilled with its second P registers).
-  static constexpr bool kSpeculativeMax = Cfg::kPingpong && D == 64 && !kCausal && WS_SPECULATIVE_MAX_D64 > 0;
-  using Tile = WgAttentionTile<T, D, Cfg::kBlockN, kCausal, kScalePositive,
-                               kSpeculativeMax ? WS_SPECULATIVE_MAX_D64 : kRescaleThresholdOf<D>, kSpeculativeMax>;
+  using Tile = WgAttentionTile<T, D, Cfg::kBlockN, kCausal, kScalePositive, kRescaleThresholdOf<D>>;
   static constexpr int kStages = Cfg::kStages;
   static constexpr int kBlockN = Cfg::kBlockN;
   static constexpr int kTurnThreads = 2 * kWarpgroupThreads;  // both consumer warpgroups
@@ -286,11 +282,7 @@ struct Consumer {
       });
       WS_TILE_STEP(kTileSoftmax);
     } else {
-      if constexpr (kSpeculativeMax) {
-        tile.softmax_speculative(key0, kv_len(prm.p));
-      } else {
-        tile.softmax(key0, kv_len(prm.p));
-      }
+      tile.softmax(key0, kv_len(prm.p));
       schedule_boundary(prm.p.seq_len < 0);  // keep the wait below the softmax (sdpa_wgmma.cuh)
       WS_TILE_STEP(kTileSoftmax);
       wgmma_wait<0>();
@@ -298,11 +290,7 @@ struct Consumer {
       fence_regs(tile.p_frag);
       WS_TILE_STEP(kTilePvWait);
       release_kv(kEmptyV, prev);
-      if constexpr (kSpeculativeMax) {
-        tile.pack_p_speculative();
-      } else {
-        tile.pack_p();
-      }
+      tile.pack_p();
       WS_TILE_STEP(kTilePack);
     }
   }

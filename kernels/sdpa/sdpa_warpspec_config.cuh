@@ -68,17 +68,6 @@ static_assert(WS_RESCALE_THRESHOLD_D128 >= 0 && WS_RESCALE_THRESHOLD_D128 <= 15,
               "WS_RESCALE_THRESHOLD_D128: 0 (off) to 15 (p < 2^15 keeps fp16's 65504 clear)");
 template <int D>
 constexpr int kRescaleThresholdOf = D == 64 ? 0 : WS_RESCALE_THRESHOLD_D128;
-// Trial knob: in the head_dim-64 turns, a middle tile's exponentials against the running max as it
-// stands (threshold t, log2 units; 0 = off), while the tile's max is reduced beside them; only a warp
-// with a row whose tile max outgrows the running max by more than t exponentiates again against the
-// grown max (and rescales O). Why: the tile clocks (tools/microbench/sdpa_timeline.cu) give the
-// softmax 1150-1370 cycles of a 2130-cycle tile at SDXL self-attention, 2.3-2.7x its 512 MUFU
-// cycles, and the first MUFU waits for the max's FMNMX tree and two shuffles.
-#ifndef WS_SPECULATIVE_MAX_D64
-#define WS_SPECULATIVE_MAX_D64 0
-#endif
-static_assert(WS_SPECULATIVE_MAX_D64 >= 0 && WS_SPECULATIVE_MAX_D64 <= 15,
-              "WS_SPECULATIVE_MAX_D64: 0 (off) to 15 (p < 2^15 keeps fp16's 65504 clear)");
 // Programmatic dependent launch (sdpa_tma.cuh): launched with programmatic stream
 // serialization, every block waits for the previous grid before its first global access and
 // lets the next launch in (launch_dependents), so the next launch's block dispatch and prologue

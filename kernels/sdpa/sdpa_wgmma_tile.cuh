@@ -30,11 +30,8 @@ namespace sdpa_wgmma {
 // the row sum share the stale max, so O / l is unchanged (FlashAttention-4's
 // conditional rescaling). FP8's P pays for it with its offset
 // (sdpa_wgmma_fp8.cuh: 2^(8 - threshold)).
-// kSpeculative (needs kRescaleThreshold > 0): softmax_speculative's P registers, p_acc.
-template <typename T, int D, int kBlockN, bool kCausal, bool kScalePositive, int kRescaleThreshold = 0,
-          bool kSpeculative = false>
+template <typename T, int D, int kBlockN, bool kCausal, bool kScalePositive, int kRescaleThreshold = 0>
 struct WgAttentionTile {
-  static_assert(!kSpeculative || kRescaleThreshold > 0, "a speculative max keeps a stale max: it needs a threshold");
   static_assert(D == 64 || D == 128, "head_dim 64 or 128 (the N of the P.V wgmma)");
   static_assert(kBlockN == 48 || kBlockN == 64 || kBlockN == 128 || kBlockN == 176 || kBlockN == 192,
                 "BLOCK_N is the N of the Q.K^T wgmma: 48, 64, 128, 176 or 192 (the wrappers sdpa_wgmma.cuh has)");
@@ -57,7 +54,6 @@ struct WgAttentionTile {
   using WgO = Wgmma<T, D>;
 
   float s_acc[kSAcc];
-  float p_acc[kSpeculative ? kSAcc : 1];  // softmax_speculative's P (S stays for a warp that must redo it)
   float o_acc[kOAcc];
   uint32_t p_frag[kKeySlices][4];
   float row_max[kRowsPerThread];
@@ -151,58 +147,6 @@ struct WgAttentionTile {
         exponentiate_row<kExp2Offset, kPolyEvery, kRowSum>(r, rescale_pending ? fmaxf(row_max[r], tile_max[r])
                                                                                : row_max[r]);
     }
-  }
-
-  // softmax() with the exponentials first: P = ex2(s - running max) into p_acc while the tile's max
-  // is reduced beside them; a warp with a row whose tile max outgrows its running max by more than
-  // kRescaleThreshold computes P again against the grown max (and sets the O rescale). P stays below
-  // 2^kRescaleThreshold either way. A row that has seen only -inf so far always outgrows it. P is
-  // packed by pack_p_speculative.
-  __device__ __forceinline__ void softmax_speculative(int key0, int seq_len) {
-    static_assert(kSpeculative, "softmax_speculative needs the kSpeculative tile (p_acc)");
-    scale_and_mask(key0, seq_len);
-    const float mul = score_mul();
-    float tile_max[kRowsPerThread];
-    bool grows = false;
-#pragma unroll
-    for (int r = 0; r < kRowsPerThread; ++r) {
-      exponentiate_row_into_p(r, row_max[r], mul);
-      tile_max[r] = tile_row_max(r);
-      grows |= tile_max[r] > row_max[r] + static_cast<float>(kRescaleThreshold);  // -inf + t = -inf
-    }
-    rescale_pending = __any_sync(kFullWarp, grows);
-    if (rescale_pending) {
-#pragma unroll
-      for (int r = 0; r < kRowsPerThread; ++r) {
-        const float mx = fmaxf(row_max[r], tile_max[r]);
-        correction[r] = ex2_approx(row_max[r] - sdpa_softmax_base(mx));  // ex2(-inf) = 0 on the first visible tile
-        exponentiate_row_into_p(r, mx, mul);
-        row_max[r] = mx;
-      }
-    } else {
-#pragma unroll
-      for (int r = 0; r < kRowsPerThread; ++r) correction[r] = 1.0f;
-    }
-#pragma unroll
-    for (int r = 0; r < kRowsPerThread; ++r) {
-      float tree[2 * kSTiles];
-#pragma unroll
-      for (int j = 0; j < kSTiles; ++j) {
-        tree[2 * j] = p_acc[4 * j + 2 * r];
-        tree[2 * j + 1] = p_acc[4 * j + 2 * r + 1];
-      }
-#pragma unroll
-      for (int w = 1; w < 2 * kSTiles; w *= 2)
-#pragma unroll
-        for (int i = 0; i + w < 2 * kSTiles; i += 2 * w) tree[i] += tree[i + w];
-      row_sum[r] = row_sum[r] * correction[r] + tree[0];
-    }
-  }
-  __device__ __forceinline__ void pack_p_speculative() {
-#pragma unroll
-    for (int kk = 0; kk < kKeySlices; ++kk)
-#pragma unroll
-      for (int i = 0; i < 4; ++i) p_frag[kk][i] = sdpa_mma::pack2<T>(p_acc[8 * kk + 2 * i], p_acc[8 * kk + 2 * i + 1]);
   }
 
   // One tile's softmax in FlashAttention-4's order (WS_SOFTMAX_INTERLEAVE, sdpa_warpspec.cuh's
@@ -399,15 +343,6 @@ struct WgAttentionTile {
 #pragma unroll
       for (int i = 0; i + w < 2 * kSTiles; i += 2 * w) tree[i] = fmaxf(tree[i], tree[i + w]);
     return sdpa_mma::quad_max(tree[0]) * score_mul();
-  }
-  // Row r's p = ex2(s - mx) into p_acc, S left as it is (softmax_speculative).
-  __device__ __forceinline__ void exponentiate_row_into_p(int r, float mx, float mul) {
-    const float neg_base = -sdpa_softmax_base(mx);  // 0 while the row has seen only -inf
-#pragma unroll
-    for (int j = 0; j < kSTiles; ++j) {
-      p_acc[4 * j + 2 * r] = ex2_approx(fmaf(s_acc[4 * j + 2 * r], mul, neg_base));
-      p_acc[4 * j + 2 * r + 1] = ex2_approx(fmaf(s_acc[4 * j + 2 * r + 1], mul, neg_base));
-    }
   }
   // Row r against running max mx (>= the tile's, or the kept one): correction,
   // p = ex2(s - mx) in place, row sum (kRowSum).
