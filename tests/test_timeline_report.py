@@ -151,3 +151,30 @@ def test_middle_tiles_are_cycles_per_tile_of_each_step(tool, tmp_path, capsys):
 def test_a_file_without_tile_clocks_has_no_tile_table(tool):
     df = synthetic()
     assert tool.tile_table(df, df["launch"].notna()).empty
+
+
+def test_record_makes_the_report_a_trial_run(tool, tmp_path, tmp_store, monkeypatch, capsys):
+    from stagelab.core import metrics as m
+    from stagelab.record import tracking
+
+    monkeypatch.setenv("STAGELAB_GIT_COMMIT", "abc1234")
+    df = synthetic(launches=3, sms=2)
+    for step in tool.TILE_STEPS:
+        df[f"tile_wg0_{step}"] = 100 * 6
+    df["tile_wg0_count"] = 6
+    csv = tmp_path / "timeline.csv"
+    df.to_csv(csv, index=False)
+    with pytest.raises(SystemExit, match="--record needs"):
+        tool.main([str(csv), "--record", "s17_interleaved_softmax"])
+    args = [str(csv), "--markdown", str(tmp_path / "t.md"), "--record", "s17_interleaved_softmax",
+            "--problem", "2x10x4096x64", "--gpu", "NVIDIA H100 80GB HBM3", "--date", "2026-11-26T10:12",
+            "--hypothesis", "where a tile's time goes"]
+    assert tool.main(args) == 0
+    assert "recorded as trial run" in capsys.readouterr().out
+    experiment = tracking.client().get_experiment_by_name("stagelab-sdpa").experiment_id
+    (run,) = tracking.client().search_runs([experiment])
+    assert run.data.tags[m.TAG_TRIAL_NAME] == "timeline 2x10x4096x64" and run.data.tags[m.TAG_TRIAL_COMMIT] == "abc1234"
+    assert run.data.metrics["imported/clocks/2x10x4096x64/warpgroup 0 softmax a middle tile/trial"] == 100
+    assert run.data.metrics["imported/us/2x10x4096x64/stamped build launch period median/trial"] == pytest.approx(5.0)
+    assert [a.path for a in tracking.client().list_artifacts(run.info.run_id, "timeline")] == ["timeline/t.md"]
+    assert tool.main(args) == 0 and "already in the store" in capsys.readouterr().out

@@ -71,8 +71,10 @@ for i in "${!NCU_SPECS[@]}"; do
 done
 # TIMELINE="<stage> B H S D [causal] [launches] [-DKNOB=v ...][;...]": per-block phase stamps of one
 # warp-specialized stage (tools/microbench/sdpa_timeline.cu, -DWS_TIMELINE=1) over `launches` launches
-# in one CUDA graph; the summaries come back in timeline.txt, each spec's table, chart and CSV in
-# timeline.tgz (build/timeline/timeline-<n>.*). A binary built here beforehand,
+# in one CUDA graph, and each consumer warpgroup's middle-tile step clocks; the summaries come back in
+# timeline.txt, each spec's table, chart and CSV in timeline.tgz (build/timeline/timeline-<n>.*). Here
+# `tools/timeline_report.py CSV --markdown MD --record STAGE --problem ... --gpu ... --hypothesis ...`
+# makes a report a trial run. A binary built here beforehand,
 # build/timeline/<name> (carried), is used instead when TIMELINE_BINARIES="<name>[;...]" names it.
 IFS=';' read -ra TIMELINE_SPECS <<< "${TIMELINE:-}"
 IFS=';' read -ra TIMELINE_BINS <<< "${TIMELINE_BINARIES:-}"

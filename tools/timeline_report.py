@@ -181,6 +181,35 @@ def tile_table(df: pd.DataFrame, middle: pd.Series) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def timeline_numbers(problem: str, lt: pd.DataFrame, items: pd.DataFrame, tiles: pd.DataFrame) -> list[dict]:
+    """The report's numbers as trial-entry rows: the stamped launch period, each item step's median and
+    each middle-tile step's cycles (stagelab.record.measurement_entry)."""
+    rows = [{"problem": problem, "metric": "us", "quantity": "stamped build launch period median",
+             "trial": round(float(lt["period_us"].median()), 3), "default": None}]
+    for _, r in items.iterrows():
+        rows.append({"problem": problem, "metric": "us", "quantity": f"item {r['from']} to {r['to']} median",
+                     "trial": round(float(r["median_us"]), 3), "default": None})
+    for _, r in tiles.iterrows():
+        rows.append({"problem": problem, "metric": "clocks", "quantity": f"warpgroup {r['warpgroup']} {r['step']} a middle tile",
+                     "trial": round(float(r["cycles"]), 1), "default": None})
+    return rows
+
+
+def record(args, numbers: list[dict], markdown: Path) -> str | None:
+    """--record: the report as a trial run of args.record (its stage), the markdown attached."""
+    from datetime import datetime, timezone
+
+    from stagelab.core.envinfo import git_state
+    from stagelab.record.measurement_entry import check_hypothesis, record_entry
+
+    entry = {"stage": args.record, "date": args.date or datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M"),
+             "commit": git_state()["git_commit"], "gpu": args.gpu, "name": f"timeline {args.problem}",
+             "defines": {}, "hypothesis": f"{check_hypothesis(args.hypothesis, 'timeline')} "
+             f"(tools/microbench/sdpa_timeline.cu, WS_TIMELINE=1, at {args.problem})",
+             "verdict": "inconclusive", "numbers": numbers, "source": str(args.csv)}
+    return record_entry(entry, markdown.with_suffix(".trials.yaml"), [markdown], "timeline")
+
+
 def plot(df: pd.DataFrame, rel: pd.DataFrame, launches: list[int], path: Path) -> None:
     import matplotlib
 
@@ -209,7 +238,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("csv", type=Path)
     parser.add_argument("--plot", type=Path, help="a Gantt chart of three middle launches (PNG)")
     parser.add_argument("--markdown", type=Path, help="write the tables here as well")
+    parser.add_argument("--record", metavar="STAGE",
+                        help="record the report as a trial run of STAGE (needs --markdown, --problem, --gpu, --hypothesis)")
+    parser.add_argument("--problem", help="--record: the problem the harness ran, e.g. 2x10x4096x64 or 1x32x8192x128 causal")
+    parser.add_argument("--gpu", help="--record: the GPU it ran on")
+    parser.add_argument("--date", help="--record: when it ran (ISO, UTC; default now)")
+    parser.add_argument("--hypothesis", default="", help="--record: what the timeline is to explain")
     args = parser.parse_args(argv)
+    if args.record and not (args.markdown and args.problem and args.gpu and args.hypothesis.strip()):
+        raise SystemExit("--record needs --markdown, --problem, --gpu and --hypothesis")
     df = load(args.csv)
     phases = list(dict.fromkeys(CONSUMER_STEPS + PRODUCER_STEPS + ["peer_mainloop"]))
     rel = phase_ns(df, phases)
@@ -240,6 +277,9 @@ def main(argv: list[str] | None = None) -> int:
     print(text)
     if args.markdown:
         args.markdown.write_text(text + "\n")
+    if args.record:
+        run_id = record(args, timeline_numbers(args.problem, lt, items, tiles), args.markdown)
+        print(f"recorded as trial run {run_id}" if run_id else "this report is already in the store")
     if args.plot:
         mid = len(launches) // 2
         plot(df, rel, launches[max(0, mid - 1):mid + 2], args.plot)

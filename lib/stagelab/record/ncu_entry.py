@@ -1,11 +1,7 @@
-"""An Nsight Compute comparison (tools/ncu_compare.py) as a measured-history entry, so that its
-numbers live in a run: `record_comparison` writes the entry beside the table and imports it as a
-trial run of the first subject's stage (trial_import), with the table itself as an artifact.
-
-The entry follows trial_source's schema: the first subject's value of each summary row is the
-trial's number, the other subjects' (variants and library contenders) its contenders; the verdict
-is `inconclusive`, since a profile explains a timing and decides nothing by itself. Its
-conclusion is added later with `stagelab try-note`, as for any trial.
+"""An Nsight Compute comparison (tools/ncu_compare.py) as a trial run of the first subject's stage
+(measurement_entry), with the table itself as an artifact: the first subject's value of each
+summary row is the trial's number, the other subjects' (variants and library contenders) its
+contenders.
 """
 
 from __future__ import annotations
@@ -13,9 +9,8 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-import yaml
-
 from ..core.errors import ConfigError
+from .measurement_entry import check_hypothesis, record_entry
 
 ENTRY_FILE = "ncu_compare.trials.yaml"
 TABLE_ARTIFACT = "ncu"
@@ -87,12 +82,11 @@ def comparison_entry(stage: str, problem: str, columns: list[dict], rows: list[s
     """The trial-history entry of one comparison (trial_source's schema)."""
     if not columns:
         raise ConfigError("ncu comparison: no subject was profiled")
-    if not hypothesis.strip():
-        raise ConfigError("ncu comparison: a recorded profile needs --hypothesis (what it is to explain)")
+    hypothesis = check_hypothesis(hypothesis, "ncu comparison")
     labels = ", ".join(col["label"] for col in columns)
     return {"stage": stage, "date": date, "commit": commit, "gpu": gpu,
             "name": f"ncu_compare {problem}", "defines": {},
-            "hypothesis": f"{hypothesis.strip()} (tools/ncu_compare.py at {problem}: {labels})",
+            "hypothesis": f"{hypothesis} (tools/ncu_compare.py at {problem}: {labels})",
             "verdict": "inconclusive", "numbers": number_rows(problem, columns, rows, state), "source": source}
 
 
@@ -119,19 +113,7 @@ def columns_from_table(text: str) -> tuple[list[dict], list[str]]:
     return columns, rows
 
 
-def write_entry(entry: dict, folder: Path) -> Path:
-    path = folder / ENTRY_FILE
-    path.write_text(yaml.safe_dump([entry], sort_keys=False, allow_unicode=True, width=120))
-    return path
-
-
 def record_comparison(entry: dict, folder: Path, table: Path) -> str | None:
     """The entry written to `folder` and imported as a trial run, the table attached; the run's id,
     or None where the store already holds this entry."""
-    from . import tracking
-    from .trial_import import import_entry
-
-    run_id = import_entry(write_entry(entry, folder))
-    if run_id is not None:
-        tracking.log_artifact(run_id, table, TABLE_ARTIFACT)
-    return run_id
+    return record_entry(entry, folder / ENTRY_FILE, [table], TABLE_ARTIFACT)

@@ -1,0 +1,37 @@
+"""A measurement made outside `stagelab try` (an Nsight Compute comparison, a launch timeline) as
+a trial run of its stage: its numbers as one entry of trial_source's schema, written beside its
+output and imported (trial_import), its output files attached. The verdict is `inconclusive`: a
+profile explains a timing and decides nothing by itself; its conclusion is added later with
+`stagelab try-note`, as for any trial."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+from ..core.errors import ConfigError
+
+
+def check_hypothesis(hypothesis: str, what: str) -> str:
+    if not hypothesis.strip():
+        raise ConfigError(f"{what}: a recorded measurement needs --hypothesis (what it is to explain)")
+    return hypothesis.strip()
+
+
+def write_entry(entry: dict, path: Path) -> Path:
+    path.write_text(yaml.safe_dump([entry], sort_keys=False, allow_unicode=True, width=120))
+    return path
+
+
+def record_entry(entry: dict, path: Path, attachments: list[Path], artifact_dir: str) -> str | None:
+    """The entry written to `path` and imported as a trial run, `attachments` logged under
+    `artifact_dir`; the run's id, or None where the store already holds this entry."""
+    from . import tracking
+    from .trial_import import import_entry
+
+    run_id = import_entry(write_entry(entry, path))
+    if run_id is not None:
+        for attachment in attachments:
+            tracking.log_artifact(run_id, attachment, artifact_dir)
+    return run_id
