@@ -269,8 +269,7 @@ def problem_entry_of(args) -> dict:
     return parse_problem_tag(args.problem, args.causal, args.kv_heads, args.kv_seq_len, args.layout)
 
 
-def main(argv: list[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
+def parse_args(argv: list[str]) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("stages", nargs="*")
     ap.add_argument("--problem", required=True, help="BxHxSxD, e.g. 2x8x2048x128")
@@ -297,7 +296,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--gpu", help="--record-table: the GPU the table was measured on")
     ap.add_argument("--date", help="--record-table: when it was measured (ISO, UTC)")
     ap.add_argument("--child", help=argparse.SUPPRESS)
-    args = ap.parse_args(argv)
+    return ap.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = parse_args(argv)
     problem_entry = problem_entry_of(args)  # a bad --problem stops here, before any build
     if args.record and not args.hypothesis.strip():
         raise SystemExit("--record needs --hypothesis: what the comparison is to explain")
