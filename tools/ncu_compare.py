@@ -378,17 +378,17 @@ def record_table(args) -> int:
     if not (args.gpu and args.date and args.hypothesis.strip()):
         raise SystemExit("--record-table needs --gpu, --date and --hypothesis")
     try:
-        columns, rows = columns_from_table(args.record_table.read_text())
+        text = args.record_table.read_text()
+        columns, rows = columns_from_table(text)
     except (OSError, ConfigError) as exc:
         raise SystemExit(f"--record-table {args.record_table}: {exc}") from None
-    first_line = args.record_table.read_text().splitlines()[0]
-    if not first_line.startswith(f"{problem_label(args)} {args.dtype}"):
-        raise SystemExit(f"--record-table {args.record_table}: it measured {first_line!r}, not "
-                         f"{problem_label(args)} {args.dtype}")
-    labels = [col["label"] for col in columns]
-    if labels != list(subjects(args)):
+    measured, named = text.splitlines()[0], f"{problem_label(args)} {args.dtype}"
+    if not measured.startswith(named):
+        raise SystemExit(f"--record-table {args.record_table}: it measured {measured!r}, not {named}")
+    labels, subject_labels = [col["label"] for col in columns], list(subjects(args))
+    if labels != subject_labels:
         raise SystemExit(f"--record-table {args.record_table}: its subjects {labels} are not the ones named "
-                         f"{list(subjects(args))}")
+                         f"{subject_labels}")
     record(args, columns, rows, args.record_table, git_state()["git_commit"], args.gpu, args.date)
     return 0
 

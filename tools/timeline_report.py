@@ -200,13 +200,13 @@ def record(args, numbers: list[dict], markdown: Path) -> str | None:
     from datetime import datetime, timezone
 
     from stagelab.core.envinfo import git_state
-    from stagelab.record.measurement_entry import check_hypothesis, record_entry
+    from stagelab.record.measurement_entry import check_hypothesis, measurement_entry, record_entry
 
-    entry = {"stage": args.record, "date": args.date or datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M"),
-             "commit": git_state()["git_commit"], "gpu": args.gpu, "name": f"timeline {args.problem}",
-             "defines": {}, "hypothesis": f"{check_hypothesis(args.hypothesis, 'timeline')} "
-             f"(tools/microbench/sdpa_timeline.cu, WS_TIMELINE=1, at {args.problem})",
-             "verdict": "inconclusive", "numbers": numbers, "source": str(args.csv)}
+    hypothesis = (f"{check_hypothesis(args.hypothesis, 'timeline')} "
+                  f"(tools/microbench/sdpa_timeline.cu, WS_TIMELINE=1, at {args.problem})")
+    entry = measurement_entry(args.record, f"timeline {args.problem}", hypothesis, numbers,
+                              commit=git_state()["git_commit"], gpu=args.gpu, source=str(args.csv), what="timeline",
+                              date=args.date or datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M"))
     return record_entry(entry, markdown.with_suffix(".trials.yaml"), [markdown], "timeline")
 
 

@@ -19,6 +19,15 @@ def check_hypothesis(hypothesis: str, what: str) -> str:
     return hypothesis.strip()
 
 
+def measurement_entry(stage: str, name: str, hypothesis: str, numbers: list[dict], *, commit: str, gpu: str,
+                      date: str, source: str, what: str) -> dict:
+    """The trial-history entry of one measurement of `stage`'s default build: no defines, verdict
+    `inconclusive`; `what` names the measurement in the error a missing hypothesis raises."""
+    return {"stage": stage, "date": date, "commit": commit, "gpu": gpu, "name": name, "defines": {},
+            "hypothesis": check_hypothesis(hypothesis, what), "verdict": "inconclusive", "numbers": numbers,
+            "source": source}
+
+
 def write_entry(entry: dict, path: Path) -> Path:
     path.write_text(yaml.safe_dump([entry], sort_keys=False, allow_unicode=True, width=120))
     return path

@@ -10,7 +10,7 @@ import math
 from pathlib import Path
 
 from ..core.errors import ConfigError
-from .measurement_entry import check_hypothesis, record_entry
+from .measurement_entry import check_hypothesis, measurement_entry, record_entry
 
 ENTRY_FILE = "ncu_compare.trials.yaml"
 TABLE_ARTIFACT = "ncu"
@@ -82,12 +82,12 @@ def comparison_entry(stage: str, problem: str, columns: list[dict], rows: list[s
     """The trial-history entry of one comparison (trial_source's schema)."""
     if not columns:
         raise ConfigError("ncu comparison: no subject was profiled")
-    hypothesis = check_hypothesis(hypothesis, "ncu comparison")
     labels = ", ".join(col["label"] for col in columns)
-    return {"stage": stage, "date": date, "commit": commit, "gpu": gpu,
-            "name": f"ncu_compare {problem}", "defines": {},
-            "hypothesis": f"{hypothesis} (tools/ncu_compare.py at {problem}: {labels})",
-            "verdict": "inconclusive", "numbers": number_rows(problem, columns, rows, state), "source": source}
+    return measurement_entry(stage, f"ncu_compare {problem}",
+                             f"{check_hypothesis(hypothesis, 'ncu comparison')} "
+                             f"(tools/ncu_compare.py at {problem}: {labels})",
+                             number_rows(problem, columns, rows, state), commit=commit, gpu=gpu, date=date,
+                             source=source, what="ncu comparison")
 
 
 def columns_from_table(text: str) -> tuple[list[dict], list[str]]:

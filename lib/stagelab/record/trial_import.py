@@ -165,7 +165,7 @@ def import_trials(path: str | Path, progress=print) -> tuple[int, int]:
 
 
 def import_entry(path: str | Path, progress=print) -> str | None:
-    """A file of one entry (ncu_entry's) imported as import_trials would: its run's id, or None
+    """A file of one entry (measurement_entry's) imported as import_trials would: its run's id, or None
     where the store already holds the entry."""
     added, _ = _import_file(Path(path), progress)
     return added[0] if added else None
