@@ -117,6 +117,8 @@ struct Params {
   int m_tiles;     // query tiles per (batch, head)
   int work_items;  // m_tiles * heads * batch
   int causal_snake;  // WS_CAUSAL_ORDER=1: this launch walks the longest-first snake (the host's snake_pays)
+  int tail_begin;      // WS_STREAM_K: the first item dealt as key ranges (work_items: none; sdpa_stream_k.cuh)
+  int item_key_tiles;  // WS_STREAM_K: key tiles of every item (non-causal)
 };
 
 // The problem as the kernel reads it (sdpa_api.h). Without SDPA_GENERAL_PROBLEM these fold to
@@ -150,6 +152,7 @@ struct Config {
   static constexpr int kMulticastCtas = 1;  // CTAs sharing each K/V tile; KvMulticast<Config> below makes it 2
   static constexpr bool kCausalPairs = true;  // persistent causal: tiles j and m-1-j back to back (WorkOrder)
   static constexpr bool kDeferEpilogue = false;  // DeferEpilogue<Config> below turns it on
+  static constexpr bool kStreamKTail = false;    // StreamKTail<Config> below turns it on
   static constexpr int kBlockM = kConsumerWGs * kWgmmaM;
   // Ring indices between a warpgroup's consecutive key tiles, and the warps
   // that consume (and release) each ring slot.
@@ -232,6 +235,18 @@ struct DeferEpilogue : Base {
   static_assert(!Base::kKeySplit, "deferred epilogue: one query tile per warpgroup");
 };
 
+// A persistent Config that deals a non-causal launch's last items as ranges of key tiles
+// (sdpa_stream_k.cuh, WS_STREAM_K): an item's tail parks its partial for the block that runs its head.
+constexpr int kStreamKWgs = 2;  // consumer warpgroups a partial slot holds
+template <class Base>
+struct StreamKTail : Base {
+  static constexpr bool kStreamKTail = true;
+  static_assert(Base::kPersistent, "stream-K tail: a persistent grid walks the ranges");
+  static_assert(Base::kMulticastCtas == 1 && !Base::kKeySplit, "stream-K tail: one CTA and one query tile a warpgroup");
+  static_assert(!Base::kDeferEpilogue, "stream-K tail: an item's O leaves at its end (parked or stored)");
+  static_assert(Base::kConsumerWGs <= kStreamKWgs, "stream-K tail: the partial slots hold two warpgroups");
+};
+
 template <typename T, int D, class Cfg>
 struct Layout {
   static_assert(sizeof(T) == 2, "16-bit storage types only");
@@ -309,6 +324,8 @@ __device__ __forceinline__ uint32_t q_offset(int local) {
 struct WorkTile {
   int q_begin, h, b;
   int kt_begin, kt_end;  // this CTA's key tiles
+  int piece = 0;    // WS_STREAM_K: sdpa_stream_k.cuh's Piece (0: the whole item)
+  int partner = 0;  // WS_STREAM_K: the block whose slot holds the item's parked tail
 };
 // The key tiles query tile `q_tile` sees (causal: up to its diagonal, aligned bottom-right).
 template <class Cfg, bool kCausal>
@@ -348,6 +365,12 @@ __device__ __forceinline__ WorkTile decode_work(const Params& prm, int w, int sp
   return make_work<Cfg, kCausal>(prm, cta_bh<Cfg>(prm, w / prm.m_tiles), prm.m_tiles - 1 - w % prm.m_tiles, split,
                                  splits);
 }
+
+}  // namespace sdpa_warpspec
+
+#include "sdpa_stream_k.cuh"
+
+namespace sdpa_warpspec {
 
 // Causal pairs (persistent configs): a block takes query tiles
 // j and m-1-j of one head back to back, a unit whose key tiles sum to about the
@@ -406,6 +429,12 @@ struct WorkOrder {
           q_tile = (k & 1) ? shorter : longer;
         }
         body(make_work<Cfg, kCausal>(prm, cta_bh<Cfg>(prm, group), q_tile, split, splits), local++);
+      }
+    } else if constexpr (kStreamKOrder<Cfg, kCausal>) {
+      for (int k = 0;; ++k) {  // one call site, as above
+        WorkTile wt;
+        if (!stream_k_step<Cfg>(prm, first, stride, k, wt)) break;
+        body(wt, local++);
       }
     } else {
       for (int w = first; w < units(prm); w += stride) body(decode_work<Cfg, kCausal>(prm, w, split, splits), local++);
