@@ -1,6 +1,7 @@
 // sdpa_stream_k.cuh -- WS_STREAM_K: the last items of a persistent launch dealt as ranges of
-// key tiles (the stream-K tail of CUTLASS's data-parallel + stream-K hybrid), included by
-// sdpa_warpspec_config.cuh before the work order.
+// key tiles (the stream-K tail of CUTLASS's data-parallel + stream-K hybrid): the launch's
+// tail parameters, the partial slots and their flags. sdpa_warpspec_config.cuh includes it before
+// Params and walks the ranges (stream_k_piece); sdpa_warpspec.cuh parks and folds the partials.
 //
 // A persistent non-causal launch of I equal items on G blocks runs ceil(I / G) items on its
 // busiest block: at SDXL self-attention (640 items of 32 key tiles on 132 SMs) 5 where the mean
@@ -19,6 +20,12 @@
 // the next launch writes only after griddepcontrol.wait (WS_PDL) or stream order.
 #pragma once
 
+#include <climits>
+#include <cstdint>
+
+#include "sdpa_common.cuh"
+#include "sdpa_wgmma.cuh"
+
 #ifndef WS_STREAM_K
 #define WS_STREAM_K 0
 #endif
@@ -35,58 +42,41 @@ enum Piece : int {
   kItemTail = 2,  // keys from the cut to the end: its block parks the partial
 };
 
-// The configs that take the tail (StreamKTail<Config> in sdpa_warpspec_config.cuh), on non-causal
-// launches: causal items differ in length, and the causal orders balance them already.
-template <class Cfg, bool kCausal>
-constexpr bool kStreamKOrder = Cfg::kStreamKTail && !kCausal;
+constexpr int kStreamKWgs = 2;  // consumer warpgroups a partial slot holds
+
+// A launch's tail (Params::stream_k): items from `begin` on are dealt as ranges of key tiles.
+struct StreamKTailParams {
+  int begin;      // the first item of the tail (work_items: no tail)
+  int rounds;     // begin / blocks: the striped rounds before it
+  int key_tiles;  // every item's key tiles
+};
 
 // Blocks a stream-K launch may have (one parked tail each); a launch with more runs striped.
 constexpr int kStreamKSlots = kStreamK ? 192 : 1;
 constexpr int kStreamKMaxHeadDim = 64;  // WS_STREAM_K=1 deals tails at head_dim 64 (sdpa_persistent_split.cuh)
 // One warpgroup's parked O: 64 rows x head_dim fp32 as thread-fastest float4s.
-constexpr int kStreamKOFloat4s = kWgmmaM * kStreamKMaxHeadDim / 4;
+constexpr int kStreamKOFloat4s = sdpa_wgmma::kWgmmaM * kStreamKMaxHeadDim / 4;
 static __device__ float4 g_stream_k_o[kStreamKSlots * kStreamKWgs * kStreamKOFloat4s];
-static __device__ float4 g_stream_k_stats[kStreamKSlots * kStreamKWgs * kWarpgroupThreads];  // (max, max, sum, sum)
+static __device__ float4 g_stream_k_stats[kStreamKSlots * kStreamKWgs * sdpa_wgmma::kWarpgroupThreads];  // (max, max, sum, sum)
 static __device__ int g_stream_k_ready[kStreamKSlots * kStreamKWgs];
 
-// The first item of the tail: whole rounds but the last full one run striped, so the tail holds
-// between G and 2G items and every range covers an item's keys. `items` (no tail) where the items
-// divide evenly, fill at most one round, the launch has more blocks than slots, or the busiest
-// block's key tiles would not drop (ViT's items of two key tiles: 1536 on 132 blocks run 24 either way).
-inline int stream_k_tail_begin(int items, int blocks, int key_tiles) {
-  if (!kStreamK || blocks > kStreamKSlots || items <= blocks || items % blocks == 0) return items;
-  const int tail_begin = (items / blocks - 1) * blocks;
-  const long long tail_units = static_cast<long long>(items - tail_begin) * key_tiles;
-  const long long busiest = static_cast<long long>(tail_begin / blocks) * key_tiles + (tail_units + blocks - 1) / blocks;
+// The tail of a launch of `items` items of `key_tiles` on `blocks` blocks: whole rounds but the
+// last full one run striped, so the tail holds between G and 2G items and every range covers an
+// item's keys. None (begin = items) where the items divide evenly, fill at most one round, the
+// launch has more blocks than slots, or the busiest block's key tiles would not drop (ViT's items
+// of two key tiles: 1536 on 132 blocks run 24 either way).
+inline StreamKTailParams stream_k_tail(int items, int blocks, int key_tiles) {
+  StreamKTailParams tail{items, 0, key_tiles};
+  if (!kStreamK || blocks > kStreamKSlots || items <= blocks || items % blocks == 0) return tail;
+  const int begin = (items / blocks - 1) * blocks;
+  const long long tail_units = static_cast<long long>(items - begin) * key_tiles;
+  if ((tail_units + 1) * blocks > INT_MAX) return tail;  // the device's range math is 32-bit
+  const long long busiest = static_cast<long long>(begin / blocks) * key_tiles + (tail_units + blocks - 1) / blocks;
   const long long striped = static_cast<long long>(sdpa_ceil_div(items, blocks)) * key_tiles;
-  return busiest < striped ? tail_begin : items;
-}
-
-// Step k of block `first` of `blocks`: the striped item first + k * blocks before the tail, then
-// the pieces of the block's range of the tail's key tiles in order. False past the last.
-template <class Cfg>
-__device__ __forceinline__ bool stream_k_step(const Params& prm, int first, int blocks, int k, WorkTile& wt) {
-  const int striped = first + k * blocks;
-  if (striped < prm.tail_begin) {
-    wt = decode_work<Cfg, false>(prm, striped, 0, 1);
-    return true;
-  }
-  const int tail_items = prm.work_items - prm.tail_begin;
-  if (tail_items <= 0) return false;
-  const int tiles = prm.item_key_tiles;
-  const long long units = static_cast<long long>(tail_items) * tiles;
-  const int u0 = static_cast<int>(units * first / blocks);
-  const int u1 = static_cast<int>(units * (first + 1) / blocks);
-  const int piece = k - prm.tail_begin / blocks;  // the host makes tail_begin whole rounds
-  const int u = piece == 0 ? u0 : (u0 / tiles + piece) * tiles;
-  if (u >= u1) return false;
-  const int item = u / tiles;
-  wt = decode_work<Cfg, false>(prm, prm.tail_begin + item, 0, 1);
-  wt.kt_begin = u - item * tiles;
-  wt.kt_end = min(tiles, u1 - item * tiles);
-  wt.piece = wt.kt_begin > 0 ? kItemTail : (wt.kt_end < tiles ? kItemHead : kWholeItem);
-  wt.partner = wt.piece == kItemTail ? first : first + 1;  // a tail parks in its own block's slot
-  return true;
+  if (busiest >= striped) return tail;
+  tail.begin = begin;
+  tail.rounds = begin / blocks;
+  return tail;
 }
 
 // A warpgroup's slot in the partial arrays.
@@ -95,21 +85,21 @@ __device__ __forceinline__ int stream_k_slot(int block, int cwg) { return block 
 // After every thread of the warpgroup has parked its partial: the flag, released at GPU scope
 // (cumulative over the barrier, as CUTLASS's generic barrier does).
 __device__ __forceinline__ void stream_k_publish(int slot, int t, int barrier) {
-  asm volatile("bar.sync %0, %1;\n" ::"r"(barrier), "n"(kWarpgroupThreads) : "memory");
+  asm volatile("bar.sync %0, %1;\n" ::"r"(barrier), "n"(sdpa_wgmma::kWarpgroupThreads) : "memory");
   if (t == 0) asm volatile("st.release.gpu.global.b32 [%0], %1;\n" ::"l"(g_stream_k_ready + slot), "r"(1) : "memory");
 }
-// Before any thread of the warpgroup reads the peer's partial: its flag, acquired, then reset.
+// Before any thread of the warpgroup reads the peer's partial: its flag, acquired by every warp,
+// then reset once all four have seen it. Each warp polls with lane 0's answer (a shuffle), so the
+// loop is warp-uniform, as the work loop must be (stream_k_piece_warp).
 __device__ __forceinline__ void stream_k_await(int slot, int t, int barrier) {
-  if (t == 0) {
-    int ready = 0;
-    for (;;) {
-      asm volatile("ld.acquire.gpu.global.b32 %0, [%1];\n" : "=r"(ready) : "l"(g_stream_k_ready + slot) : "memory");
-      if (ready != 0) break;
-      __nanosleep(64);
-    }
-    asm volatile("st.relaxed.gpu.global.b32 [%0], %1;\n" ::"l"(g_stream_k_ready + slot), "r"(0) : "memory");
+  int ready = 0;
+  for (;;) {
+    asm volatile("ld.acquire.gpu.global.b32 %0, [%1];\n" : "=r"(ready) : "l"(g_stream_k_ready + slot) : "memory");
+    if (__shfl_sync(0xffffffffu, ready, 0) != 0) break;
+    __nanosleep(64);
   }
-  asm volatile("bar.sync %0, %1;\n" ::"r"(barrier), "n"(kWarpgroupThreads) : "memory");
+  asm volatile("bar.sync %0, %1;\n" ::"r"(barrier), "n"(sdpa_wgmma::kWarpgroupThreads) : "memory");
+  if (t == 0) asm volatile("st.relaxed.gpu.global.b32 [%0], %1;\n" ::"l"(g_stream_k_ready + slot), "r"(0) : "memory");
 }
 
 }  // namespace sdpa_warpspec

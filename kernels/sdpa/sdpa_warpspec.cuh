@@ -540,7 +540,7 @@ struct Consumer {
       if (cwg == 1) bar_arrive(kTurnBarrier0, kTurnThreads);  // warpgroup 0 takes the first turn
     }
     int ring = 0;
-    WorkOrder<Cfg, kCausal>::for_each(prm, split, splits, [&](const WorkTile& wt, int item) {
+    WorkOrder<Cfg, kCausal>::template for_each</*kWholeWarp=*/true>(prm, split, splits, [&](const WorkTile& wt, int item) {
       local = item;
       mbarrier_wait(full_q_bar<Cfg>(bars, item), q_parity<Cfg>(item));
       WS_STAMP_IF(ctid == 0, kQLanded);

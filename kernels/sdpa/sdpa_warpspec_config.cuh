@@ -18,6 +18,7 @@
 #include "sdpa_wgmma.cuh"
 #include "sdpa_wgmma_tile.cuh"
 #include "sdpa_timeline.cuh"
+#include "sdpa_stream_k.cuh"
 
 namespace sdpa_warpspec {
 
@@ -117,8 +118,7 @@ struct Params {
   int m_tiles;     // query tiles per (batch, head)
   int work_items;  // m_tiles * heads * batch
   int causal_snake;  // WS_CAUSAL_ORDER=1: this launch walks the longest-first snake (the host's snake_pays)
-  int tail_begin;      // WS_STREAM_K: the first item dealt as key ranges (work_items: none; sdpa_stream_k.cuh)
-  int item_key_tiles;  // WS_STREAM_K: key tiles of every item (non-causal)
+  StreamKTailParams stream_k;  // WS_STREAM_K: the items dealt as ranges of key tiles (sdpa_stream_k.cuh)
 };
 
 // The problem as the kernel reads it (sdpa_api.h). Without SDPA_GENERAL_PROBLEM these fold to
@@ -237,7 +237,6 @@ struct DeferEpilogue : Base {
 
 // A persistent Config that deals a non-causal launch's last items as ranges of key tiles
 // (sdpa_stream_k.cuh, WS_STREAM_K): an item's tail parks its partial for the block that runs its head.
-constexpr int kStreamKWgs = 2;  // consumer warpgroups a partial slot holds
 template <class Base>
 struct StreamKTail : Base {
   static constexpr bool kStreamKTail = true;
@@ -366,11 +365,57 @@ __device__ __forceinline__ WorkTile decode_work(const Params& prm, int w, int sp
                                  splits);
 }
 
-}  // namespace sdpa_warpspec
+// The configs that take the stream-K tail (StreamKTail<Config>), on non-causal launches: causal
+// items differ in length, and the causal orders balance them already.
+template <class Cfg, bool kCausal>
+constexpr bool kStreamKOrder = Cfg::kStreamKTail && !kCausal;
 
-#include "sdpa_stream_k.cuh"
-
-namespace sdpa_warpspec {
+// Step k of block `first` of `blocks` in a stream-K order: the striped item first + k * blocks
+// before the tail, then the pieces of the block's range of the tail's key tiles in order (every
+// range covers at least one item's keys: stream_k_tail). False past the last.
+template <class Cfg>
+__device__ __forceinline__ bool stream_k_piece(const Params& prm, int first, int blocks, int k, WorkTile& wt) {
+  const StreamKTailParams& tail = prm.stream_k;
+  const int striped = first + k * blocks;
+  if (striped < tail.begin) {
+    wt = decode_work<Cfg, false>(prm, striped, 0, 1);
+    return true;
+  }
+  const int tiles = tail.key_tiles;
+  const int units = (prm.work_items - tail.begin) * tiles;
+  if (units <= 0) return false;
+  const int u0 = units * first / blocks;  // units * blocks fits an int (stream_k_tail)
+  const int u1 = units * (first + 1) / blocks;
+  const int piece = k - tail.rounds;
+  const int u = piece == 0 ? u0 : (u0 / tiles + piece) * tiles;
+  if (u >= u1) return false;
+  const int item = u / tiles;
+  wt = decode_work<Cfg, false>(prm, tail.begin + item, 0, 1);
+  wt.kt_begin = u - item * tiles;
+  wt.kt_end = min(tiles, u1 - item * tiles);
+  wt.piece = wt.kt_begin > 0 ? kItemTail : (wt.kt_end < tiles ? kItemHead : kWholeItem);
+  wt.partner = wt.piece == kItemTail ? first : first + 1;  // a tail parks in its own block's slot
+  return true;
+}
+// One value for the whole warp, from lane 0 (every lane active).
+__device__ __forceinline__ int warp_uniform(int v) { return __shfl_sync(0xffffffffu, v, 0); }
+// stream_k_piece for a whole warp (the consumers), every field shuffled from lane 0: ptxas then
+// proves the work loop warp-uniform. Without it, it did not, kept the ring position in vector
+// registers and rebuilt every wgmma descriptor by R2UR (32 a key tile in the head_dim-64 turns
+// kernel's main loop: every head_dim-64 launch 10-15% slower, H200). The producer's one thread
+// calls stream_k_piece itself.
+template <class Cfg>
+__device__ __forceinline__ bool stream_k_piece_warp(const Params& prm, int first, int blocks, int k, WorkTile& wt) {
+  const bool more = stream_k_piece<Cfg>(prm, first, blocks, k, wt);
+  wt.q_begin = warp_uniform(wt.q_begin);
+  wt.h = warp_uniform(wt.h);
+  wt.b = warp_uniform(wt.b);
+  wt.kt_begin = warp_uniform(wt.kt_begin);
+  wt.kt_end = warp_uniform(wt.kt_end);
+  wt.piece = warp_uniform(wt.piece);
+  wt.partner = warp_uniform(wt.partner);
+  return warp_uniform(more ? 1 : 0) != 0;
+}
 
 // Causal pairs (persistent configs): a block takes query tiles
 // j and m-1-j of one head back to back, a unit whose key tiles sum to about the
@@ -398,7 +443,8 @@ struct WorkOrder {
   // units: blocks running at the same time share that head's K/V in L2 (items
   // spread over all heads streamed 4x more DRAM traffic at (4,16,4096,128) and
   // lost 15%). Within a head the tiles go in descending order: causal longest first.
-  template <class Body>
+  // kWholeWarp: called by every lane of a warp (the consumers), not by the producer's one thread.
+  template <bool kWholeWarp = false, class Body>
   __device__ __forceinline__ static void for_each(const Params& prm, int split, int splits, Body&& body) {
     const int first = Cfg::kPersistent ? static_cast<int>(blockIdx.x) / kCtas : static_cast<int>(blockIdx.x) / splits;
     const int stride = Cfg::kPersistent ? static_cast<int>(gridDim.x) / kCtas : prm.work_items;
@@ -433,7 +479,9 @@ struct WorkOrder {
     } else if constexpr (kStreamKOrder<Cfg, kCausal>) {
       for (int k = 0;; ++k) {  // one call site, as above
         WorkTile wt;
-        if (!stream_k_step<Cfg>(prm, first, stride, k, wt)) break;
+        const bool more = kWholeWarp ? stream_k_piece_warp<Cfg>(prm, first, stride, k, wt)
+                                     : stream_k_piece<Cfg>(prm, first, stride, k, wt);
+        if (!more) break;
         body(wt, local++);
       }
     } else {
