@@ -258,6 +258,7 @@ struct Consumer {
     wgmma_fence();  // p_frag (and a rescaled o_acc) were written by ordinary instructions
     tile.template issue_qk<Cfg::kBlockM>(desc_q(), desc_k(idx));
     wgmma_commit();
+    if constexpr (kQkBoundary) schedule_boundary(prm.p.seq_len < 0);
     if constexpr ((!Cfg::kPingpong || kRescaleInTurn) && !kInterleave) {  // under S(idx) on the tensor cores
       fence_regs(tile.o_acc);
       tile.rescale_o();

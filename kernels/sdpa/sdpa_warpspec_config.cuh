@@ -59,6 +59,12 @@ constexpr int fit_consumer_regs(int consumer_wgs, int producer_regs, int min_blo
 #ifndef WS_RESCALE_IN_TURN
 #define WS_RESCALE_IN_TURN 0
 #endif
+// 1: a schedule boundary (sdpa_wgmma.cuh) right after a middle tile's Q.K^T commit, so ptxas
+// cannot hoist what follows (O's rescale, with WS_RESCALE_IN_TURN=1) between the turn's barrier
+// and the Q.K^T issue (tools/sass_loops.py's "turn to HGMMA"); 0: none.
+#ifndef WS_QK_BOUNDARY
+#define WS_QK_BOUNDARY 0
+#endif
 // Conditional O rescale at head_dim 128 (sdpa_wgmma_tile.cuh's kRescaleThreshold, log2 units;
 // 0 = every tile, the default here; s8 turns it on, where it measured faster). head_dim 64
 // rescales every tile.
@@ -111,6 +117,7 @@ constexpr bool kSoftmaxInterleave = WS_SOFTMAX_INTERLEAVE != 0;
 constexpr int kSoftmaxEarlyTiles = WS_SOFTMAX_EARLY_TILES;
 constexpr bool kWaitKInTurn = WS_WAIT_K_IN_TURN != 0;
 constexpr bool kRescaleInTurn = WS_RESCALE_IN_TURN != 0;
+constexpr bool kQkBoundary = WS_QK_BOUNDARY != 0;
 
 struct Params {
   SdpaProblem p;
