@@ -85,16 +85,10 @@ static_assert(DEFER_EPILOGUE == 0 || (DEFER_EPILOGUE == 1 && Q_STAGES == 2),
               "DEFER_EPILOGUE: 0 (off) or 1 (needs Q_STAGES=2: O is staged in its item's Q buffer)");
 template <class C>
 using WithDeferredEpilogue = std::conditional_t<DEFER_EPILOGUE == 1 && C::kConsumerWGs == 2, sdpa_warpspec::DeferEpilogue<C>, C>;
-// WS_STREAM_K=1 (sdpa_stream_k.cuh): the head_dim-64 configs of two warpgroups deal a non-causal
-// launch's last items as ranges of key tiles; at head_dim 128 the parking spilled (20 bytes).
-template <class C, int D>
-using WithStreamKTail = std::conditional_t<WS_STREAM_K == 1 && D == 64 && C::kConsumerWGs <= sdpa_warpspec::kStreamKWgs &&
-                                               !C::kDeferEpilogue,
-                                           sdpa_warpspec::StreamKTail<C>, C>;
 template <int D, int WGs, int BlockN = kLongBlockN<D>, bool Pingpong = false>
-using LongConfigOf = WithStreamKTail<WithDeferredEpilogue<WithQStages<Config<WGs, BlockN, D == 64 ? STAGES_D64 : STAGES_D128,
+using LongConfigOf = WithDeferredEpilogue<WithQStages<Config<WGs, BlockN, D == 64 ? STAGES_D64 : STAGES_D128,
                             /*pingpong=*/Pingpong, /*persistent=*/true, kLongBlocksPerSm, kProducerRegs,
-                            sdpa_warpspec::fit_consumer_regs(WGs, kProducerRegs, kLongBlocksPerSm, CONSUMER_REGS)>>>, D>;
+                            sdpa_warpspec::fit_consumer_regs(WGs, kProducerRegs, kLongBlocksPerSm, CONSUMER_REGS)>>>;
 // The build's first choice at each head dim (head_dim 128 keeps two: its O alone is 64 registers).
 template <int D>
 constexpr int kLongConsumerWGs = D == 64 && CONSUMER_WGS_D64 != 2 ? 3 : 2;

@@ -130,8 +130,6 @@ cudaError_t launch_instance(const Params& prm_in, int splits, cudaStream_t strea
     }
     prm.causal_snake = snake_pays<T, D, Cfg, kCausal>(prm, resident) ? 1 : 0;
     blocks = min(WorkOrder<Cfg, kCausal>::units(prm), resident) * kCtas;
-    if constexpr (kStreamKOrder<Cfg, kCausal>)
-      prm.stream_k = stream_k_tail(prm.work_items, blocks, key_tiles<Cfg, kCausal>(prm.p, 0));
   }
   const unsigned cluster = static_cast<unsigned>(kCtas > 1 ? kCtas : splits);
   return launch_kernel(kernel, dim3(static_cast<unsigned>(blocks)), Cfg::kThreads, smem, cluster, stream, prm);
@@ -149,7 +147,6 @@ cudaError_t launch(const SdpaProblem& p, int splits, cudaStream_t stream) {
   prm.p = p;
   prm.m_tiles = sdpa_ceil_div(p.seq_len, Cfg::kBlockM);
   prm.work_items = prm.m_tiles * p.heads * p.batch;
-  prm.stream_k.begin = prm.work_items;  // no stream-K tail unless launch_instance deals one
   const CUtensorMapDataType dtype = tensor_map_dtype(p.dtype);
   cudaError_t err = encode_tensor_map(&prm.q_map, p.q, p.q_strides, p, dtype, Cfg::kBlockM);
   // a K/V multicast CTA loads its share of each tile's rows (tma_load_tile_multicast)
