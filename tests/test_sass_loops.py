@@ -3,7 +3,7 @@ tools/sass_loops.py's comparison of two builds, on listings written here."""
 
 from tool_module import load_tool
 
-from stagelab.core.sass_loops import loops, main_loop, summarize_loop
+from stagelab.core.sass_loops import compare_listings, loops, main_loop, match_key, summarize_loop
 from stagelab.core.sass_schedule import functions
 from test_sass_schedule import KERNEL, _listing
 
@@ -65,12 +65,15 @@ def test_the_tool_matches_a_trial_kernel_with_a_wrapper_of_its_own(capsys):
     tool = load_tool("sass_loops")
     reference = _listing(_body(MAIN))
     trial = _listing(_body(MAIN[:1] + ["R2UR UR8, R24"] + MAIN[1:]), name=STREAM_K_KERNEL)
-    rows = tool.compare(reference, trial)
-    assert [name for name, _, _ in rows] == ["half d64 StreamKTail QRing wgs2 n128 s3 pingpong persistent causal"]
-    _, ref, new = rows[0]
-    assert (ref.r2ur, new.r2ur) == (0, 1) and new.similarity < 1
-    assert "| 0 -> 1 |" in tool.table(rows) and "| 3 -> 4 |" in tool.table(rows)
-    assert tool.compare(reference, trial, kernel_filter="halfLi128E") == []
+    rows = compare_listings(reference, trial)
+    assert [row.kernel for row in rows] == [STREAM_K_KERNEL]
+    assert (rows[0].reference.r2ur, rows[0].trial.r2ur) == (0, 1) and rows[0].trial.similarity < 1
+    table = tool.table(rows)
+    assert "| half d64 StreamKTail QRing wgs2 n128 s3 pingpong persistent causal |" in table
+    assert "| 0 -> 1 |" in table and "| 3 -> 4 |" in table
+    assert compare_listings(reference, trial, kernel_filter="halfLi128E") == []
+    known = {"QRing", "Config"}
+    assert match_key(STREAM_K_KERNEL, known) == match_key(KERNEL, known) != match_key(KERNEL, set())
 
 
 def test_the_tool_wants_a_trial(tmp_path, capsys):

@@ -225,6 +225,32 @@ def test_each_trial_is_checked_timed_judged_and_recorded(monkeypatch, tmp_path, 
     assert json.loads(runs["slow"].data.tags[m.TAG_TRIAL_DEFINES]) == {"ROWS_PER_BLOCK": "2"}
 
 
+def test_a_trial_whose_main_loop_changed_says_so(monkeypatch, tmp_path, tmp_store):
+    # s17's stream-K trials lost 5-15% to a main loop ptxas had rebuilt: every trial run carries the comparison
+    from test_sass_loops import MAIN, _body, _listing
+
+    fake_measuring(monkeypatch, tmp_path)
+    import stagelab.run.trial
+
+    listings = {"default": _listing(_body(MAIN)), "fast": _listing(_body(MAIN[:1] + ["R2UR UR8, R24"] + MAIN[1:]))}
+
+    def build_session(session, jobs):
+        for measured, name in [(session.default, "default"), *((t.measured, t.spec.name) for t in session.trials)]:
+            measured.build = fake_build(tmp_path, name)
+            (measured.build.directory / "sass.txt").write_text(listings[name])
+            measured.resources = ResourceReport([], [], [])
+
+    monkeypatch.setattr(stagelab.run.trial, "build_session", build_session)
+    run_trials(STAGE, [TrialSpec.of(defines={"ROWS_PER_BLOCK": "1"}, name="fast")])
+    run = trial_runs()["fast"]
+    assert 0 < run.data.metrics[m.MAIN_LOOP_SIMILARITY_MIN.key()] < 1
+    assert run.data.metrics[m.MAIN_LOOP_R2UR_ADDED.key()] == 1
+    assert "main loops changed (similarity >= 0.9" in run.data.tags[m.TAG_KEY_NUMBERS]
+    assert "+1 R2UR)" in run.data.tags[m.TAG_KEY_NUMBERS]
+    table = Path(tracking.client().download_artifacts(run.info.run_id, "trial/main_loops_vs_default.csv")).read_text()
+    assert "r2ur_trial" in table.splitlines()[0]
+
+
 def test_the_default_is_checked_and_a_wrong_default_gives_no_speed_verdict(monkeypatch, tmp_path, tmp_store):
     # s14's first trial timed s13's launches against an unchecked default: the default is checked now
     fake_measuring(monkeypatch, tmp_path, broken="default")

@@ -32,40 +32,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "lib"))
 
 from sass_md5 import parse_defines, sass_of  # noqa: E402
-from sass_stalls import WRAPPER_RE, short_name  # noqa: E402
-from stagelab.core.sass_loops import LoopSummary, main_loop, summarize_loop  # noqa: E402
-from stagelab.core.sass_schedule import functions  # noqa: E402
+from sass_stalls import short_name  # noqa: E402
+from stagelab.core.sass_loops import LoopComparison, compare_listings  # noqa: E402
 
 
-def match_key(mangled: str, known_wrappers: set[str]) -> str:
-    """The kernel's short name without the Config wrappers the other build does not have."""
-    extra = set(WRAPPER_RE.findall(mangled)) - known_wrappers
-    return " ".join(word for word in short_name(mangled).split() if word not in extra)
-
-
-def compare(reference_listing: str, trial_listing: str, kernel_filter: str = "") -> list[tuple[str, LoopSummary, LoopSummary]]:
-    """(kernel, the default's main loop, the trial's) for each trial kernel with a loop and a default match."""
-    reference = functions(reference_listing)
-    known = {wrapper for name in reference for wrapper in WRAPPER_RE.findall(name)}
-    reference_by_key = {match_key(name, known): insts for name, insts in reference.items()}
-    rows = []
-    for name, insts in functions(trial_listing).items():
-        key = match_key(name, known)
-        if kernel_filter not in name or key not in reference_by_key:
-            continue
-        trial_loop, reference_loop = main_loop(insts), main_loop(reference_by_key[key])
-        if trial_loop is None or reference_loop is None:
-            continue
-        rows.append((short_name(name), summarize_loop(reference_loop), summarize_loop(trial_loop, reference_loop)))
-    return rows
-
-
-def table(rows: list[tuple[str, LoopSummary, LoopSummary]]) -> str:
+def table(rows: list[LoopComparison]) -> str:
     lines = ["| kernel | loop instructions | R2UR | uniform | MUFU.EX2 | turn to HGMMA | similarity |",
              "|---|---|---|---|---|---|---|"]
     dash = lambda value: "-" if value is None else value  # noqa: E731
-    for name, ref, trial in rows:
-        lines.append(f"| {name} | {ref.instructions} -> {trial.instructions} | {ref.r2ur} -> {trial.r2ur} "
+    for row in rows:
+        ref, trial = row.reference, row.trial
+        lines.append(f"| {short_name(row.kernel)} | {ref.instructions} -> {trial.instructions} | {ref.r2ur} -> {trial.r2ur} "
                      f"| {ref.uniform} -> {trial.uniform} | {ref.watched} -> {trial.watched} "
                      f"| {dash(ref.barrier_to_wgmma)} -> {dash(trial.barrier_to_wgmma)} | {trial.similarity:.3f} |")
     return "\n".join(lines)
@@ -90,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if not args.defines and not args.listing:
         parser.error("give the trial: -D NAME=VALUE or --listing TRIAL.sass")
-    rows = compare(*_listings(args), args.kernel)
+    rows = compare_listings(*_listings(args), args.kernel)
     if not rows:
         raise SystemExit(f"no kernel of {args.stage} with {args.kernel!r} in its name has a main loop in both builds")
     print(table(rows))

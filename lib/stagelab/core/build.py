@@ -91,12 +91,16 @@ class BuildResult:
     nvcc_command: list[str] = field(default_factory=list)
     module: ModuleType | None = None
 
-    def sass_opcodes(self) -> dict[tuple[str, str], "Counter"]:
-        """{(mangled kernel name, arch): opcode counts} from the object's SASS (cached beside it)."""
+    def sass_listing(self) -> str:
+        """The object's `cuobjdump -sass` listing (cached beside it)."""
         listing = self.directory / "sass.txt"
         if not listing.is_file():
             listing.write_text(object_sass(self.directory / f"{self.stage_id}.o"))
-        return parse_sass(listing.read_text())
+        return listing.read_text()
+
+    def sass_opcodes(self) -> dict[tuple[str, str], "Counter"]:
+        """{(mangled kernel name, arch): opcode counts} from the object's SASS."""
+        return parse_sass(self.sass_listing())
 
     @property
     def module_name(self) -> str:

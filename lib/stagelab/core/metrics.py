@@ -58,6 +58,11 @@ MAX_SHARED_MEMORY = Metric("max_shared_memory_bytes", "bytes", "most shared memo
 TOTAL_SPILLS = Metric("total_spill_bytes", "bytes", "spill stores + loads over all kernel instances")
 MAX_STACK_FRAME = Metric("max_stack_frame_bytes", "bytes", "largest stack frame of any kernel instance")
 INSTRUCTION_COUNT = Metric("sass", "instructions", "count of one SASS opcode in one kernel instance")
+# -- a trial's main loops against the default's (stagelab.core.sass_loops) ----------------
+MAIN_LOOP_SIMILARITY_MIN = Metric("main_loop_similarity_min", "ratio", "a trial's kernels' main loops: the "
+                                  "lowest similarity of a loop's opcode sequence to the default's (1: the same)")
+MAIN_LOOP_R2UR_ADDED = Metric("main_loop_r2ur_added", "instructions", "a trial's kernels' main loops: the most "
+                              "R2UR one holds beyond the default's (wgmma descriptors rebuilt each iteration)")
 
 # -- correctness ----------------------------------------------------------------------
 CHECKS_TOTAL = Metric("checks_total", "count", "correctness checks run")

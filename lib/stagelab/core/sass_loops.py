@@ -16,37 +16,41 @@ import difflib
 import re
 from dataclasses import dataclass
 
-from .sass_schedule import Instruction
+from .sass_schedule import Instruction, functions
 
 _BRANCH_TARGET_RE = re.compile(r"\bBRA\b.*?0x([0-9a-f]+)")
+# A template wrapper's opening in an Itanium-mangled name: NS_<length><Name>I (StreamKTail<...>).
+WRAPPER_RE = re.compile(r"NS_(\d+)([A-Z]\w*?)I")
 
 
 @dataclass(frozen=True)
 class Loop:
-    """The instructions from a backward branch's target to the branch, in address order."""
+    """The instructions from a backward branch's target to the branch, in address order, and
+    their opcodes (parsed once: a listing's loops hold millions of instructions between them)."""
 
     instructions: tuple[Instruction, ...]
+    opcode_sequence: tuple[str, ...]
 
     @property
     def start(self) -> int:
         return self.instructions[0].address
 
     def count(self, opcode_prefix: str) -> int:
-        return sum(inst.opcode.startswith(opcode_prefix) for inst in self.instructions)
+        return sum(op.startswith(opcode_prefix) for op in self.opcode_sequence)
 
     @property
     def uniform(self) -> int:
         """Instructions of the uniform datapath (UIADD3, ULEA, ULDC, ...): one per warp, not per lane."""
-        return sum(inst.opcode.startswith("U") for inst in self.instructions)
+        return self.count("U")
 
     def opcodes(self) -> list[str]:
-        return [inst.opcode for inst in self.instructions]
+        return list(self.opcode_sequence)
 
     def barrier_to_wgmma(self) -> int | None:
         """Instructions from the loop's first named-barrier wait (BAR.SYNC: a pingpong turn) to the
         first HGMMA after it: how soon a warpgroup issues its GEMMs once it holds the tensor cores.
         None without such a pair."""
-        opcodes = self.opcodes()
+        opcodes = self.opcode_sequence
         barrier = next((i for i, op in enumerate(opcodes) if op.startswith("BAR.SYNC")), None)
         if barrier is None:
             return None
@@ -66,14 +70,16 @@ class LoopSummary:
 def loops(instructions: list[Instruction]) -> list[Loop]:
     """Every loop closed by a backward branch (BRA to an earlier address of the same function)."""
     index_of = {inst.address: i for i, inst in enumerate(instructions)}
+    opcodes = [inst.opcode for inst in instructions]
     found = []
     for i, inst in enumerate(instructions):
-        match = _BRANCH_TARGET_RE.search(inst.text) if inst.opcode.startswith("BRA") else None
+        match = _BRANCH_TARGET_RE.search(inst.text) if opcodes[i].startswith("BRA") else None
         if match is None:
             continue
         target = int(match.group(1), 16)
         if target < inst.address and target in index_of:
-            found.append(Loop(tuple(instructions[index_of[target]:i + 1])))
+            first = index_of[target]
+            found.append(Loop(tuple(instructions[first:i + 1]), tuple(opcodes[first:i + 1])))
     return found
 
 
@@ -93,6 +99,45 @@ def main_loop(instructions: list[Instruction], opcode_prefix: str = "HGMMA", wat
 def summarize_loop(loop: Loop, reference: Loop | None = None, watched: str = "MUFU.EX2") -> LoopSummary:
     similarity = None
     if reference is not None:
-        similarity = difflib.SequenceMatcher(None, reference.opcodes(), loop.opcodes(), autojunk=False).ratio()
+        ours, theirs = loop.opcodes(), reference.opcodes()
+        similarity = 1.0 if ours == theirs else difflib.SequenceMatcher(None, theirs, ours, autojunk=False).ratio()
     return LoopSummary(instructions=len(loop.instructions), r2ur=loop.count("R2UR"), uniform=loop.uniform,
                        watched=loop.count(watched), barrier_to_wgmma=loop.barrier_to_wgmma(), similarity=similarity)
+
+
+@dataclass(frozen=True)
+class LoopComparison:
+    kernel: str  # the trial's mangled name
+    reference: LoopSummary
+    trial: LoopSummary
+
+
+def wrappers(mangled: str) -> set[str]:
+    return {name for length, name in WRAPPER_RE.findall(mangled) if int(length) == len(name)}
+
+
+def match_key(mangled: str, known_wrappers: set[str]) -> str:
+    """The name with the template wrappers outside `known_wrappers` taken out (each opening and one
+    closing E, so runs of E are collapsed): a trial's kernel under a Config wrapper of its own
+    (StreamKTail<QRing<...>>) keys as the default's (QRing<...>)."""
+    for name in wrappers(mangled) - known_wrappers:
+        mangled = mangled.replace(f"NS_{len(name)}{name}I", "")
+    return re.sub(r"E+", "E", mangled)
+
+
+def compare_listings(reference_listing: str, trial_listing: str, kernel_filter: str = "") -> list[LoopComparison]:
+    """Each trial kernel (with `kernel_filter` in its name) that has a main loop, beside the
+    default kernel it matches (match_key) and that kernel's main loop."""
+    reference = functions(reference_listing)
+    known = set().union(*(wrappers(name) for name in reference)) if reference else set()
+    by_key = {match_key(name, known): insts for name, insts in reference.items()}
+    rows = []
+    for name, insts in functions(trial_listing).items():
+        base = by_key.get(match_key(name, known))
+        if kernel_filter not in name or base is None:
+            continue
+        trial_loop, reference_loop = main_loop(insts), main_loop(base)
+        if trial_loop is not None and reference_loop is not None:
+            rows.append(LoopComparison(name, summarize_loop(reference_loop), summarize_loop(trial_loop, reference_loop)))
+    return rows
+

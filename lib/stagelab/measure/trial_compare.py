@@ -10,6 +10,7 @@ import pandas as pd
 from ..core import metrics
 from ..core.build import BuildResult
 from ..core.resources import parse_mangled
+from ..core.sass_loops import compare_listings
 from .results import ResourceReport, TimingReport
 
 RESOURCE_COLUMNS = ("registers", "total_shared_memory_bytes", "stack_frame_bytes", "spill_store_bytes",
@@ -44,6 +45,49 @@ def sass_vs_default(trial: BuildResult, default: BuildResult) -> pd.DataFrame:
                   "change": t.get(op, 0) - d.get(op, 0)}
                  for op in sorted(set(t) | set(d)) if t.get(op, 0) != d.get(op, 0)]
     return pd.DataFrame(rows)
+
+
+_MAIN_LOOP_TABLES: dict[tuple[str, str], pd.DataFrame] = {}
+
+
+def main_loops_vs_default(trial: BuildResult, default: BuildResult) -> pd.DataFrame:
+    """Per kernel instance, its main loop (stagelab.core.sass_loops) in the trial and the default:
+    instructions, R2UR, uniform-datapath instructions and the opcode sequence's similarity. Read
+    once per pair of builds (a listing of s17's 104 kernels takes seconds to parse): the run's table
+    and the key numbers share it."""
+    key = (str(trial.directory), str(default.directory))
+    if key not in _MAIN_LOOP_TABLES:
+        _MAIN_LOOP_TABLES[key] = _main_loops_table(trial, default)
+    return _MAIN_LOOP_TABLES[key]
+
+
+def _main_loops_table(trial: BuildResult, default: BuildResult) -> pd.DataFrame:
+    rows = []
+    for row in compare_listings(default.sass_listing(), trial.sass_listing()):
+        name, args = parse_mangled(row.kernel)
+        rows.append({"kernel": ".".join([name, *args]), "similarity": row.trial.similarity,
+                     **{f"{field}_{side}": getattr(summary, field) for field in ("instructions", "r2ur", "uniform")
+                        for side, summary in (("trial", row.trial), ("default", row.reference))}})
+    return pd.DataFrame(rows)
+
+
+def main_loop_metrics(table: pd.DataFrame) -> dict[str, float]:
+    """The worst of the main loops' table: the lowest similarity, the most R2UR added."""
+    if table.empty:
+        return {}
+    return {metrics.MAIN_LOOP_SIMILARITY_MIN.key(): float(table["similarity"].min()),
+            metrics.MAIN_LOOP_R2UR_ADDED.key(): float((table["r2ur_trial"] - table["r2ur_default"]).max())}
+
+
+def main_loop_summary(values: dict[str, float]) -> str:
+    """The key numbers' words for main_loop_metrics: empty where no kernel has a main loop."""
+    similarity = values.get(metrics.MAIN_LOOP_SIMILARITY_MIN.key())
+    if similarity is None:
+        return ""
+    added = values[metrics.MAIN_LOOP_R2UR_ADDED.key()]
+    if similarity == 1.0 and added <= 0:
+        return "main loops as the default's"
+    return f"main loops changed (similarity >= {similarity:.2f}" + (f", +{added:.0f} R2UR)" if added > 0 else ")")
 
 
 def default_timing_metrics(report: TimingReport) -> dict[str, float]:
@@ -99,4 +143,8 @@ def key_numbers(trial, default, mission: str) -> str:
         spills = sum(r.spills for r in m.resources.kernels)
         parts.append(f"max registers {regs} vs {max(r.registers for r in default.resources.kernels)}"
                      + (f", {spills} B spilled" if spills else ""))
+    if m.build is not None and default.build is not None:
+        loops = main_loop_summary(main_loop_metrics(main_loops_vs_default(m.build, default.build)))
+        if loops:
+            parts.append(loops)
     return "; ".join(parts)
