@@ -120,9 +120,6 @@ cudaError_t launch_turns(const SdpaProblem& p, cudaStream_t stream) {
     using Shared = sdpa_warpspec::KvMulticast<Cfg>;
     if ((p.heads / p.kv_heads) % Shared::kMulticastCtas == 0) return sdpa_warpspec::launch<T, D, Shared>(p, 1, stream);
   }
-  if constexpr (WS_STREAM_K == 1 && D == 64 && !Cfg::kKeySplit && Cfg::kConsumerWGs <= sdpa_warpspec::kStreamKWgs) {
-    if (!p.causal) return sdpa_warpspec::launch_with_tail<T, D, Cfg>(p, stream);
-  }
   return sdpa_warpspec::launch<T, D, Cfg>(p, 1, stream);
 }
 // Whether two warpgroups of a long-policy launch may take turns: never at dense head_dim 128 (there the

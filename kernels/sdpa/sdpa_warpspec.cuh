@@ -136,7 +136,6 @@ __device__ __forceinline__ void produce(const Params& prm, uint32_t s_base, int 
 constexpr int kTurnBarrier0 = 1;
 constexpr int kConsumersDone = 3;
 constexpr int kKeySplitMerge = kConsumersDone + 1;  // key split: warpgroup 1's partial is in shared memory
-constexpr int kStreamKBarrier0 = kKeySplitMerge + 1;  // stream-K: consumer warpgroup c's is this + c
 __device__ __forceinline__ void bar_sync(int id, int threads) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
@@ -461,13 +460,11 @@ struct Consumer {
   }
   // O = O_mine * w_mine + O_peer * w_peer, row by row (accumulators 4i, 4i+1: row g; 4i+2, 4i+3: row g+8),
   // from the parked float4s at `part`.
-  // kFromL2: the partial is another block's, read past L1 (ld.global.cg).
-  template <bool kFromL2 = false>
   __device__ __forceinline__ void fold_partial(const float4* part, int t, const float (&w_mine)[2],
                                                const float (&w_peer)[2]) {
 #pragma unroll
     for (int i = 0; i < Tile::kOTiles; ++i) {
-      const float4 v = kFromL2 ? __ldcg(part + i * kWarpgroupThreads + t) : part[i * kWarpgroupThreads + t];
+      const float4 v = part[i * kWarpgroupThreads + t];
       float* o = tile.o_acc + 4 * i;
       o[0] = o[0] * w_mine[0] + v.x * w_peer[0];
       o[1] = o[1] * w_mine[0] + v.y * w_peer[0];
@@ -482,47 +479,6 @@ struct Consumer {
       const float* o = tile.o_acc + 4 * i;
       dst[i * kWarpgroupThreads + t] = make_float4(o[0], o[1], o[2], o[3]);
     }
-  }
-  // Stream-K (sdpa_stream_k.cuh): an item's tail parks this warpgroup's partial in its block's slot
-  // and frees the item's Q buffer; the item's head, on the block before, folds it in before the store.
-  static constexpr bool kStreamKOrderHere = kStreamKOrder<Cfg, kCausal>;
-  __device__ __forceinline__ void park_tail(int block) {
-    static_assert(D <= kStreamKMaxHeadDim, "stream-K tail: a partial slot holds kStreamKMaxHeadDim columns");
-    float l[Tile::kRowsPerThread];
-    tile.reduced_row_sums(l);
-    const int t = ctid % kWarpgroupThreads;
-    const int slot = stream_k_slot(block, cwg);
-    park_partial(g_stream_k_o + slot * kStreamKOFloat4s, t);
-    g_stream_k_stats[slot * kWarpgroupThreads + t] = make_float4(tile.row_max[0], tile.row_max[1], l[0], l[1]);
-    stream_k_publish(slot, t, kStreamKBarrier0 + cwg);
-    release(empty_q_bar<Cfg>(bars, local));
-  }
-  __device__ __forceinline__ void fold_tail(int block, float (&l)[Tile::kRowsPerThread]) {
-    const int t = ctid % kWarpgroupThreads;
-    const int slot = stream_k_slot(block, cwg);
-    stream_k_await(slot, t, kStreamKBarrier0 + cwg);
-    const float4 st = __ldcg(g_stream_k_stats + slot * kWarpgroupThreads + t);
-    float w_mine[2], w_peer[2];
-    merge_stats(0, st.x, st.z, l, w_mine, w_peer);
-    merge_stats(1, st.y, st.w, l, w_mine, w_peer);
-    fold_partial</*kFromL2=*/true>(g_stream_k_o + slot * kStreamKOFloat4s, t, w_mine, w_peer);
-  }
-  // An item's (or a stream-K piece's) O: stored normalised, or parked as a tail's partial.
-  __device__ __forceinline__ void end_item(const WorkTile& wt) {
-    if constexpr (kStreamKOrderHere) {
-      if (wt.piece == kItemTail) {
-        park_tail(wt.partner);
-        return;
-      }
-    }
-    float l[Tile::kRowsPerThread];
-    tile.reduced_row_sums(l);
-    if constexpr (kStreamKOrderHere) {
-      if (wt.piece == kItemHead) {
-        for (int i = 0; i < wt.partners; ++i) fold_tail(wt.partner + i, l);
-      }
-    }
-    store(wt, l, local);
   }
   // Row r's running max / sum merged with a peer's; the weights rescale both
   // partial O rows to the merged base. A side that saw only masked keys (max
@@ -542,7 +498,7 @@ struct Consumer {
       if (cwg == 1) bar_arrive(kTurnBarrier0, kTurnThreads);  // warpgroup 0 takes the first turn
     }
     int ring = 0;
-    WorkOrder<Cfg, kCausal>::template for_each</*kWholeWarp=*/true>(prm, split, splits, [&](const WorkTile& wt, int item) {
+    WorkOrder<Cfg, kCausal>::for_each(prm, split, splits, [&](const WorkTile& wt, int item) {
       local = item;
       mbarrier_wait(full_q_bar<Cfg>(bars, item), q_parity<Cfg>(item));
       WS_STAMP_IF(ctid == 0, kQLanded);
@@ -559,7 +515,9 @@ struct Consumer {
       } else if (L::kCanSplit && splits > 1) {
         combine_and_store(wt, split, splits);
       } else {
-        end_item(wt);
+        float l[Tile::kRowsPerThread];
+        tile.reduced_row_sums(l);
+        store(wt, l, local);
       }
     });
     if constexpr (Cfg::kDeferEpilogue) {

@@ -18,7 +18,6 @@
 #include "sdpa_wgmma.cuh"
 #include "sdpa_wgmma_tile.cuh"
 #include "sdpa_timeline.cuh"
-#include "sdpa_stream_k.cuh"
 
 namespace sdpa_warpspec {
 
@@ -118,7 +117,6 @@ struct Params {
   int m_tiles;     // query tiles per (batch, head)
   int work_items;  // m_tiles * heads * batch
   int causal_snake;  // WS_CAUSAL_ORDER=1: this launch walks the longest-first snake (the host's snake_pays)
-  StreamKTailParams stream_k;  // WS_STREAM_K: the items dealt as ranges of key tiles (sdpa_stream_k.cuh)
 };
 
 // The problem as the kernel reads it (sdpa_api.h). Without SDPA_GENERAL_PROBLEM these fold to
@@ -152,7 +150,6 @@ struct Config {
   static constexpr int kMulticastCtas = 1;  // CTAs sharing each K/V tile; KvMulticast<Config> below makes it 2
   static constexpr bool kCausalPairs = true;  // persistent causal: tiles j and m-1-j back to back (WorkOrder)
   static constexpr bool kDeferEpilogue = false;  // DeferEpilogue<Config> below turns it on
-  static constexpr bool kStreamKTail = false;    // StreamKTail<Config> below turns it on
   static constexpr int kBlockM = kConsumerWGs * kWgmmaM;
   // Ring indices between a warpgroup's consecutive key tiles, and the warps
   // that consume (and release) each ring slot.
@@ -235,17 +232,6 @@ struct DeferEpilogue : Base {
   static_assert(!Base::kKeySplit, "deferred epilogue: one query tile per warpgroup");
 };
 
-// A persistent Config that deals a non-causal launch's last items as ranges of key tiles
-// (sdpa_stream_k.cuh, WS_STREAM_K): an item's tail parks its partial for the block that runs its head.
-template <class Base>
-struct StreamKTail : Base {
-  static constexpr bool kStreamKTail = true;
-  static_assert(Base::kPersistent, "stream-K tail: a persistent grid walks the ranges");
-  static_assert(Base::kMulticastCtas == 1 && !Base::kKeySplit, "stream-K tail: one CTA and one query tile a warpgroup");
-  static_assert(!Base::kDeferEpilogue, "stream-K tail: an item's O leaves at its end (parked or stored)");
-  static_assert(Base::kConsumerWGs <= kStreamKWgs, "stream-K tail: the partial slots hold two warpgroups");
-};
-
 template <typename T, int D, class Cfg>
 struct Layout {
   static_assert(sizeof(T) == 2, "16-bit storage types only");
@@ -323,9 +309,6 @@ __device__ __forceinline__ uint32_t q_offset(int local) {
 struct WorkTile {
   int q_begin, h, b;
   int kt_begin, kt_end;  // this CTA's key tiles
-  int piece = 0;    // WS_STREAM_K: sdpa_stream_k.cuh's Piece (0: the whole item)
-  int partner = 0;   // WS_STREAM_K: the (first) block whose slot holds a parked part of the item
-  int partners = 0;  // WS_STREAM_K: a head's count of them (blocks partner, partner + 1, ...)
 };
 // The key tiles query tile `q_tile` sees (causal: up to its diagonal, aligned bottom-right).
 template <class Cfg, bool kCausal>
@@ -366,65 +349,6 @@ __device__ __forceinline__ WorkTile decode_work(const Params& prm, int w, int sp
                                  splits);
 }
 
-// The configs that take the stream-K tail (StreamKTail<Config>), on non-causal launches: causal
-// items differ in length, and the causal orders balance them already.
-template <class Cfg, bool kCausal>
-constexpr bool kStreamKOrder = Cfg::kStreamKTail && !kCausal;
-
-// Step k of block `first` of `blocks` in a stream-K order: the striped item first + k * blocks
-// before the tail, then the pieces of the block's range of the tail's key tiles in order (every
-// range covers at least one item's keys: stream_k_tail). False past the last.
-template <class Cfg>
-__device__ __forceinline__ bool stream_k_piece(const Params& prm, int first, int blocks, int k, WorkTile& wt) {
-  const StreamKTailParams& tail = prm.stream_k;
-  if (k < tail.rounds) {
-    wt = decode_work<Cfg, false>(prm, first + k * blocks, 0, 1);
-    return true;
-  }
-  const int tiles = tail.key_tiles;
-  const int units = (prm.work_items - tail.begin) * tiles;
-  if (units <= 0) return false;
-  const int u0 = units * first / blocks;  // units * blocks fits an int (stream_k_tail)
-  const int u1 = units * (first + 1) / blocks;
-  const int piece = k - tail.rounds;
-  const int u = piece == 0 ? u0 : (u0 / tiles + piece) * tiles;
-  if (u >= u1) return false;
-  const int item = u / tiles;
-  wt = decode_work<Cfg, false>(prm, tail.begin + item, 0, 1);
-  wt.kt_begin = u - item * tiles;
-  wt.kt_end = min(tiles, u1 - item * tiles);
-  // a piece from the item's first key tile stores it, after folding in the partials that the blocks
-  // after this one parked (their ranges start inside the item); any other piece parks its partial
-  wt.piece = wt.kt_begin > 0 ? kItemTail : (wt.kt_end < tiles ? kItemHead : kWholeItem);
-  wt.partner = wt.piece == kItemTail ? first : first + 1;
-  wt.partners = 0;
-  if (wt.piece == kItemHead) {
-    const int item_end = (item + 1) * tiles;
-    while (units * (first + 1 + wt.partners) / blocks < item_end) ++wt.partners;
-  }
-  return true;
-}
-// One value for the whole warp, from lane 0 (every lane active).
-__device__ __forceinline__ int warp_uniform(int v) { return __shfl_sync(0xffffffffu, v, 0); }
-// stream_k_piece for a whole warp (the consumers), every field shuffled from lane 0: ptxas then
-// proves the work loop warp-uniform. Without it, it did not, kept the ring position in vector
-// registers and rebuilt every wgmma descriptor by R2UR (32 a key tile in the head_dim-64 turns
-// kernel's main loop: every head_dim-64 launch 10-15% slower, H200). The producer's one thread
-// calls stream_k_piece itself.
-template <class Cfg>
-__device__ __forceinline__ bool stream_k_piece_warp(const Params& prm, int first, int blocks, int k, WorkTile& wt) {
-  const bool more = stream_k_piece<Cfg>(prm, first, blocks, k, wt);
-  wt.q_begin = warp_uniform(wt.q_begin);
-  wt.h = warp_uniform(wt.h);
-  wt.b = warp_uniform(wt.b);
-  wt.kt_begin = warp_uniform(wt.kt_begin);
-  wt.kt_end = warp_uniform(wt.kt_end);
-  wt.piece = warp_uniform(wt.piece);
-  wt.partner = warp_uniform(wt.partner);
-  wt.partners = warp_uniform(wt.partners);
-  return warp_uniform(more ? 1 : 0) != 0;
-}
-
 // Causal pairs (persistent configs): a block takes query tiles
 // j and m-1-j of one head back to back, a unit whose key tiles sum to about the
 // same for every j, so the static stripes balance. Without it, block b's items
@@ -451,8 +375,7 @@ struct WorkOrder {
   // units: blocks running at the same time share that head's K/V in L2 (items
   // spread over all heads streamed 4x more DRAM traffic at (4,16,4096,128) and
   // lost 15%). Within a head the tiles go in descending order: causal longest first.
-  // kWholeWarp: called by every lane of a warp (the consumers), not by the producer's one thread.
-  template <bool kWholeWarp = false, class Body>
+  template <class Body>
   __device__ __forceinline__ static void for_each(const Params& prm, int split, int splits, Body&& body) {
     const int first = Cfg::kPersistent ? static_cast<int>(blockIdx.x) / kCtas : static_cast<int>(blockIdx.x) / splits;
     const int stride = Cfg::kPersistent ? static_cast<int>(gridDim.x) / kCtas : prm.work_items;
@@ -483,14 +406,6 @@ struct WorkOrder {
           q_tile = (k & 1) ? shorter : longer;
         }
         body(make_work<Cfg, kCausal>(prm, cta_bh<Cfg>(prm, group), q_tile, split, splits), local++);
-      }
-    } else if constexpr (kStreamKOrder<Cfg, kCausal>) {
-      for (int k = 0;; ++k) {  // one call site, as above
-        WorkTile wt;
-        const bool more = kWholeWarp ? stream_k_piece_warp<Cfg>(prm, first, stride, k, wt)
-                                     : stream_k_piece<Cfg>(prm, first, stride, k, wt);
-        if (!more) break;
-        body(wt, local++);
       }
     } else {
       for (int w = first; w < units(prm); w += stride) body(decode_work<Cfg, kCausal>(prm, w, split, splits), local++);

@@ -135,36 +135,6 @@ cudaError_t launch_instance(const Params& prm_in, int splits, cudaStream_t strea
   return launch_kernel(kernel, dim3(static_cast<unsigned>(blocks)), Cfg::kThreads, smem, cluster, stream, prm);
 }
 
-// Tensor maps and work count of one config's launch.
-template <typename T, int D, class Cfg>
-cudaError_t make_params(const SdpaProblem& p, Params& prm) {
-  prm = Params{};
-  prm.p = p;
-  prm.m_tiles = sdpa_ceil_div(p.seq_len, Cfg::kBlockM);
-  prm.work_items = prm.m_tiles * p.heads * p.batch;
-  prm.stream_k.begin = prm.work_items;  // no stream-K tail unless launch_with_tail deals one
-  const CUtensorMapDataType dtype = tensor_map_dtype(p.dtype);
-  cudaError_t err = encode_tensor_map(&prm.q_map, p.q, p.q_strides, p, dtype, Cfg::kBlockM);
-  // a K/V multicast CTA loads its share of each tile's rows (tma_load_tile_multicast)
-  constexpr int kKvBoxRows = Cfg::kBlockN / Cfg::kMulticastCtas;
-  if (err == cudaSuccess)
-    err = encode_tensor_map(&prm.k_map, p.k, p.k_strides, p, dtype, kKvBoxRows, p.kv_heads, p.kv_seq_len);
-  if (err == cudaSuccess)
-    err = encode_tensor_map(&prm.v_map, p.v, p.v_strides, p, dtype, kKvBoxRows, p.kv_heads, p.kv_seq_len);
-  return err;
-}
-
-// The (causal, scale sign) instance of one config.
-template <typename T, int D, class Cfg>
-cudaError_t launch_params(const Params& prm, int splits, cudaStream_t stream) {
-  const bool positive = prm.p.softmax_scale > 0.0f;
-  if (prm.p.causal)
-    return positive ? launch_instance<T, D, Cfg, true, true>(prm, splits, stream)
-                    : launch_instance<T, D, Cfg, true, false>(prm, splits, stream);
-  return positive ? launch_instance<T, D, Cfg, false, true>(prm, splits, stream)
-                  : launch_instance<T, D, Cfg, false, false>(prm, splits, stream);
-}
-
 // Tensor maps, work count and the (causal, scale sign) instance for one config.
 // splits: CTAs per work item (1 = no split; ignored by persistent configs).
 template <typename T, int D, class Cfg>
@@ -173,28 +143,25 @@ cudaError_t launch(const SdpaProblem& p, int splits, cudaStream_t stream) {
   if (splits > 1 && (Cfg::kPersistent || Cfg::kKeySplit || !Layout<T, D, Cfg>::kCanSplit)) return cudaErrorInvalidValue;
   // K/V multicast: the two heads of a cluster read one K/V head
   if (Cfg::kMulticastCtas > 1 && (p.heads / p.kv_heads) % Cfg::kMulticastCtas != 0) return cudaErrorInvalidValue;
-  Params prm;
-  const cudaError_t err = make_params<T, D, Cfg>(p, prm);
-  return err != cudaSuccess ? err : launch_params<T, D, Cfg>(prm, splits, stream);
-}
-
-// WS_STREAM_K=1, a non-causal persistent launch: the whole rounds of items by `Cfg`'s kernel itself
-// (its code and schedule untouched), then the items left as ranges of key tiles by a second kernel,
-// StreamKTail<Cfg>, launched behind it with programmatic dependent launch; where no tail pays, `Cfg` alone.
-template <typename T, int D, class Cfg>
-cudaError_t launch_with_tail(const SdpaProblem& p, cudaStream_t stream) {
-  Params prm;
-  cudaError_t err = make_params<T, D, Cfg>(p, prm);
+  Params prm{};
+  prm.p = p;
+  prm.m_tiles = sdpa_ceil_div(p.seq_len, Cfg::kBlockM);
+  prm.work_items = prm.m_tiles * p.heads * p.batch;
+  const CUtensorMapDataType dtype = tensor_map_dtype(p.dtype);
+  cudaError_t err = encode_tensor_map(&prm.q_map, p.q, p.q_strides, p, dtype, Cfg::kBlockM);
+  // a K/V multicast CTA loads its share of each tile's rows (tma_load_tile_multicast)
+  constexpr int kKvBoxRows = Cfg::kBlockN / Cfg::kMulticastCtas;
+  if (err == cudaSuccess)
+    err = encode_tensor_map(&prm.k_map, p.k, p.k_strides, p, dtype, kKvBoxRows, p.kv_heads, p.kv_seq_len);
+  if (err == cudaSuccess)
+    err = encode_tensor_map(&prm.v_map, p.v, p.v_strides, p, dtype, kKvBoxRows, p.kv_heads, p.kv_seq_len);
   if (err != cudaSuccess) return err;
-  const int blocks = min(prm.work_items, sm_count() * Cfg::kMinBlocks);
-  const StreamKTailParams tail = stream_k_tail(prm.work_items, blocks, key_tiles<Cfg, false>(p, 0));
-  if (tail.begin >= prm.work_items) return launch_params<T, D, Cfg>(prm, 1, stream);
-  Params whole = prm;
-  whole.work_items = tail.begin;  // the striped order stops at the tail
-  err = launch_params<T, D, Cfg>(whole, 1, stream);
-  if (err != cudaSuccess) return err;
-  prm.stream_k = tail;
-  return launch_params<T, D, StreamKTail<Cfg>>(prm, 1, stream);
+  const bool positive = p.softmax_scale > 0.0f;
+  if (p.causal)
+    return positive ? launch_instance<T, D, Cfg, true, true>(prm, splits, stream)
+                    : launch_instance<T, D, Cfg, true, false>(prm, splits, stream);
+  return positive ? launch_instance<T, D, Cfg, false, true>(prm, splits, stream)
+                  : launch_instance<T, D, Cfg, false, false>(prm, splits, stream);
 }
 
 // sdpa_forward's common front: validation, then (dtype, head_dim) dispatch to
