@@ -241,7 +241,9 @@ def test_a_trial_whose_main_loop_changed_says_so(monkeypatch, tmp_path, tmp_stor
             measured.resources = ResourceReport([], [], [])
 
     monkeypatch.setattr(stagelab.run.trial, "build_session", build_session)
-    run_trials(STAGE, [TrialSpec.of(defines={"ROWS_PER_BLOCK": "1"}, name="fast")])
+    lines = []
+    run_trials(STAGE, [TrialSpec.of(defines={"ROWS_PER_BLOCK": "1"}, name="fast")], progress=lines.append)
+    assert lines[0].startswith("[sass] fast: main loops changed (similarity >= 0.9"), "said before any launch"
     run = trial_runs()["fast"]
     assert 0 < run.data.metrics[m.MAIN_LOOP_SIMILARITY_MIN.key()] < 1
     assert run.data.metrics[m.MAIN_LOOP_R2UR_ADDED.key()] == 1

@@ -155,6 +155,7 @@ def run_trials(stage_id: str, specs: list[TrialSpec], *, params: str | Path | No
     session = load_session(stage_id, specs, params, narrowing)
     try:
         build_session(session, jobs)
+        report_main_loops(session, progress)
         if session.ctx.gpu_available:
             _gpu_steps(session, progress)
         else:
@@ -168,6 +169,19 @@ def run_trials(stage_id: str, specs: list[TrialSpec], *, params: str | Path | No
     finally:
         session.cleanup()
     return session
+
+
+def report_main_loops(session: TrialSession, progress) -> None:
+    """Each built trial's main loops against the default's (stagelab.core.sass_loops), before any
+    launch: a trial whose loops ptxas rescheduled is slower for that alone, whatever its idea."""
+    from ..measure.trial_compare import main_loop_metrics, main_loop_summary, main_loops_vs_default
+
+    for trial in session.trials:
+        if trial.measured.build is not None and session.default.build is not None:
+            words = main_loop_summary(main_loop_metrics(main_loops_vs_default(trial.measured.build,
+                                                                              session.default.build)))
+            if words:
+                progress(f"[sass] {trial.spec.name}: {words}")
 
 
 def _gpu_steps(session: TrialSession, progress) -> None:
