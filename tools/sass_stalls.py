@@ -25,7 +25,7 @@ from stagelab.core.sass_schedule import ScheduleSummary, functions, summarize  #
 # sdpa_warpspec's kernels are named by their template arguments: the element type, head dim, the
 # Config (and the wrappers around it: QRing, KeySplit, ...), then causal and the scale's sign.
 _TEMPLATE_RE = re.compile(r"I(\d*_*\w+?)Li(\d+)E.*?ConfigILi(\d+)ELi(\d+)ELi(\d+)ELb(\d)ELb(\d)")
-WRAPPER_RE = re.compile(r"NS_\d+([A-Z][A-Za-z]+)I")
+_WRAPPER_RE = re.compile(r"NS_\d+([A-Z][A-Za-z]+)I")
 _TAIL_RE = re.compile(r"ELb(\d)ELb(\d)E+vNS_6ParamsE$")
 
 
@@ -36,7 +36,7 @@ def short_name(mangled: str) -> str:
     if match is None:
         return mangled
     dtype, head_dim, wgs, block_n, stages, pingpong, persistent = match.groups()
-    wrappers = [name for name in WRAPPER_RE.findall(mangled) if name not in ("Config", "Params")]
+    wrappers = [name for name in _WRAPPER_RE.findall(mangled) if name not in ("Config", "Params")]
     tail = _TAIL_RE.search(mangled)
     causal = tail is not None and tail.group(1) == "1"
     negative_scale = tail is not None and tail.group(2) == "0"

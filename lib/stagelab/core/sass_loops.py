@@ -43,9 +43,6 @@ class Loop:
         """Instructions of the uniform datapath (UIADD3, ULEA, ULDC, ...): one per warp, not per lane."""
         return self.count("U")
 
-    def opcodes(self) -> list[str]:
-        return list(self.opcode_sequence)
-
     def barrier_to_wgmma(self) -> int | None:
         """Instructions from the loop's first named-barrier wait (BAR.SYNC: a pingpong turn) to the
         first HGMMA after it: how soon a warpgroup issues its GEMMs once it holds the tensor cores.
@@ -99,7 +96,7 @@ def main_loop(instructions: list[Instruction], opcode_prefix: str = "HGMMA", wat
 def summarize_loop(loop: Loop, reference: Loop | None = None, watched: str = "MUFU.EX2") -> LoopSummary:
     similarity = None
     if reference is not None:
-        ours, theirs = loop.opcodes(), reference.opcodes()
+        ours, theirs = loop.opcode_sequence, reference.opcode_sequence
         similarity = 1.0 if ours == theirs else difflib.SequenceMatcher(None, theirs, ours, autojunk=False).ratio()
     return LoopSummary(instructions=len(loop.instructions), r2ur=loop.count("R2UR"), uniform=loop.uniform,
                        watched=loop.count(watched), barrier_to_wgmma=loop.barrier_to_wgmma(), similarity=similarity)
@@ -129,7 +126,7 @@ def compare_listings(reference_listing: str, trial_listing: str, kernel_filter: 
     """Each trial kernel (with `kernel_filter` in its name) that has a main loop, beside the
     default kernel it matches (match_key) and that kernel's main loop."""
     reference = functions(reference_listing)
-    known = set().union(*(wrappers(name) for name in reference)) if reference else set()
+    known = set().union(*(wrappers(name) for name in reference))
     by_key = {match_key(name, known): insts for name, insts in reference.items()}
     rows = []
     for name, insts in functions(trial_listing).items():

@@ -47,21 +47,10 @@ def sass_vs_default(trial: BuildResult, default: BuildResult) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-_MAIN_LOOP_TABLES: dict[tuple[str, str], pd.DataFrame] = {}
-
-
 def main_loops_vs_default(trial: BuildResult, default: BuildResult) -> pd.DataFrame:
     """Per kernel instance, its main loop (stagelab.core.sass_loops) in the trial and the default:
-    instructions, R2UR, uniform-datapath instructions and the opcode sequence's similarity. Read
-    once per pair of builds (a listing of s17's 104 kernels takes seconds to parse): the run's table
-    and the key numbers share it."""
-    key = (str(trial.directory), str(default.directory))
-    if key not in _MAIN_LOOP_TABLES:
-        _MAIN_LOOP_TABLES[key] = _main_loops_table(trial, default)
-    return _MAIN_LOOP_TABLES[key]
-
-
-def _main_loops_table(trial: BuildResult, default: BuildResult) -> pd.DataFrame:
+    instructions, R2UR, uniform-datapath instructions and the opcode sequence's similarity. Seconds
+    for s17's 104 kernels: run.trial reads it once per trial (Measured.main_loops)."""
     rows = []
     for row in compare_listings(default.sass_listing(), trial.sass_listing()):
         name, args = parse_mangled(row.kernel)
@@ -143,8 +132,8 @@ def key_numbers(trial, default, mission: str) -> str:
         spills = sum(r.spills for r in m.resources.kernels)
         parts.append(f"max registers {regs} vs {max(r.registers for r in default.resources.kernels)}"
                      + (f", {spills} B spilled" if spills else ""))
-    if m.build is not None and default.build is not None:
-        loops = main_loop_summary(main_loop_metrics(main_loops_vs_default(m.build, default.build)))
+    if m.main_loops is not None:
+        loops = main_loop_summary(main_loop_metrics(m.main_loops))
         if loops:
             parts.append(loops)
     return "; ".join(parts)

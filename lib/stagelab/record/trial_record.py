@@ -22,8 +22,8 @@ from ..core import metrics
 from . import tracking
 from ..core.errors import ConfigError
 from .recorder import write_table
-from ..measure.trial_compare import (default_timing_metrics, key_numbers, main_loop_metrics, main_loops_vs_default,
-                                     resources_vs_default, sass_vs_default)
+from ..measure.trial_compare import (default_timing_metrics, key_numbers, main_loop_metrics, resources_vs_default,
+                                     sass_vs_default)
 
 
 def trial_run_name(stage_id: str, trial_name: str) -> str:
@@ -85,11 +85,11 @@ def _write_measurements(folder: Path, session, trial) -> dict[str, float]:
         write_table(folder, "gates", m.resources.gates_frame())
         write_table(folder, "resources_vs_default", resources_vs_default(m.resources, base.resources))
         write_table(folder, "sass_vs_default", sass_vs_default(m.build, base.build))
-        loops = main_loops_vs_default(m.build, base.build)
-        write_table(folder, "main_loops_vs_default", loops)
-        out |= main_loop_metrics(loops)
         out |= flatten.resource_metrics(m.resources)
         out |= {metrics.of_default(k): v for k, v in flatten.resource_metrics(base.resources).items()}
+    if m.main_loops is not None:
+        write_table(folder, "main_loops_vs_default", m.main_loops)
+        out |= main_loop_metrics(m.main_loops)
     if m.checks is not None:
         write_table(folder, "correctness", m.checks.frame())
         write_table(folder, "dependent_launches", m.checks.chain_frame())

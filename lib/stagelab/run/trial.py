@@ -155,7 +155,7 @@ def run_trials(stage_id: str, specs: list[TrialSpec], *, params: str | Path | No
     session = load_session(stage_id, specs, params, narrowing)
     try:
         build_session(session, jobs)
-        report_main_loops(session, progress)
+        compare_main_loops(session, progress)
         if session.ctx.gpu_available:
             _gpu_steps(session, progress)
         else:
@@ -171,15 +171,17 @@ def run_trials(stage_id: str, specs: list[TrialSpec], *, params: str | Path | No
     return session
 
 
-def report_main_loops(session: TrialSession, progress) -> None:
-    """Each built trial's main loops against the default's (stagelab.core.sass_loops), before any
-    launch: a trial whose loops ptxas rescheduled is slower for that alone, whatever its idea."""
+def compare_main_loops(session: TrialSession, progress) -> None:
+    """Each built trial's main loops against the default's (stagelab.core.sass_loops), kept on the
+    trial for its run and said before any launch: a trial whose loops ptxas rescheduled is slower
+    for that alone, whatever its idea."""
     from ..measure.trial_compare import main_loop_metrics, main_loop_summary, main_loops_vs_default
 
     for trial in session.trials:
-        if trial.measured.build is not None and session.default.build is not None:
-            words = main_loop_summary(main_loop_metrics(main_loops_vs_default(trial.measured.build,
-                                                                              session.default.build)))
+        m = trial.measured
+        if m.build is not None and session.default.build is not None:
+            m.main_loops = main_loops_vs_default(m.build, session.default.build)
+            words = main_loop_summary(main_loop_metrics(m.main_loops))
             if words:
                 progress(f"[sass] {trial.spec.name}: {words}")
 

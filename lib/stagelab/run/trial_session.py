@@ -8,6 +8,8 @@ import shutil
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+import pandas as pd
+
 from ..core.build import BuildResult
 from ..core.errors import BuildError, ConfigError
 from ..core.registry import Registry, Stage
@@ -20,11 +22,13 @@ TRIAL_LABEL_PREFIX = "trial:"
 
 @dataclass
 class Measured:
-    """What one build measured: the build (or its error), resources, checks and timing."""
+    """What one build measured: the build (or its error), resources, its main loops against the
+    default's (a trial's: measure.trial_compare.main_loops_vs_default), checks and timing."""
 
     build: BuildResult | None = None
     build_error: BuildError | None = None
     resources: ResourceReport | None = None
+    main_loops: pd.DataFrame | None = None
     checks: CheckReport | None = None
     crash: str = ""                      # a check that raised, with its message
     timing: TimingReport | None = None
