@@ -99,8 +99,14 @@ using LongConfig2 = LongConfigOf<D, 2>;
 // Up to PINGPONG_MAX_SEQ keys, the long policy's warpgroups take turns (its trials).
 static_assert(PINGPONG_MAX_SEQ >= 0, "PINGPONG_MAX_SEQ: 0 (off) or the longest sequence that takes turns");
 constexpr bool kShortPingpong = PINGPONG_MAX_SEQ > 0;
+// 3: at head_dim 64 three consumer warpgroups (192-row items, 160 registers) take the turns, as in
+// FlashAttention-3's head_dim-64 kernel; 2: two (128 rows, 240 registers).
+#ifndef WS_TURNS_WGS_D64
+#define WS_TURNS_WGS_D64 2
+#endif
+static_assert(WS_TURNS_WGS_D64 == 2 || WS_TURNS_WGS_D64 == 3, "WS_TURNS_WGS_D64: 2 or 3 warpgroups take turns");
 template <int D>
-using LongPingpongConfig = LongConfigOf<D, 2, kLongBlockN<D>, /*Pingpong=*/true>;
+using LongPingpongConfig = LongConfigOf<D, D == 64 ? WS_TURNS_WGS_D64 : 2, kLongBlockN<D>, /*Pingpong=*/true>;
 // 1 (s13): past PINGPONG_MAX_SEQ keys too, every long-policy launch that runs two warpgroups takes
 // turns (but dense head_dim 128), the few-items launch included; 0: turns up to PINGPONG_MAX_SEQ only.
 #ifndef TURNS_PAST_MAX_SEQ
@@ -278,7 +284,7 @@ extern "C" const char* sdpa_stage_config() {
          " WS_PDL=" SDPA_STR(WS_PDL) " (programmatic dependent launch; 2: trigger before the epilogue)"
          " Q_STAGES=" SDPA_STR(Q_STAGES) " (long policy's Q buffers) SHORT_POLICY_ONE_WAVE="
          SDPA_STR(SHORT_POLICY_ONE_WAVE) " TURNS_PAST_MAX_SEQ=" SDPA_STR(TURNS_PAST_MAX_SEQ) " KV_MULTICAST=" SDPA_STR(KV_MULTICAST)
-         " DEFER_EPILOGUE=" SDPA_STR(DEFER_EPILOGUE)
+         " DEFER_EPILOGUE=" SDPA_STR(DEFER_EPILOGUE) " WS_TURNS_WGS_D64=" SDPA_STR(WS_TURNS_WGS_D64)
          " setmaxnreg producer/consumer: long 24/240, short 24/232 (2 blocks per SM), key split 24/240";
 }
 

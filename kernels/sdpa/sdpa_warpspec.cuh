@@ -132,10 +132,13 @@ __device__ __forceinline__ void produce(const Params& prm, uint32_t s_base, int 
 }
 
 // Named barriers (0 is __syncthreads): the pingpong turn of consumer warpgroup
-// c is barrier kTurnBarrier0 + c; kConsumersDone joins all consumer warps.
-constexpr int kTurnBarrier0 = 1;
+// c is barrier turn_barrier(c); kConsumersDone joins all consumer warps.
+constexpr int kTurnBarrier0 = 1;  // warpgroups 0 and 1 (kTurnBarrier0 + c)
 constexpr int kConsumersDone = 3;
 constexpr int kKeySplitMerge = kConsumersDone + 1;  // key split: warpgroup 1's partial is in shared memory
+// A third warpgroup's turn: the ids below it were taken before three warpgroups took turns.
+constexpr int kTurnBarrier2 = kKeySplitMerge + 1;
+__device__ __forceinline__ int turn_barrier(int cwg) { return cwg == 2 ? kTurnBarrier2 : kTurnBarrier0 + cwg; }
 __device__ __forceinline__ void bar_sync(int id, int threads) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
@@ -149,7 +152,7 @@ struct Consumer {
   using Tile = WgAttentionTile<T, D, Cfg::kBlockN, kCausal, kScalePositive, kRescaleThresholdOf<D>>;
   static constexpr int kStages = Cfg::kStages;
   static constexpr int kBlockN = Cfg::kBlockN;
-  static constexpr int kTurnThreads = 2 * kWarpgroupThreads;  // both consumer warpgroups
+  static constexpr int kTurnThreads = 2 * kWarpgroupThreads;  // the warpgroup whose turn ends and the next one
 
   const Params& prm;
   uint32_t s_base, bars;
@@ -173,11 +176,15 @@ struct Consumer {
 
   // This warpgroup's first query row within the block's tile.
   __device__ __forceinline__ int wg_row0() const { return Cfg::kKeySplit ? 0 : cwg * kWgmmaM; }
+  // The turns go round the consumer warpgroups in order, as FlashAttention-3's
+  // warp scheduler barriers do for two or three.
   __device__ __forceinline__ void turn_begin() const {
-    if constexpr (Cfg::kPingpong) bar_sync(kTurnBarrier0 + cwg, kTurnThreads);
+    if constexpr (Cfg::kPingpong && Cfg::kConsumerWGs == 2) bar_sync(kTurnBarrier0 + cwg, kTurnThreads);
+    if constexpr (Cfg::kPingpong && Cfg::kConsumerWGs == 3) bar_sync(turn_barrier(cwg), kTurnThreads);
   }
   __device__ __forceinline__ void turn_end() const {
-    if constexpr (Cfg::kPingpong) bar_arrive(kTurnBarrier0 + (1 - cwg), kTurnThreads);
+    if constexpr (Cfg::kPingpong && Cfg::kConsumerWGs == 2) bar_arrive(kTurnBarrier0 + (1 - cwg), kTurnThreads);
+    if constexpr (Cfg::kPingpong && Cfg::kConsumerWGs == 3) bar_arrive(turn_barrier(cwg == 2 ? 0 : cwg + 1), kTurnThreads);
   }
   __device__ __forceinline__ void wait_full(int ring, int index) const {
     mbarrier_wait(ring_bar<kStages>(bars, ring, index), ring_parity<kStages>(index));
@@ -495,7 +502,8 @@ struct Consumer {
 
   __device__ __forceinline__ void run(int split, int splits) {
     if constexpr (Cfg::kPingpong) {
-      if (cwg == 1) bar_arrive(kTurnBarrier0, kTurnThreads);  // warpgroup 0 takes the first turn
+      // warpgroup 0 takes the first turn, handed over by the last one
+      if (cwg == Cfg::kConsumerWGs - 1) bar_arrive(turn_barrier(0), kTurnThreads);
     }
     int ring = 0;
     WorkOrder<Cfg, kCausal>::for_each(prm, split, splits, [&](const WorkTile& wt, int item) {

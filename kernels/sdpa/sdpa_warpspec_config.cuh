@@ -161,7 +161,7 @@ struct Config {
   // consumer 160 registers (fit_consumer_regs): enough at D=64, not at D=128.
   static_assert(kConsumerWGs >= 1 && kConsumerWGs <= 3, "one to three consumer warpgroups (64, 128 or 192 rows)");
   static_assert(kBlockM <= kMaxTmaBoxRows, "Q is loaded as one TMA box of kBlockM rows per column block");
-  static_assert(!kPingpong || kConsumerWGs == 2, "pingpong needs two consumer warpgroups");
+  static_assert(!kPingpong || kConsumerWGs >= 2, "pingpong needs two or three consumer warpgroups");
   static_assert(kStages >= 2, "a buffer is refilled while the other is read: >= 2 per ring");
   static_assert(kBlockN == 64 || kBlockN == 128 || kBlockN == 176 || kBlockN == 192,
                 "BLOCK_N: 64, 128, 176 or 192 (TMA box rows <= 256, a wgmma N with a wrapper)");
