@@ -99,14 +99,19 @@ using LongConfig2 = LongConfigOf<D, 2>;
 // Up to PINGPONG_MAX_SEQ keys, the long policy's warpgroups take turns (its trials).
 static_assert(PINGPONG_MAX_SEQ >= 0, "PINGPONG_MAX_SEQ: 0 (off) or the longest sequence that takes turns");
 constexpr bool kShortPingpong = PINGPONG_MAX_SEQ > 0;
-// 3: at head_dim 64 three consumer warpgroups (192-row items, 160 registers) take the turns, as in
-// FlashAttention-3's head_dim-64 kernel; 2: two (128 rows, 240 registers).
+// The warpgroups that take the turns at head_dim 64: 2 (128-row items, 240 registers); 3 (192-row
+// items, 160 registers, as FlashAttention-3's head_dim-64 kernel); 0 (s18): 3 on a non-causal launch
+// where three_turns_pay below says so, else 2 (both instantiated).
 #ifndef WS_TURNS_WGS_D64
 #define WS_TURNS_WGS_D64 2
 #endif
-static_assert(WS_TURNS_WGS_D64 == 2 || WS_TURNS_WGS_D64 == 3, "WS_TURNS_WGS_D64: 2 or 3 warpgroups take turns");
+static_assert(WS_TURNS_WGS_D64 == 0 || WS_TURNS_WGS_D64 == 2 || WS_TURNS_WGS_D64 == 3,
+              "WS_TURNS_WGS_D64: 2 or 3 warpgroups take turns, or 0 (by the model)");
 template <int D>
-using LongPingpongConfig = LongConfigOf<D, D == 64 ? WS_TURNS_WGS_D64 : 2, kLongBlockN<D>, /*Pingpong=*/true>;
+using LongPingpongConfig = LongConfigOf<D, D == 64 && WS_TURNS_WGS_D64 == 3 ? 3 : 2, kLongBlockN<D>, /*Pingpong=*/true>;
+constexpr bool kThreeTurnsByModel = WS_TURNS_WGS_D64 == 0;
+template <int D>
+using ThreeTurnsConfig = LongConfigOf<D, 3, kLongBlockN<D>, /*Pingpong=*/true>;
 // 1 (s13): past PINGPONG_MAX_SEQ keys too, every long-policy launch that runs two warpgroups takes
 // turns (but dense head_dim 128), the few-items launch included; 0: turns up to PINGPONG_MAX_SEQ only.
 #ifndef TURNS_PAST_MAX_SEQ
@@ -149,6 +154,44 @@ inline bool wgs3_pays_off(const SdpaProblem& p, int sms) {
   const int waves3 = sdpa_ceil_div(sdpa_ceil_div(p.seq_len, rows3) * p.heads * p.batch, sms);
   const int waves2 = sdpa_ceil_div(sdpa_ceil_div(p.seq_len, rows2) * p.heads * p.batch, sms);
   return waves3 * rows3 * 100 < waves2 * rows2 * gain_percent;
+}
+// Whether a non-causal head_dim-64 launch runs faster with three warpgroups taking turns than two.
+// Per row, three are faster: each softmax (1150-1370 cycles of a 2120-2370-cycle key tile with two,
+// the timeline trials) hides under two other warpgroups' GEMMs. But a 192-row item leaves ragged
+// last tiles and rounds: the model deals both launches' query tiles to the blocks as WorkOrder does
+// (rotated_query_tile for three) and compares their busiest blocks. A tile costs, per key tile, in
+// hundredths of a two-warpgroup 128-row tile's time, by its warpgroups with rows (H100, s17's trials
+// of 2026-11-26 on models.yaml, turns in both): three 132 (BERT-base 512, SDXL self and ViT-B/16
+// items: 1.32-1.335), two 100 (BERT-base 512's 128-row tiles), one 91 (ViT-B/16's 5-row tiles). The
+// model read 1.01, 0.76, 0.95 and 0.90 where those trials measured 1.01, 0.77, 0.94 and 0.90 (stripes
+// at BERT-base 512, ViT-B/16 and SDXL self; ViT-B/16 with its short tiles last), and 1.10 against
+// 1.08 for the rotated tiles at BERT-base 512. kThreeTurnsMinGain covers that error; the walk is
+// O(items), and launches past kThreeTurnsMaxItems keep two.
+constexpr int kTurnsTileCost[4] = {0, 91, 100, 132};  // by warpgroups with rows: none, 1, 2, 3
+constexpr double kThreeTurnsMinGain = 1.02;
+constexpr int kThreeTurnsMaxItems = 16384;
+inline long long turns_busiest_block(int seq_len, int rows_per_tile, int heads, int sms, bool rotated) {
+  const int m_tiles = sdpa_ceil_div(seq_len, rows_per_tile);
+  const int items = m_tiles * heads, grid = std::min(items, sms);
+  long long busiest = 0;
+  for (int b = 0; b < grid; ++b) {
+    long long load = 0;
+    for (int w = b; w < items; w += grid) {
+      const int q_tile = rotated ? sdpa_warpspec::rotated_query_tile(w, m_tiles, grid) : m_tiles - 1 - w % m_tiles;
+      const int rows = std::min(rows_per_tile, seq_len - q_tile * rows_per_tile);
+      load += kTurnsTileCost[sdpa_ceil_div(rows, sdpa_warpspec::kWgmmaM)];
+    }
+    busiest = std::max(busiest, load);
+  }
+  return busiest;
+}
+inline bool three_turns_pay(const SdpaProblem& p, int sms) {
+  const int heads = p.batch * p.heads;  // (batch, head) pairs
+  constexpr int rows3 = ThreeTurnsConfig<64>::kBlockM, rows2 = LongPingpongConfig<64>::kBlockM;
+  if (p.causal || static_cast<long long>(sdpa_ceil_div(p.seq_len, rows2)) * heads > kThreeTurnsMaxItems) return false;
+  const long long three = turns_busiest_block(p.seq_len, rows3, heads, sms, /*rotated=*/true);
+  const long long two = turns_busiest_block(p.seq_len, rows2, heads, sms, /*rotated=*/false);
+  return static_cast<double>(three) * kThreeTurnsMinGain <= static_cast<double>(two);
 }
 // Short: two blocks per SM of 2 warpgroups: 2 * 128 * (24 + 232) = 65536.
 constexpr int kShortBlockN = 128;
@@ -225,6 +268,7 @@ struct SmemOf {  // the largest footprint of the instances this build may launch
     // 0 for an instance this build leaves out
     constexpr int policies = std::max({Layout<T, D, LongConfig<D>>::kSmemBytes, Layout<T, D, LongConfig2<D>>::kSmemBytes,
                                        kShortPingpong ? Layout<T, D, LongPingpongConfig<D>>::kSmemBytes : 0,
+                                       kThreeTurnsByModel ? Layout<T, D, ThreeTurnsConfig<D>>::kSmemBytes : 0,
                                        Layout<T, D, ShortConfig>::kSmemBytes});
     if constexpr (kKeySplit) {  // KeySplitConfig exists only when the knob is on
       return static_cast<size_t>(std::max(policies, Layout<T, D, KeySplitConfig<D>>::kSmemBytes));
@@ -254,6 +298,9 @@ extern "C" cudaError_t sdpa_forward(const SdpaProblem* problem, cudaStream_t str
     }
     if (policy == kLong) {
       const bool turns = turns_allowed<D>(*problem);
+      if constexpr (kThreeTurnsByModel && D == 64) {
+        if (turns && three_turns_pay(*problem, sms)) return launch_turns<T, D, ThreeTurnsConfig<D>>(*problem, stream);
+      }
       // Up to PINGPONG_MAX_SEQ keys the turns come first (they beat three warpgroups there, its trials).
       if constexpr (kShortPingpong) {
         if (turns && sdpa_warpspec::kv_len(*problem) <= PINGPONG_MAX_SEQ)
@@ -284,7 +331,7 @@ extern "C" const char* sdpa_stage_config() {
          " WS_PDL=" SDPA_STR(WS_PDL) " (programmatic dependent launch; 2: trigger before the epilogue)"
          " Q_STAGES=" SDPA_STR(Q_STAGES) " (long policy's Q buffers) SHORT_POLICY_ONE_WAVE="
          SDPA_STR(SHORT_POLICY_ONE_WAVE) " TURNS_PAST_MAX_SEQ=" SDPA_STR(TURNS_PAST_MAX_SEQ) " KV_MULTICAST=" SDPA_STR(KV_MULTICAST)
-         " DEFER_EPILOGUE=" SDPA_STR(DEFER_EPILOGUE) " WS_TURNS_WGS_D64=" SDPA_STR(WS_TURNS_WGS_D64)
+         " DEFER_EPILOGUE=" SDPA_STR(DEFER_EPILOGUE) " WS_TURNS_WGS_D64=" SDPA_STR(WS_TURNS_WGS_D64) " (0: 2 or 3 by the model)"
          " setmaxnreg producer/consumer: long 24/240, short 24/232 (2 blocks per SM), key split 24/240";
 }
 

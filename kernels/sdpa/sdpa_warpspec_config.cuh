@@ -107,17 +107,6 @@ constexpr bool kCausalSnake = WS_CAUSAL_ORDER == 1;
 #endif
 static_assert(WS_SOFTMAX_INTERLEAVE >= 0 && WS_SOFTMAX_INTERLEAVE <= 2, "WS_SOFTMAX_INTERLEAVE: 0, 1 or 2 (head_dim 128 only)");
 constexpr bool kSoftmaxInterleave = WS_SOFTMAX_INTERLEAVE != 0;
-// The order of a non-causal launch whose three warpgroups take turns (WS_TURNS_WGS_D64=3), where a
-// (batch, head)'s last query tile may be shorter than the others (512 rows: 192 + 192 + 128; 1
-// or 2 of 3 warpgroups with rows). 0: the stripes as every config walks them; when the grid is a
-// multiple of the tiles per (batch, head) (132 = 44 x 3), block b then gets query tile b % 3 in every
-// round, so a third of the blocks run only short tiles and the rest only long ones. 1: the tiles
-// of (batch, head) bh rotated by bh, so every block's rounds cycle through them. 2: every (batch,
-// head)'s full tiles first, then the short last tiles (the longest-first list of WS_CAUSAL_ORDER).
-#ifndef WS_TURNS_ORDER
-#define WS_TURNS_ORDER 0
-#endif
-static_assert(WS_TURNS_ORDER >= 0 && WS_TURNS_ORDER <= 2, "WS_TURNS_ORDER: 0 (stripes), 1 (rotated), 2 (short tiles last)");
 constexpr int kSoftmaxEarlyTiles = WS_SOFTMAX_EARLY_TILES;
 constexpr bool kWaitKInTurn = WS_WAIT_K_IN_TURN != 0;
 constexpr bool kRescaleInTurn = WS_RESCALE_IN_TURN != 0;
@@ -352,23 +341,31 @@ __device__ __forceinline__ int cta_bh(const Params& prm, int group_bh) {
   return (group_bh / groups) * prm.p.heads + (group_bh % groups) * kCtas + static_cast<int>(cluster_ctarank());
 }
 
+// Three warpgroups taking turns (WS_TURNS_WGS_D64), non-causal: a (batch, head)'s last query tile
+// may hold fewer rows than the others (512 = 192 + 192 + 128), and fewer warpgroups with rows run
+// it faster (sdpa_persistent_split.cuh's three_turns_pay). In stripes, block b takes tile
+// b % m_tiles in every round wherever the grid is a multiple of m_tiles (BERT-base 512: 132 = 44 x 3,
+// a third of the blocks only the short tiles): the tiles of each (batch, head) are rotated by the
+// round its first item falls in (constant per (batch, head), so still each tile once), and every
+// block cycles through them.
+template <class Cfg, bool kCausal>
+constexpr bool kRotatedTiles = Cfg::kPingpong && Cfg::kConsumerWGs == 3 && !kCausal && Cfg::kMulticastCtas == 1;
+// Item w's query tile, of m_tiles per (batch, head), on a persistent grid of `grid` blocks.
+__host__ __device__ __forceinline__ int rotated_query_tile(int w, int m_tiles, int grid) {
+  const int first_round = (w / m_tiles) * m_tiles / grid;
+  return m_tiles - 1 - (w % m_tiles + first_round) % m_tiles;
+}
+
 // Item w of the flat order (of the cluster's head groups), query tiles of one (batch, head)
 // consecutive and in descending order (causal: longest first); s9 runs one block per item.
 template <class Cfg, bool kCausal>
 __device__ __forceinline__ WorkTile decode_work(const Params& prm, int w, int split, int splits) {
-  constexpr bool kTurnsOrder = WS_TURNS_ORDER != 0 && Cfg::kPingpong && Cfg::kConsumerWGs == 3 && !kCausal &&
-                               Cfg::kMulticastCtas == 1;
-  const int m = prm.m_tiles;
-  if constexpr (kTurnsOrder && WS_TURNS_ORDER == 1) {
-    const int bh = w / m;
-    return make_work<Cfg, kCausal>(prm, bh, m - 1 - (w % m + bh) % m, split, splits);
+  if constexpr (kRotatedTiles<Cfg, kCausal>) {  // persistent: the grid is the stride
+    return make_work<Cfg, kCausal>(prm, w / prm.m_tiles, rotated_query_tile(w, prm.m_tiles, static_cast<int>(gridDim.x)),
+                                   split, splits);
   }
-  if constexpr (kTurnsOrder && WS_TURNS_ORDER == 2) {
-    const int full_items = (m - 1) * (prm.work_items / m);  // every (batch, head)'s tiles but its last
-    if (w >= full_items) return make_work<Cfg, kCausal>(prm, w - full_items, m - 1, split, splits);
-    return make_work<Cfg, kCausal>(prm, w / (m - 1), m - 2 - w % (m - 1), split, splits);
-  }
-  return make_work<Cfg, kCausal>(prm, cta_bh<Cfg>(prm, w / m), m - 1 - w % m, split, splits);
+  return make_work<Cfg, kCausal>(prm, cta_bh<Cfg>(prm, w / prm.m_tiles), prm.m_tiles - 1 - w % prm.m_tiles, split,
+                                 splits);
 }
 
 // Causal pairs (persistent configs): a block takes query tiles

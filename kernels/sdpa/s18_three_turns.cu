@@ -1,0 +1,60 @@
+/*
+s18_three_turns: at head_dim 64, a non-causal launch runs three consumer
+warpgroups taking turns on 192-row items where a model of its blocks' loads
+says that beats two on 128-row items.
+
+What it is
+  s17_interleaved_softmax with WS_TURNS_WGS_D64=0 (sdpa_persistent_split.cuh's
+  ThreeTurnsConfig and three_turns_pay; sdpa_warpspec.cuh's turn_barrier):
+  the turns go round three warpgroups as FlashAttention-3's warp scheduler
+  barriers do (warpgroup c waits on its own barrier and, its GEMMs issued,
+  arrives on c+1's), and the blocks walk each (batch, head)'s query tiles
+  rotated by the round its first item falls in (rotated_query_tile).
+
+Changes vs parent s17_interleaved_softmax, and why
+  - With two warpgroups at head_dim 64 a key tile's softmax (the timeline
+    trials: about half of a middle tile's cycles) is longer than the other
+    warpgroup's two GEMMs, so the tensor pipe waits for it every turn. With
+    three, each softmax runs under two other warpgroups' GEMMs: more rows
+    per unit of time, for the same main loop (tools/sass_loops.py: the
+    two-warpgroup loop's instructions, no R2UR, no spills at 160 registers).
+  - A 192-row item is coarser: a head of 512 rows is 192 + 192 + 128, of 197
+    rows 192 + 5, and 132 blocks then deal whole rounds of them. Where the
+    grid is a multiple of the tiles per head, plain stripes give each block
+    the same tile in every round (a third of the blocks at BERT-base 512
+    run only the 128-row ones); the rotation cycles every block through
+    them.
+  - The host compares the busiest block of both launches, tile costs
+    calibrated on s17's trials (three_turns_pay's comment); three
+    warpgroups where that gains at least 2%, two elsewhere (ViT's 197
+    rows, SDXL's 4096 on 132 SMs, every causal launch).
+
+Knobs: s17's (s17_interleaved_softmax.cu), and
+  WS_TURNS_WGS_D64=0   2: two warpgroups everywhere (s17); 3: three on
+                       every head_dim-64 turns launch (its trials)
+
+Scope: as s10_general.
+
+Run: stagelab run --stage s18_three_turns --params params/models.yaml
+*/
+#define SDPA_GENERAL_PROBLEM 1
+#ifndef Q_STAGES
+#define Q_STAGES 2
+#endif
+#ifndef SHORT_POLICY_ONE_WAVE
+#define SHORT_POLICY_ONE_WAVE 1
+#endif
+#ifndef TURNS_PAST_MAX_SEQ
+#define TURNS_PAST_MAX_SEQ 1
+#endif
+#ifndef WS_CAUSAL_ORDER
+#define WS_CAUSAL_ORDER 1
+#endif
+#ifndef WS_SOFTMAX_INTERLEAVE
+#define WS_SOFTMAX_INTERLEAVE 2
+#endif
+#ifndef WS_TURNS_WGS_D64
+#define WS_TURNS_WGS_D64 0
+#endif
+#define PERSISTENT_SPLIT_STAGE "s18_three_turns"
+#include "sdpa_persistent_split.cuh"
