@@ -155,43 +155,23 @@ inline bool wgs3_pays_off(const SdpaProblem& p, int sms) {
   const int waves2 = sdpa_ceil_div(sdpa_ceil_div(p.seq_len, rows2) * p.heads * p.batch, sms);
   return waves3 * rows3 * 100 < waves2 * rows2 * gain_percent;
 }
-// Whether a non-causal head_dim-64 launch runs faster with three warpgroups taking turns than two.
-// Per row, three are faster: each softmax (1150-1370 cycles of a 2120-2370-cycle key tile with two,
-// the timeline trials) hides under two other warpgroups' GEMMs. But a 192-row item leaves ragged
-// last tiles and rounds: the model deals both launches' query tiles to the blocks as WorkOrder does
-// (rotated_query_tile for three) and compares their busiest blocks. A tile costs, per key tile, in
-// hundredths of a two-warpgroup 128-row tile's time, by its warpgroups with rows (H100, s17's trials
-// of 2026-11-26 on models.yaml, turns in both): three 132 (BERT-base 512, SDXL self and ViT-B/16
-// items: 1.32-1.335), two 100 (BERT-base 512's 128-row tiles), one 91 (ViT-B/16's 5-row tiles). The
-// model read 1.01, 0.76, 0.95 and 0.90 where those trials measured 1.01, 0.77, 0.94 and 0.90 (stripes
-// at BERT-base 512, ViT-B/16 and SDXL self; ViT-B/16 with its short tiles last), and 1.10 against
-// 1.08 for the rotated tiles at BERT-base 512. kThreeTurnsMinGain covers that error; the walk is
-// O(items), and launches past kThreeTurnsMaxItems keep two.
-constexpr int kTurnsTileCost[4] = {0, 91, 100, 132};  // by warpgroups with rows: none, 1, 2, 3
+// Whether a non-causal head_dim-64 launch runs faster with three warpgroups taking turns than two:
+// the busiest block of three's best plan (sdpa_warpspec_launch.cuh's plan_three_turns, its model)
+// at least kThreeTurnsMinGain under two's (128-row items in stripes). The gain covers the model's
+// error (it read 1.10 where BERT-base 512's rotated stripes measured 1.08).
 constexpr double kThreeTurnsMinGain = 1.02;
-constexpr int kThreeTurnsMaxItems = 16384;
-inline long long turns_busiest_block(int seq_len, int rows_per_tile, int heads, int sms, bool rotated) {
-  const int m_tiles = sdpa_ceil_div(seq_len, rows_per_tile);
-  const int items = m_tiles * heads, grid = std::min(items, sms);
-  long long busiest = 0;
-  for (int b = 0; b < grid; ++b) {
-    long long load = 0;
-    for (int w = b; w < items; w += grid) {
-      const int q_tile = rotated ? sdpa_warpspec::rotated_query_tile(w, m_tiles, grid) : m_tiles - 1 - w % m_tiles;
-      const int rows = std::min(rows_per_tile, seq_len - q_tile * rows_per_tile);
-      load += kTurnsTileCost[sdpa_ceil_div(rows, sdpa_warpspec::kWgmmaM)];
-    }
-    busiest = std::max(busiest, load);
-  }
-  return busiest;
-}
+template <typename T>
 inline bool three_turns_pay(const SdpaProblem& p, int sms) {
-  const int heads = p.batch * p.heads;  // (batch, head) pairs
+  using sdpa_warpspec::kTurnsMaxItems;
   constexpr int rows3 = ThreeTurnsConfig<64>::kBlockM, rows2 = LongPingpongConfig<64>::kBlockM;
-  if (p.causal || static_cast<long long>(sdpa_ceil_div(p.seq_len, rows2)) * heads > kThreeTurnsMaxItems) return false;
-  const long long three = turns_busiest_block(p.seq_len, rows3, heads, sms, /*rotated=*/true);
-  const long long two = turns_busiest_block(p.seq_len, rows2, heads, sms, /*rotated=*/false);
-  return static_cast<double>(three) * kThreeTurnsMinGain <= static_cast<double>(two);
+  const int heads = p.batch * p.heads, m_tiles2 = sdpa_ceil_div(p.seq_len, rows2);
+  if (p.causal || static_cast<long long>(m_tiles2) * heads > kTurnsMaxItems) return false;
+  const auto three = sdpa_warpspec::cached_three_turns_plan<rows3>(p, sms, sdpa_warpspec::kv_bytes_of<T, 64>(p),
+                                                                   sdpa_warpspec::l2_cache_bytes());
+  std::vector<long long> loads;
+  const long long two = sdpa_warpspec::turns_busiest_block(p.seq_len, heads, rows2, m_tiles2, m_tiles2, sms,
+                                                           sdpa_warpspec::TurnsDeal::kStripes, loads);
+  return static_cast<double>(three.busiest) * kThreeTurnsMinGain <= static_cast<double>(two);
 }
 // Short: two blocks per SM of 2 warpgroups: 2 * 128 * (24 + 232) = 65536.
 constexpr int kShortBlockN = 128;
@@ -299,7 +279,7 @@ extern "C" cudaError_t sdpa_forward(const SdpaProblem* problem, cudaStream_t str
     if (policy == kLong) {
       const bool turns = turns_allowed<D>(*problem);
       if constexpr (kThreeTurnsByModel && D == 64) {
-        if (turns && three_turns_pay(*problem, sms)) return launch_turns<T, D, ThreeTurnsConfig<D>>(*problem, stream);
+        if (turns && three_turns_pay<T>(*problem, sms)) return launch_turns<T, D, ThreeTurnsConfig<D>>(*problem, stream);
       }
       // Up to PINGPONG_MAX_SEQ keys the turns come first (they beat three warpgroups there, its trials).
       if constexpr (kShortPingpong) {

@@ -174,6 +174,14 @@ struct Consumer {
     lane = ctid % kWarpSize;
   }
 
+  // Where an item's rows end: a mixed-tiles item's own end (kMixedTiles), else the sequence's.
+  __device__ __forceinline__ int rows_end(const WorkTile& wt) const {
+    if constexpr (kMixedTiles<Cfg, kCausal>) {  // from q_begin: one register less across the main loop
+      const bool big = wt.q_begin < prm.big_tiles * Cfg::kBlockM;
+      return min(wt.q_begin + (big ? Cfg::kBlockM : Cfg::kBlockM - kWgmmaM), prm.p.seq_len);
+    }
+    return prm.p.seq_len;
+  }
   // This warpgroup's first query row within the block's tile.
   __device__ __forceinline__ int wg_row0() const { return Cfg::kKeySplit ? 0 : cwg * kWgmmaM; }
   // The turns go round the consumer warpgroups in order, as FlashAttention-3's
@@ -321,11 +329,11 @@ struct Consumer {
   // warpgroups take (tiles + 1) pingpong turns per item, whatever they compute.
   __device__ __forceinline__ int mainloop(const WorkTile& wt, int ring) {
     if constexpr (Cfg::kKeySplit) return mainloop_key_split(wt, ring);
-    const int S = prm.p.seq_len;
+    const int end_row = rows_end(wt);
     const int wg_q0 = wt.q_begin + wg_row0();
     const int offset = key_offset(prm.p);  // causal: the keys query wg_q0 sees end at wg_q0 + offset
     const int needed =
-        wg_q0 < S ? sdpa_ceil_div(sdpa_kv_end(wg_q0 + offset, kWgmmaM, kv_len(prm.p), kCausal), kBlockN) : 0;
+        wg_q0 < end_row ? sdpa_ceil_div(sdpa_kv_end(wg_q0 + offset, kWgmmaM, kv_len(prm.p), kCausal), kBlockN) : 0;
     const int tiles = wt.kt_end - wt.kt_begin;
     const int mine = max(0, min(wt.kt_end, needed) - wt.kt_begin);
     // a deferred epilogue still reads O: first_tile zeroes it after the store
@@ -380,13 +388,13 @@ struct Consumer {
   // Item `item`'s O (its Q buffer stages it), normalised by l.
   __device__ __forceinline__ void store(const WorkTile& wt, const float (&l)[Tile::kRowsPerThread], int item) {
     const SdpaProblem& p = prm.p;
-    if (wt.q_begin + wg_row0() < p.seq_len) {
+    if (wt.q_begin + wg_row0() < rows_end(wt)) {
       T* o_g = sdpa_head_ptr(static_cast<T*>(p.out), p.out_strides, wt.b, wt.h) +
                static_cast<int64_t>(wt.q_begin) * p.out_strides.seq;
       int row_base = wg_row0() + warp_in_wg * Tile::kWarpRows;
       if constexpr (kLateEpilogueAddresses) asm volatile("" : "+r"(row_base));
       tile.template store_o<Cfg::kBlockM>(smem + q_offset<L>(item), row_base, o_g, p.out_strides.seq,
-                                          p.seq_len - wt.q_begin, lane, l);
+                                          rows_end(wt) - wt.q_begin, lane, l);
     }
     fence_proxy_async_shared();  // the staging writes precede the next Q's TMA overwrite
     release(empty_q_bar<Cfg>(bars, item));

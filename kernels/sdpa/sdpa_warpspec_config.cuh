@@ -117,6 +117,12 @@ struct Params {
   int m_tiles;     // query tiles per (batch, head)
   int work_items;  // m_tiles * heads * batch
   int causal_snake;  // WS_CAUSAL_ORDER=1: this launch walks the longest-first snake (the host's snake_pays)
+  // Three warpgroups taking turns, non-causal (kMixedTiles): each (batch, head)'s first big_tiles items
+  // hold kBlockM rows, its other m_tiles - big_tiles one warpgroup's fewer; turns_snake 1: every
+  // big item first, then the short ones, dealt in a snake; 0: stripes, rotated (the host's plan_three_turns).
+  int big_tiles;
+  int big_items;  // big_tiles * (batch, head)s: where the snake's list turns to the short items
+  int turns_snake;
 };
 
 // The problem as the kernel reads it (sdpa_api.h). Without SDPA_GENERAL_PROBLEM these fold to
@@ -341,29 +347,45 @@ __device__ __forceinline__ int cta_bh(const Params& prm, int group_bh) {
   return (group_bh / groups) * prm.p.heads + (group_bh % groups) * kCtas + static_cast<int>(cluster_ctarank());
 }
 
-// Three warpgroups taking turns (WS_TURNS_WGS_D64), non-causal: a (batch, head)'s last query tile
-// may hold fewer rows than the others (512 = 192 + 192 + 128), and fewer warpgroups with rows run
-// it faster (sdpa_persistent_split.cuh's three_turns_pay). In stripes, block b takes tile
-// b % m_tiles in every round wherever the grid is a multiple of m_tiles (BERT-base 512: 132 = 44 x 3,
-// a third of the blocks only the short tiles): the tiles of each (batch, head) are rotated by the
-// round its first item falls in (constant per (batch, head), so still each tile once), and every
-// block cycles through them.
+// Three warpgroups taking turns (WS_TURNS_WGS_D64), non-causal: each (batch, head)'s rows cut into
+// Params::big_tiles items of kBlockM rows, then items of one warpgroup's fewer; one list of every
+// (batch, head)'s big items, then every one's short items, dealt round by round to the blocks, round
+// k forward, or with Params::turns_snake backward when k is odd (the host's plan_three_turns picks
+// the cut and the deal).
+// - Without short items (BERT-base 512: 192 + 192 + 128 rows): a (batch, head)'s last item may hold
+//   fewer rows than the others, and fewer warpgroups with rows run it faster. Dealt head by head,
+//   block b would take tile b % m_tiles in every round wherever the grid is a multiple of m_tiles
+//   (132 = 44 x 3: a third of the blocks only the short tiles), so each (batch, head)'s tiles are
+//   rotated by the round its first item lands in (constant per (batch, head): still each tile once).
+// - With short items, in the snake (SDXL self: 14 big and 11 short items a head): the short items
+//   come last and even out the rounds' raggedness.
 template <class Cfg, bool kCausal>
-constexpr bool kRotatedTiles = Cfg::kPingpong && Cfg::kConsumerWGs == 3 && !kCausal && Cfg::kMulticastCtas == 1;
-// Item w's query tile, of m_tiles per (batch, head), on a persistent grid of `grid` blocks.
-__host__ __device__ __forceinline__ int rotated_query_tile(int w, int m_tiles, int grid) {
-  const int first_round = (w / m_tiles) * m_tiles / grid;
-  return m_tiles - 1 - (w % m_tiles + first_round) % m_tiles;
+constexpr bool kMixedTiles = Cfg::kPingpong && Cfg::kConsumerWGs == 3 && !kCausal && Cfg::kMulticastCtas == 1;
+// Position q of that list on `grid` blocks: its (batch, head) and tile index.
+__host__ __device__ __forceinline__ void mixed_item(int q, int m_tiles, int big_tiles, int big_items, int grid, int& bh,
+                                                    int& tile) {
+  if (q < big_items) {
+    bh = q / big_tiles;
+    tile = (q % big_tiles + bh * big_tiles / grid) % big_tiles;
+  } else {
+    const int small_tiles = m_tiles - big_tiles;
+    bh = (q - big_items) / small_tiles;
+    tile = big_tiles + (q - big_items) % small_tiles;
+  }
+}
+// Tile `tile` of (batch, head) `bh` under mixed tiles; its end row is rows_end's (sdpa_warpspec.cuh).
+template <class Cfg, bool kCausal>
+__device__ __forceinline__ WorkTile make_mixed_work(const Params& prm, int bh, int tile) {
+  constexpr int kBigRows = Cfg::kBlockM, kSmallRows = Cfg::kBlockM - kWgmmaM;
+  WorkTile t = make_work<Cfg, kCausal>(prm, bh, 0, 0, 1);  // non-causal: every item the same key tiles
+  t.q_begin = tile < prm.big_tiles ? tile * kBigRows : prm.big_tiles * kBigRows + (tile - prm.big_tiles) * kSmallRows;
+  return t;
 }
 
 // Item w of the flat order (of the cluster's head groups), query tiles of one (batch, head)
 // consecutive and in descending order (causal: longest first); s9 runs one block per item.
 template <class Cfg, bool kCausal>
 __device__ __forceinline__ WorkTile decode_work(const Params& prm, int w, int split, int splits) {
-  if constexpr (kRotatedTiles<Cfg, kCausal>) {  // persistent: the grid is the stride
-    return make_work<Cfg, kCausal>(prm, w / prm.m_tiles, rotated_query_tile(w, prm.m_tiles, static_cast<int>(gridDim.x)),
-                                   split, splits);
-  }
   return make_work<Cfg, kCausal>(prm, cta_bh<Cfg>(prm, w / prm.m_tiles), prm.m_tiles - 1 - w % prm.m_tiles, split,
                                  splits);
 }
@@ -425,6 +447,14 @@ struct WorkOrder {
           q_tile = (k & 1) ? shorter : longer;
         }
         body(make_work<Cfg, kCausal>(prm, cta_bh<Cfg>(prm, group), q_tile, split, splits), local++);
+      }
+    } else if constexpr (kMixedTiles<Cfg, kCausal>) {  // one call site, as above
+      for (int k = 0;; ++k) {
+        const int q = k * stride + ((prm.turns_snake != 0 && (k & 1)) ? stride - 1 - first : first);
+        if (q >= prm.work_items) break;
+        int bh, tile;
+        mixed_item(q, prm.m_tiles, prm.big_tiles, prm.big_items, stride, bh, tile);
+        body(make_mixed_work<Cfg, kCausal>(prm, bh, tile), local++);
       }
     } else {
       for (int w = first; w < units(prm); w += stride) body(decode_work<Cfg, kCausal>(prm, w, split, splits), local++);

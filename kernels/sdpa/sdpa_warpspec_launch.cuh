@@ -60,6 +60,19 @@ cudaError_t max_active_clusters(Kernel kernel, size_t smem, int threads, int cta
   return err;
 }
 
+// The device's L2 in bytes (0 where it cannot be read: no snake, no mixed tiles).
+inline int l2_cache_bytes() {
+  int device = 0, l2_bytes = 0;
+  if (cudaGetDevice(&device) != cudaSuccess || cudaDeviceGetAttribute(&l2_bytes, cudaDevAttrL2CacheSize, device) != cudaSuccess)
+    return 0;
+  return l2_bytes;
+}
+// K and V of the whole problem, in bytes.
+template <typename T, int D>
+inline double kv_bytes_of(const SdpaProblem& p) {
+  return 2.0 * p.batch * p.kv_heads * static_cast<double>(kv_len(p)) * D * sizeof(T);  // K and V
+}
+
 // WS_CAUSAL_ORDER=1: whether this causal launch walks the longest-first snake instead of causal
 // pairs on `blocks` persistent blocks. The snake runs every (batch, head)'s items at once where
 // pairs run a few heads' at a time, so it goes only where all of K and V fit in kSnakeL2Share of
@@ -79,12 +92,8 @@ inline bool snake_pays(const Params& prm, int blocks) {
     const SdpaProblem& p = prm.p;
     const int groups = prm.work_items / prm.m_tiles / Cfg::kMulticastCtas;
     if (prm.work_items > kSnakeMaxItems || blocks < 1 || groups < 1) return false;
-    int device = 0, l2_bytes = 0;
-    if (cudaGetDevice(&device) != cudaSuccess ||
-        cudaDeviceGetAttribute(&l2_bytes, cudaDevAttrL2CacheSize, device) != cudaSuccess)
-      return false;
-    const double kv_bytes = 2.0 * p.batch * p.kv_heads * static_cast<double>(kv_len(p)) * D * sizeof(T);  // K and V
-    if (kv_bytes > kSnakeL2Share * l2_bytes) return false;
+    const int l2_bytes = l2_cache_bytes();
+    if (l2_bytes == 0 || kv_bytes_of<T, D>(p) > kSnakeL2Share * l2_bytes) return false;
     const auto cost = [&](int q_tile) { return key_tiles<Cfg, kCausal>(p, q_tile) + 1; };  // + the item's own
     // pairs: block b takes units b, b + blocks, ...; a unit is query tiles j and m-1-j of one group
     const int pairs = sdpa_ceil_div(prm.m_tiles, 2);
@@ -112,6 +121,88 @@ inline bool snake_pays(const Params& prm, int blocks) {
   }
 }
 
+// Three warpgroups taking turns, non-causal (kMixedTiles): how the items are cut and dealt, and the
+// busiest block's load. Per row three warpgroups are faster than two: each softmax hides under two
+// other warpgroups' GEMMs. But 192-row items leave ragged last tiles and rounds, so the host models
+// both launches' blocks as WorkOrder deals them. A tile costs, per key tile, in hundredths of a
+// two-warpgroup 128-row tile's time, by its warpgroups with rows (H100, s17's trials of
+// 2026-11-26 on models.yaml, turns in both): three 132 (BERT-base 512, SDXL self and ViT-B/16 items:
+// 1.32-1.335), two 100 (BERT-base 512's 128-row tiles), one 91 (ViT-B/16's 5-row tiles). The model
+// read 1.01, 0.76, 0.95 and 0.90 where those trials measured 1.01, 0.77, 0.94 and 0.90 (plain
+// stripes at BERT-base 512, ViT-B/16 and SDXL self; ViT-B/16 with its short tiles last), and 1.10
+// against 1.08 for the rotated stripes at BERT-base 512. The snake's short items come after every
+// big one, so a (batch, head)'s K/V is read twice: only where all of K and V fit in kSnakeL2Share
+// of L2 (BERT-base 512's 48 MB did not: its short-tiles-last trial measured 1.00 where the model
+// read 1.10).
+constexpr int kTurnsTileCost[4] = {0, 91, 100, 132};  // by warpgroups with rows: none, 1, 2, 3
+// kStripes: two warpgroups' head-major stripes; kMixed: WorkOrder's list of big then short items
+// (kMixedTiles), dealt forward every round; kSnake: the same list, odd rounds backward.
+enum class TurnsDeal { kStripes, kMixed, kSnake };
+struct TurnsPlan {
+  long long busiest = 0;  // the busiest block's load (kTurnsTileCost units per key tile)
+  int big_tiles = 0, m_tiles = 0;
+  bool snake = false;
+};
+// `heads` (batch, head)s of `seq_len` rows, each cut into big_tiles items of big_rows rows and
+// m_tiles - big_tiles of big_rows - kWgmmaM (the last clipped to seq_len), dealt to min(items, sms) blocks.
+inline long long turns_busiest_block(int seq_len, int heads, int big_rows, int big_tiles, int m_tiles, int sms,
+                                     TurnsDeal deal, std::vector<long long>& loads) {
+  const int items = heads * m_tiles, grid = min(items, sms);
+  loads.assign(static_cast<size_t>(grid), 0);
+  const auto rows_of = [&](int tile) {
+    const int begin = tile < big_tiles ? tile * big_rows : big_tiles * big_rows + (tile - big_tiles) * (big_rows - kWgmmaM);
+    const int rows = tile < big_tiles ? big_rows : big_rows - kWgmmaM;
+    return max(0, min(rows, seq_len - begin));
+  };
+  for (int q = 0; q < items; ++q) {  // list position q: block slot of round q / grid, or mirrored (the snake)
+    const int round = q / grid, slot = q % grid;
+    const int block = deal == TurnsDeal::kSnake && round % 2 == 1 ? grid - 1 - slot : slot;
+    int bh = 0, tile = m_tiles - 1 - q % m_tiles;  // kStripes: the head-major descending stripes
+    if (deal != TurnsDeal::kStripes) mixed_item(q, m_tiles, big_tiles, heads * big_tiles, grid, bh, tile);
+    loads[static_cast<size_t>(block)] += kTurnsTileCost[sdpa_ceil_div(rows_of(tile), kWgmmaM)];
+  }
+  return *std::max_element(loads.begin(), loads.end());
+}
+// Past this many items the O(items) walks are skipped: rotated stripes of whole items (three_turns_pay: two).
+constexpr int kTurnsMaxItems = 16384;
+// The best cut and deal for three warpgroups of kBlockM = 192 rows: rotated stripes of whole 192-row
+// items, or (K/V in L2) the snake over every split into big and short items.
+template <int kBlockM>
+inline TurnsPlan plan_three_turns(const SdpaProblem& p, int sms, double kv_bytes, int l2_bytes) {
+  std::vector<long long> loads;
+  const int heads = p.batch * p.heads;
+  TurnsPlan best;
+  best.m_tiles = best.big_tiles = sdpa_ceil_div(p.seq_len, kBlockM);
+  if (static_cast<long long>(best.m_tiles) * heads > kTurnsMaxItems) return best;  // unmodelled: rotated stripes
+  best.busiest = turns_busiest_block(p.seq_len, heads, kBlockM, best.big_tiles, best.m_tiles, sms, TurnsDeal::kMixed, loads);
+  if (kv_bytes > kSnakeL2Share * l2_bytes) return best;
+  for (int big = 0; big * kBlockM < p.seq_len + kBlockM; ++big) {
+    const int rest = max(0, p.seq_len - big * kBlockM);
+    const int m_tiles = big + sdpa_ceil_div(rest, kBlockM - kWgmmaM);
+    if (big == m_tiles) continue;  // no short item: the rotated stripes above
+    const long long busiest = turns_busiest_block(p.seq_len, heads, kBlockM, big, m_tiles, sms, TurnsDeal::kSnake, loads);
+    if (busiest < best.busiest) best = TurnsPlan{busiest, big, m_tiles, true};
+  }
+  return best;
+}
+// The plan for this problem, remembered for the last few problems (each plan walks every item of
+// every cut: tens of microseconds at SDXL self).
+template <int kBlockM>
+inline TurnsPlan cached_three_turns_plan(const SdpaProblem& p, int sms, double kv_bytes, int l2_bytes) {
+  struct Entry {
+    int batch_heads = -1, seq_len = -1, sms = -1;
+    double kv_bytes = -1;
+    TurnsPlan plan;
+  };
+  thread_local Entry cache[4];
+  thread_local int next = 0;
+  for (const Entry& e : cache)
+    if (e.batch_heads == p.batch * p.heads && e.seq_len == p.seq_len && e.sms == sms && e.kv_bytes == kv_bytes) return e.plan;
+  Entry& e = cache[next];
+  next = (next + 1) % 4;
+  e = Entry{p.batch * p.heads, p.seq_len, sms, kv_bytes, plan_three_turns<kBlockM>(p, sms, kv_bytes, l2_bytes)};
+  return e.plan;
+}
 template <typename T, int D, class Cfg, bool kCausal, bool kScalePositive>
 cudaError_t launch_instance(const Params& prm_in, int splits, cudaStream_t stream) {
   Params prm = prm_in;
@@ -146,6 +237,15 @@ cudaError_t launch(const SdpaProblem& p, int splits, cudaStream_t stream) {
   Params prm{};
   prm.p = p;
   prm.m_tiles = sdpa_ceil_div(p.seq_len, Cfg::kBlockM);
+  if constexpr (kMixedTiles<Cfg, false>) {  // three warpgroups in turns: the host's cut and deal
+    if (!p.causal) {
+      const TurnsPlan plan = cached_three_turns_plan<Cfg::kBlockM>(p, sm_count(), kv_bytes_of<T, D>(p), l2_cache_bytes());
+      prm.m_tiles = plan.m_tiles;
+      prm.big_tiles = plan.big_tiles;
+      prm.big_items = plan.big_tiles * p.heads * p.batch;
+      prm.turns_snake = plan.snake ? 1 : 0;
+    }
+  }
   prm.work_items = prm.m_tiles * p.heads * p.batch;
   const CUtensorMapDataType dtype = tensor_map_dtype(p.dtype);
   cudaError_t err = encode_tensor_map(&prm.q_map, p.q, p.q_strides, p, dtype, Cfg::kBlockM);
