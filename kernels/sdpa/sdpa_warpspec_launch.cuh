@@ -125,21 +125,24 @@ inline bool snake_pays(const Params& prm, int blocks) {
 // busiest block's load. Per row three warpgroups are faster than two: each softmax hides under two
 // other warpgroups' GEMMs. But 192-row items leave ragged last tiles and rounds, so the host models
 // both launches' blocks as WorkOrder deals them. A tile costs, per key tile, in hundredths of a
-// two-warpgroup 128-row tile's time, by its warpgroups with rows (H100, s17's trials of
-// 2026-11-26 on models.yaml, turns in both): three 132 (BERT-base 512, SDXL self and ViT-B/16 items:
-// 1.32-1.335), two 100 (BERT-base 512's 128-row tiles), one 91 (ViT-B/16's 5-row tiles). The model
-// read 1.01, 0.76, 0.95 and 0.90 where those trials measured 1.01, 0.77, 0.94 and 0.90 (plain
-// stripes at BERT-base 512, ViT-B/16 and SDXL self; ViT-B/16 with its short tiles last), and 1.10
-// against 1.08 for the rotated stripes at BERT-base 512. The snake's short items come after every
-// big one, so a (batch, head)'s K/V is read twice: only where all of K and V fit in kSnakeL2Share
-// of L2 (BERT-base 512's 48 MB did not: its short-tiles-last trial measured 1.00 where the model
-// read 1.10).
-constexpr int kTurnsTileCost[4] = {0, 91, 100, 132};  // by warpgroups with rows: none, 1, 2, 3
-// kStripes: two warpgroups' head-major stripes; kMixed: WorkOrder's list of big then short items
+// two-warpgroup 128-row tile's time, by its warpgroups with rows (H100, turns in both):
+// - three warpgroups: three with rows 132 (s17's trials of 2026-11-26 with three everywhere:
+//   BERT-base 512, SDXL self and ViT-B/16 items at 1.32-1.335), one 91 (ViT-B/16's 5-row tiles, its
+//   trial with the short tiles last), two 112 (s18's runs at BERT-base 512 and SDXL self: the model
+//   reads 1.064 and 1.025 over s17 where they measured 1.059-1.072 and 1.024);
+// - two warpgroups: two with rows 100, one 91.
+// The model reads 1.01, 0.76 and 0.95 where s17's trials with three warpgroups in plain stripes
+// measured 1.01, 0.77 and 0.94 (BERT-base 512, ViT-B/16, SDXL self). The snake's short items come
+// after every big one, so a (batch, head)'s K/V is read twice: only where all of K and V fit in
+// kSnakeL2Share of L2 (BERT-base 512's 48 MB did not: its short-tiles-last trial measured 1.00 where
+// the model read 1.10).
+constexpr int kThreeTurnsTileCost[4] = {0, 91, 112, 132};  // by warpgroups with rows: none, 1, 2, 3
+constexpr int kTwoTurnsTileCost[3] = {0, 91, 100};
+// kStripes: two warpgroups' head-major stripes (128-row tiles); kMixed: WorkOrder's list of big then short items
 // (kMixedTiles), dealt forward every round; kSnake: the same list, odd rounds backward.
 enum class TurnsDeal { kStripes, kMixed, kSnake };
 struct TurnsPlan {
-  long long busiest = 0;  // the busiest block's load (kTurnsTileCost units per key tile)
+  long long busiest = 0;  // the busiest block's load (kThreeTurnsTileCost units per key tile)
   int big_tiles = 0, m_tiles = 0;
   bool snake = false;
 };
@@ -159,7 +162,8 @@ inline long long turns_busiest_block(int seq_len, int heads, int big_rows, int b
     const int block = deal == TurnsDeal::kSnake && round % 2 == 1 ? grid - 1 - slot : slot;
     int bh = 0, tile = m_tiles - 1 - q % m_tiles;  // kStripes: the head-major descending stripes
     if (deal != TurnsDeal::kStripes) mixed_item(q, m_tiles, big_tiles, heads * big_tiles, grid, bh, tile);
-    loads[static_cast<size_t>(block)] += kTurnsTileCost[sdpa_ceil_div(rows_of(tile), kWgmmaM)];
+    const int warpgroups = sdpa_ceil_div(rows_of(tile), kWgmmaM);
+    loads[static_cast<size_t>(block)] += deal == TurnsDeal::kStripes ? kTwoTurnsTileCost[warpgroups] : kThreeTurnsTileCost[warpgroups];
   }
   return *std::max_element(loads.begin(), loads.end());
 }
@@ -176,10 +180,9 @@ inline TurnsPlan plan_three_turns(const SdpaProblem& p, int sms, double kv_bytes
   if (static_cast<long long>(best.m_tiles) * heads > kTurnsMaxItems) return best;  // unmodelled: rotated stripes
   best.busiest = turns_busiest_block(p.seq_len, heads, kBlockM, best.big_tiles, best.m_tiles, sms, TurnsDeal::kMixed, loads);
   if (kv_bytes > kSnakeL2Share * l2_bytes) return best;
-  for (int big = 0; big * kBlockM < p.seq_len + kBlockM; ++big) {
-    const int rest = max(0, p.seq_len - big * kBlockM);
-    const int m_tiles = big + sdpa_ceil_div(rest, kBlockM - kWgmmaM);
-    if (big == m_tiles) continue;  // no short item: the rotated stripes above
+  // most big items first: of cuts the model ties, the one with the fewest short items (their cost is the less measured)
+  for (int big = best.big_tiles - 1; big >= 0; --big) {
+    const int m_tiles = big + sdpa_ceil_div(p.seq_len - big * kBlockM, kBlockM - kWgmmaM);
     const long long busiest = turns_busiest_block(p.seq_len, heads, kBlockM, big, m_tiles, sms, TurnsDeal::kSnake, loads);
     if (busiest < best.busiest) best = TurnsPlan{busiest, big, m_tiles, true};
   }
