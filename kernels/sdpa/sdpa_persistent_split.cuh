@@ -157,8 +157,8 @@ inline bool wgs3_pays_off(const SdpaProblem& p, int sms) {
 }
 // Whether a non-causal head_dim-64 launch runs faster with three warpgroups taking turns than two:
 // the busiest block of three's best plan (sdpa_warpspec_launch.cuh's plan_three_turns, its model)
-// at least kThreeTurnsMinGain under two's (128-row items in stripes). The gain covers the model's
-// error (it read 1.10 where BERT-base 512's rotated stripes measured 1.08).
+// at least kThreeTurnsMinGain under two's (128-row items in stripes). The margin covers the model's
+// error where it was measured (1-2%; the one launch it misses is in sdpa_warpspec_launch.cuh's comment).
 constexpr double kThreeTurnsMinGain = 1.02;
 template <typename T>
 inline bool three_turns_pay(const SdpaProblem& p, int sms) {

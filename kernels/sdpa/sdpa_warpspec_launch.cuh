@@ -135,7 +135,8 @@ inline bool snake_pays(const Params& prm, int blocks) {
 // measured 1.01, 0.77 and 0.94 (BERT-base 512, ViT-B/16, SDXL self). The snake's short items come
 // after every big one, so a (batch, head)'s K/V is read twice: only where all of K and V fit in
 // kSnakeL2Share of L2 (BERT-base 512's 48 MB did not: its short-tiles-last trial measured 1.00 where
-// the model read 1.10).
+// the model read 1.10). Where the model misses: (4,16,4096,64) reads 1.10 over two warpgroups and
+// measured 1.007x (H100 throughput, power-capped) and 0.997x (cold); not understood yet.
 constexpr int kThreeTurnsTileCost[4] = {0, 91, 112, 132};  // by warpgroups with rows: none, 1, 2, 3
 constexpr int kTwoTurnsTileCost[3] = {0, 91, 100};
 // kStripes: two warpgroups' head-major stripes (128-row tiles); kMixed: WorkOrder's list of big then short items
@@ -193,17 +194,19 @@ inline TurnsPlan plan_three_turns(const SdpaProblem& p, int sms, double kv_bytes
 template <int kBlockM>
 inline TurnsPlan cached_three_turns_plan(const SdpaProblem& p, int sms, double kv_bytes, int l2_bytes) {
   struct Entry {
-    int batch_heads = -1, seq_len = -1, sms = -1;
+    int batch_heads = -1, seq_len = -1, sms = -1, l2_bytes = -1;
     double kv_bytes = -1;
     TurnsPlan plan;
   };
   thread_local Entry cache[4];
   thread_local int next = 0;
   for (const Entry& e : cache)
-    if (e.batch_heads == p.batch * p.heads && e.seq_len == p.seq_len && e.sms == sms && e.kv_bytes == kv_bytes) return e.plan;
+    if (e.batch_heads == p.batch * p.heads && e.seq_len == p.seq_len && e.sms == sms && e.l2_bytes == l2_bytes &&
+        e.kv_bytes == kv_bytes)
+      return e.plan;
   Entry& e = cache[next];
   next = (next + 1) % 4;
-  e = Entry{p.batch * p.heads, p.seq_len, sms, kv_bytes, plan_three_turns<kBlockM>(p, sms, kv_bytes, l2_bytes)};
+  e = Entry{p.batch * p.heads, p.seq_len, sms, l2_bytes, kv_bytes, plan_three_turns<kBlockM>(p, sms, kv_bytes, l2_bytes)};
   return e.plan;
 }
 template <typename T, int D, class Cfg, bool kCausal, bool kScalePositive>
