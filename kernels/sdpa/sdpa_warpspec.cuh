@@ -186,26 +186,13 @@ struct Consumer {
   __device__ __forceinline__ int wg_row0() const { return Cfg::kKeySplit ? 0 : cwg * kWgmmaM; }
   // The turns go round the consumer warpgroups in order, as FlashAttention-3's
   // warp scheduler barriers do for two or three.
-  // WS_TURNS_SKIP_IDLE: in a mixed-tiles item whose third warpgroup has no rows, the turns go round
-  // the first two and the third takes none (third_idle, set per item by mainloop).
-  static constexpr bool kSkipIdleThird = WS_TURNS_SKIP_IDLE != 0 && kMixedTiles<Cfg, kCausal>;
-  bool third_idle = false;
   __device__ __forceinline__ void turn_begin() const {
     if constexpr (Cfg::kPingpong && Cfg::kConsumerWGs == 2) bar_sync(kTurnBarrier0 + cwg, kTurnThreads);
-    if constexpr (Cfg::kPingpong && Cfg::kConsumerWGs == 3) {
-      if (!kSkipIdleThird || !(cwg == 2 && third_idle)) bar_sync(turn_barrier(cwg), kTurnThreads);
-    }
+    if constexpr (Cfg::kPingpong && Cfg::kConsumerWGs == 3) bar_sync(turn_barrier(cwg), kTurnThreads);
   }
   __device__ __forceinline__ void turn_end() const {
     if constexpr (Cfg::kPingpong && Cfg::kConsumerWGs == 2) bar_arrive(kTurnBarrier0 + (1 - cwg), kTurnThreads);
-    if constexpr (Cfg::kPingpong && Cfg::kConsumerWGs == 3) {
-      if constexpr (kSkipIdleThird) {
-        if (cwg == 2 && third_idle) return;
-        bar_arrive(turn_barrier(cwg == 2 || (cwg == 1 && third_idle) ? 0 : cwg + 1), kTurnThreads);
-      } else {
-        bar_arrive(turn_barrier(cwg == 2 ? 0 : cwg + 1), kTurnThreads);
-      }
-    }
+    if constexpr (Cfg::kPingpong && Cfg::kConsumerWGs == 3) bar_arrive(turn_barrier(cwg == 2 ? 0 : cwg + 1), kTurnThreads);
   }
   __device__ __forceinline__ void wait_full(int ring, int index) const {
     mbarrier_wait(ring_bar<kStages>(bars, ring, index), ring_parity<kStages>(index));
@@ -344,8 +331,6 @@ struct Consumer {
     if constexpr (Cfg::kKeySplit) return mainloop_key_split(wt, ring);
     const int end_row = rows_end(wt);
     const int wg_q0 = wt.q_begin + wg_row0();
-    if constexpr (kSkipIdleThird)  // two warpgroups with rows: the third's rows start at or past the end
-      third_idle = wt.q_begin + 2 * kWgmmaM >= end_row && wt.q_begin + kWgmmaM < end_row;
     const int offset = key_offset(prm.p);  // causal: the keys query wg_q0 sees end at wg_q0 + offset
     const int needed =
         wg_q0 < end_row ? sdpa_ceil_div(sdpa_kv_end(wg_q0 + offset, kWgmmaM, kv_len(prm.p), kCausal), kBlockN) : 0;

@@ -110,13 +110,6 @@ constexpr bool kSoftmaxInterleave = WS_SOFTMAX_INTERLEAVE != 0;
 constexpr int kSoftmaxEarlyTiles = WS_SOFTMAX_EARLY_TILES;
 constexpr bool kWaitKInTurn = WS_WAIT_K_IN_TURN != 0;
 constexpr bool kRescaleInTurn = WS_RESCALE_IN_TURN != 0;
-// 1: a three-warpgroup mixed-tiles item with two warpgroups' rows (kMixedTiles: BERT-base 512's and SDXL
-// self's 128-row items) passes its turns between those two; its third warpgroup, whose turns only
-// pass the token on, takes none (s18 measured such items at 1.12 of a two-warpgroup item); 0: every
-// warpgroup takes every turn.
-#ifndef WS_TURNS_SKIP_IDLE
-#define WS_TURNS_SKIP_IDLE 0
-#endif
 
 struct Params {
   SdpaProblem p;
