@@ -70,7 +70,7 @@ inline int l2_cache_bytes() {
 // K and V of the whole problem, in bytes.
 template <typename T, int D>
 inline double kv_bytes_of(const SdpaProblem& p) {
-  return 2.0 * p.batch * p.kv_heads * static_cast<double>(kv_len(p)) * D * sizeof(T);  // K and V
+  return 2.0 * p.batch * p.kv_heads * static_cast<double>(kv_len(p)) * D * sizeof(T);
 }
 
 // WS_CAUSAL_ORDER=1: whether this causal launch walks the longest-first snake instead of causal
