@@ -156,22 +156,17 @@ inline bool wgs3_pays_off(const SdpaProblem& p, int sms) {
   return waves3 * rows3 * 100 < waves2 * rows2 * gain_percent;
 }
 // Whether a non-causal head_dim-64 launch runs faster with three warpgroups taking turns than two:
-// the busiest block of three's best plan (sdpa_warpspec_launch.cuh's plan_three_turns, its model)
-// at least kThreeTurnsMinGain under two's (128-row items in stripes). The margin covers the model's
-// error where it was measured (1-2%; the one launch it misses is in sdpa_warpspec_launch.cuh's comment).
+// the busiest block of three's best plan (sdpa_warpspec_launch.cuh's plan_three_turns, its model;
+// remembered per problem, as launch() reads the same plan) at least kThreeTurnsMinGain under two's
+// (128-row items in stripes). The margin covers the model's error where it was measured (1-2%; the one
+// launch it misses is in sdpa_warpspec_launch.cuh's comment).
 constexpr double kThreeTurnsMinGain = 1.02;
 template <typename T>
 inline bool three_turns_pay(const SdpaProblem& p, int sms) {
-  using sdpa_warpspec::kTurnsMaxItems;
-  constexpr int rows3 = ThreeTurnsConfig<64>::kBlockM, rows2 = LongPingpongConfig<64>::kBlockM;
-  const int heads = p.batch * p.heads, m_tiles2 = sdpa_ceil_div(p.seq_len, rows2);
-  if (p.causal || static_cast<long long>(m_tiles2) * heads > kTurnsMaxItems) return false;
-  const auto three = sdpa_warpspec::cached_three_turns_plan<rows3>(p, sms, sdpa_warpspec::kv_bytes_of<T, 64>(p),
-                                                                   sdpa_warpspec::l2_cache_bytes());
-  std::vector<long long> loads;
-  const long long two = sdpa_warpspec::turns_busiest_block(p.seq_len, heads, rows2, m_tiles2, m_tiles2, sms,
-                                                           sdpa_warpspec::TurnsDeal::kStripes, loads);
-  return static_cast<double>(three.busiest) * kThreeTurnsMinGain <= static_cast<double>(two);
+  if (p.causal) return false;
+  const auto plan = sdpa_warpspec::cached_three_turns_plan<ThreeTurnsConfig<64>::kBlockM>(
+      p, sms, sdpa_warpspec::kv_bytes_of<T, 64>(p), sdpa_warpspec::l2_cache_bytes());
+  return plan.two_busiest > 0 && static_cast<double>(plan.busiest) * kThreeTurnsMinGain <= static_cast<double>(plan.two_busiest);
 }
 // Short: two blocks per SM of 2 warpgroups: 2 * 128 * (24 + 232) = 65536.
 constexpr int kShortBlockN = 128;

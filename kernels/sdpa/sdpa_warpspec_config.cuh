@@ -373,12 +373,16 @@ __host__ __device__ __forceinline__ void mixed_item(int q, int m_tiles, int big_
     tile = big_tiles + (q - big_items) % small_tiles;
   }
 }
+// Tile `tile`'s first row when a (batch, head)'s first big_tiles tiles hold big_rows rows and the
+// others one warpgroup's fewer (tile m_tiles: where the rows end, before clipping to seq_len).
+__host__ __device__ __forceinline__ int mixed_tile_begin(int tile, int big_tiles, int big_rows) {
+  return tile < big_tiles ? tile * big_rows : big_tiles * big_rows + (tile - big_tiles) * (big_rows - kWgmmaM);
+}
 // Tile `tile` of (batch, head) `bh` under mixed tiles; its end row is rows_end's (sdpa_warpspec.cuh).
 template <class Cfg, bool kCausal>
 __device__ __forceinline__ WorkTile make_mixed_work(const Params& prm, int bh, int tile) {
-  constexpr int kBigRows = Cfg::kBlockM, kSmallRows = Cfg::kBlockM - kWgmmaM;
   WorkTile t = make_work<Cfg, kCausal>(prm, bh, 0, 0, 1);  // non-causal: every item the same key tiles
-  t.q_begin = tile < prm.big_tiles ? tile * kBigRows : prm.big_tiles * kBigRows + (tile - prm.big_tiles) * kSmallRows;
+  t.q_begin = mixed_tile_begin(tile, prm.big_tiles, Cfg::kBlockM);
   return t;
 }
 

@@ -146,6 +146,7 @@ struct TurnsPlan {
   long long busiest = 0;  // the busiest block's load (kThreeTurnsTileCost units per key tile)
   int big_tiles = 0, m_tiles = 0;
   bool snake = false;
+  long long two_busiest = 0;  // the same for two warpgroups' 128-row stripes (0: unmodelled, past kTurnsMaxItems)
 };
 // `heads` (batch, head)s of `seq_len` rows, each cut into big_tiles items of big_rows rows and
 // m_tiles - big_tiles of big_rows - kWgmmaM (the last clipped to seq_len), dealt to min(items, sms) blocks.
@@ -154,9 +155,8 @@ inline long long turns_busiest_block(int seq_len, int heads, int big_rows, int b
   const int items = heads * m_tiles, grid = min(items, sms);
   loads.assign(static_cast<size_t>(grid), 0);
   const auto rows_of = [&](int tile) {
-    const int begin = tile < big_tiles ? tile * big_rows : big_tiles * big_rows + (tile - big_tiles) * (big_rows - kWgmmaM);
-    const int rows = tile < big_tiles ? big_rows : big_rows - kWgmmaM;
-    return max(0, min(rows, seq_len - begin));
+    const int begin = mixed_tile_begin(tile, big_tiles, big_rows);
+    return max(0, min(mixed_tile_begin(tile + 1, big_tiles, big_rows), seq_len) - begin);
   };
   for (int q = 0; q < items; ++q) {  // list position q: block slot of round q / grid, or mirrored (the snake)
     const int round = q / grid, slot = q % grid;
@@ -168,24 +168,29 @@ inline long long turns_busiest_block(int seq_len, int heads, int big_rows, int b
   }
   return *std::max_element(loads.begin(), loads.end());
 }
-// Past this many items the O(items) walks are skipped: rotated stripes of whole items (three_turns_pay: two).
+// Past this many items the O(items) walks are skipped: rotated stripes of whole items, and three_turns_pay
+// keeps two warpgroups.
 constexpr int kTurnsMaxItems = 16384;
 // The best cut and deal for three warpgroups of kBlockM = 192 rows: rotated stripes of whole 192-row
-// items, or (K/V in L2) the snake over every split into big and short items.
+// items, or (K/V in L2) the snake over every split into big and short items; and the busiest block of
+// two warpgroups' launch (128-row items, kBlockM - kWgmmaM) that it must beat.
 template <int kBlockM>
 inline TurnsPlan plan_three_turns(const SdpaProblem& p, int sms, double kv_bytes, int l2_bytes) {
   std::vector<long long> loads;
   const int heads = p.batch * p.heads;
+  constexpr int kTwoRows = kBlockM - kWgmmaM;
+  const int two_tiles = sdpa_ceil_div(p.seq_len, kTwoRows);
   TurnsPlan best;
   best.m_tiles = best.big_tiles = sdpa_ceil_div(p.seq_len, kBlockM);
-  if (static_cast<long long>(best.m_tiles) * heads > kTurnsMaxItems) return best;  // unmodelled: rotated stripes
+  if (static_cast<long long>(two_tiles) * heads > kTurnsMaxItems) return best;  // unmodelled: rotated stripes
+  best.two_busiest = turns_busiest_block(p.seq_len, heads, kTwoRows, two_tiles, two_tiles, sms, TurnsDeal::kStripes, loads);
   best.busiest = turns_busiest_block(p.seq_len, heads, kBlockM, best.big_tiles, best.m_tiles, sms, TurnsDeal::kMixed, loads);
   if (kv_bytes > kSnakeL2Share * l2_bytes) return best;
   // most big items first: of cuts the model ties, the one with the fewest short items (their cost is the less measured)
   for (int big = best.big_tiles - 1; big >= 0; --big) {
     const int m_tiles = big + sdpa_ceil_div(p.seq_len - big * kBlockM, kBlockM - kWgmmaM);
     const long long busiest = turns_busiest_block(p.seq_len, heads, kBlockM, big, m_tiles, sms, TurnsDeal::kSnake, loads);
-    if (busiest < best.busiest) best = TurnsPlan{busiest, big, m_tiles, true};
+    if (busiest < best.busiest) best = TurnsPlan{busiest, big, m_tiles, true, best.two_busiest};
   }
   return best;
 }
