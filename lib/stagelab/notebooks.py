@@ -14,7 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from .core.errors import ConfigError
-from .core.paths import repo_root
+from .core.paths import repo_root, stage_notebook_file
 from .core.registry import Registry, Stage, all_registries
 
 EXPLORE_SEPARATOR = "# %%\n"
@@ -26,6 +26,12 @@ NOTEBOOK_METADATA = {
 
 def notebooks_dir() -> Path:
     return repo_root() / "notebooks"
+
+
+def explore_path(registry: Registry, stage: Stage) -> Path:
+    """A stage's own exploration: explore/<stage>.py beside its notebook (notebooks/explore/ of the
+    checkout; the family folder's notebooks/explore/ for a family outside it)."""
+    return stage_notebook_file(registry, stage.id).parent / "explore" / f"{stage.id}.py"
 
 
 def intro_markdown(stage: Stage, params_file: str) -> str:
@@ -40,8 +46,9 @@ def intro_markdown(stage: Stage, params_file: str) -> str:
     return "\n".join(parts)
 
 
-def _parameters_source(stage: Stage, params_file: str, knob_example: str) -> str:
+def _parameters_source(stage: Stage, params_file: str, knob_example: str, family: str) -> str:
     return (f'stage = "{stage.id}"\n'
+            f'family = "{family}"\n'
             f'params_file = "{params_file}"  # relative to the repo root, or absolute\n'
             "mlflow_run_id = None  # set by `stagelab run`; None starts a fresh MLflow run\n"
             "experiment = None  # None: the family's experiment (stagelab-<family>)\n"
@@ -66,18 +73,18 @@ def _step_cells(step: str, intro: str) -> list:
     return [new_markdown_cell(intro), new_code_cell(f"run.{step}()")]
 
 
-def common_cells(stage: Stage, params_file: str, knob_example: str) -> tuple[list, list]:
+def common_cells(stage: Stage, params_file: str, knob_example: str, family: str) -> tuple[list, list]:
     from nbformat.v4 import new_code_cell, new_markdown_cell
 
     head = [
         new_markdown_cell(intro_markdown(stage, params_file)),
-        new_code_cell(_parameters_source(stage, params_file, knob_example), metadata={"tags": ["parameters"]}),
+        new_code_cell(_parameters_source(stage, params_file, knob_example, family), metadata={"tags": ["parameters"]}),
         new_code_cell(
             "from IPython.display import Markdown, display\n\n"
             "from stagelab.record.plots import error_plot, latency_plot\n"
             "from stagelab.stage import StageRun\n\n"
             "run = StageRun(stage, params_file, defines=knobs, mlflow_run_id=mlflow_run_id, experiment=experiment,\n"
-            "               steps=steps)\n"
+            "               steps=steps, family=family)\n"
             "display(Markdown(f\"**{run.stage.title}** (parent: `{run.stage.parent}`), \"\n"
             "                 f\"params `{run.params.name}`, GPU available: {run.gpu_available}\"))"),
         new_markdown_cell("## 1. Build\nnvcc compiles the torch-free `.cu`; cpp_extension links the family's "
@@ -137,8 +144,8 @@ def stage_notebook(registry: Registry, stage: Stage):
     from .core.family import load_family
 
     family = load_family(registry.family)
-    head, tail = common_cells(stage, family.acceptance_params, family.knob_example)
-    explore = explore_cells(notebooks_dir() / "explore" / f"{stage.id}.py")
+    head, tail = common_cells(stage, family.acceptance_params, family.knob_example, registry.family)
+    explore = explore_cells(explore_path(registry, stage))
     cells = head + explore + tail
     for number, cell in enumerate(cells):  # stable ids: a regenerated notebook diffs by content only
         cell["id"] = f"{stage.id}-{number}"
@@ -151,14 +158,18 @@ def _normalized(nb) -> str:
     return nbformat.writes(nbformat.from_dict(nb))
 
 
-def write_notebooks(check: bool = False) -> list[str]:
-    """Regenerate every stage notebook; with check=True write nothing and return the stale ones."""
+def write_notebooks(check: bool = False, family: str | None = None) -> list[str]:
+    """Regenerate every stage notebook (of one family when given); with check=True write nothing
+    and return the stale ones."""
     import nbformat
 
     stale = []
-    for registry in all_registries().values():
+    for name, registry in all_registries().items():
+        if family not in (None, name):
+            continue
         for stage in registry.stages.values():
-            path = notebooks_dir() / f"{stage.id}.ipynb"
+            path = stage_notebook_file(registry, stage.id)
+            path.parent.mkdir(parents=True, exist_ok=True)
             fresh = stage_notebook(registry, stage)
             current = nbformat.read(path, as_version=4) if path.is_file() else None
             if current is not None and _normalized(current) == _normalized(fresh):

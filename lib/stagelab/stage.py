@@ -46,8 +46,8 @@ class StageRun(WatchedSteps):
     def __init__(self, stage: str, params: str | Path = "params/acceptance.yaml", *,
                  defines: dict | str | None = None, mlflow_run_id: str | None = None,
                  experiment: str | None = None, track: bool = True, steps: str | list[str] | None = None,
-                 on_hang: Callable[[KernelHang], None] = exit_after_hang):
-        self.ctx = StageContext.load(stage, params, defines, steps)
+                 on_hang: Callable[[KernelHang], None] = exit_after_hang, family: str | None = None):
+        self.ctx = StageContext.load(stage, params, defines, steps, family=family)
         self.on_hang = on_hang
         self.recorder = MlflowRecorder(self.ctx, experiment, mlflow_run_id) if track else NullRecorder()
         self.results = StageResults()

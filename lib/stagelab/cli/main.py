@@ -8,6 +8,7 @@ import argparse
 import sys
 
 from ..core.errors import RunnerStopped, StagelabError
+from .new_family import add_parsers as add_new_family_parsers
 from .pages import add_parsers as add_page_parsers
 from .run import add_parsers as add_run_parsers
 from .stages import add_parsers as add_stage_parsers
@@ -15,13 +16,14 @@ from .store import add_parsers as add_store_parsers
 from .tools import add_parsers as add_tool_parsers
 from .trial import add_parsers as add_trial_parsers
 from .trial import route
+from .workspace import prepare
 from .tune import add_parsers as add_tune_parsers
 
 # The shell's convention for a process ended by signal N: exit status 128 + N (130 for SIGINT).
 SIGNAL_EXIT_BASE = 128
 # The command groups in the order `stagelab --help` lists them.
 COMMAND_GROUPS = (add_run_parsers, add_stage_parsers, add_page_parsers, add_tune_parsers, add_tool_parsers,
-                  add_store_parsers, add_trial_parsers)
+                  add_store_parsers, add_trial_parsers, add_new_family_parsers)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -35,6 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(route(sys.argv[1:] if argv is None else list(argv)))
     try:
+        prepare(args)
         return args.func(args)
     except RunnerStopped as exc:
         print(f"stagelab: {exc}", file=sys.stderr)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from .workspace import add_family_option
+
 
 def _cmd_report(args) -> int:
     from ..record.report import write_report
@@ -14,7 +16,7 @@ def _cmd_report(args) -> int:
 def _cmd_notebooks(args) -> int:
     from ..notebooks import write_notebooks
 
-    stale = write_notebooks(check=args.check)
+    stale = write_notebooks(check=args.check, family=args.family)
     if args.check:
         if stale:
             print("stale notebooks (run `stagelab notebooks`): " + ", ".join(stale))
@@ -38,4 +40,5 @@ def add_parsers(sub) -> None:
 
     nbs = sub.add_parser("notebooks", help="regenerate stage notebooks from stages.yaml and notebooks/explore/")
     nbs.add_argument("--check", action="store_true", help="write nothing; exit 1 when a notebook is stale")
+    add_family_option(nbs, "only this family's notebooks (a family outside the repo: in its folder's notebooks/)")
     nbs.set_defaults(func=_cmd_notebooks)

@@ -2,6 +2,19 @@
 
 from __future__ import annotations
 
+from .workspace import add_family_option, announce_store
+
+
+def _default_params(family: str | None) -> str:
+    """The family's acceptance file (in its own folder for a family outside the repo)."""
+    from ..core.family import load_family
+    from ..core.family_sources import family_folders
+    from ..core.paths import resolve_params_path
+
+    if family is None:
+        return "params/acceptance.yaml"
+    return str(resolve_params_path(load_family(family).acceptance_params, *family_folders(family)))
+
 
 def _cmd_run(args) -> int:
     from ..core.formatting import markdown
@@ -9,9 +22,11 @@ def _cmd_run(args) -> int:
     from ..run.gpus import resolve_gpus
     from ..run.shard import Shard
 
+    params = args.params or _default_params(args.family)
     gpus = resolve_gpus(args.gpus)  # both checked before any work: a bad value is one line and exit 2
     shard = Shard.parse(args.shard) if args.shard is not None else None
-    summary = run_batch(args.stages or None, args.params, timeout_s=args.timeout, experiment=args.experiment,
+    announce_store()
+    summary = run_batch(args.stages or None, params, timeout_s=args.timeout, experiment=args.experiment,
                         kernel_name=args.kernel, resume=args.resume, gpus=gpus, shard=shard, steps=args.steps)
     shown = summary.drop(columns=["run_id"] + ([] if gpus else ["gpu"]))
     print(markdown(shown))
@@ -23,7 +38,8 @@ def add_parsers(sub) -> None:
     """`stagelab run`: a batch of stage notebooks."""
     run = sub.add_parser("run", help="execute stage notebooks through papermill and log them to MLflow")
     run.add_argument("--stages", nargs="*", help="stage ids (default: every stage in the registry, in order)")
-    run.add_argument("--params", default="params/acceptance.yaml", help="parameter file")
+    run.add_argument("--params", default=None, help="parameter file (default: the family's acceptance file)")
+    add_family_option(run, "run this family's stages (default: every family the parameter file's problems belong to)")
     run.add_argument("--timeout", type=int, default=None, help="seconds per notebook (default: the file's timeout_s)")
     run.add_argument("--experiment", default=None, help="MLflow experiment (default: stagelab-<family>)")
     run.add_argument("--kernel", default="python3", help="Jupyter kernel name")

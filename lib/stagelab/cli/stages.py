@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from .workspace import add_family_option
+
 
 def _cmd_stages(args) -> int:
     from ..core.registry import all_registries
@@ -15,15 +17,15 @@ def _cmd_stages(args) -> int:
     return 0
 
 
-def _stage_ids(requested: list[str] | None) -> list[str]:
-    """The named stages (any family), or every stage of every family."""
+def _stage_ids(requested: list[str] | None, family: str | None = None) -> list[str]:
+    """The named stages, or every stage of the family (of every family without --family)."""
     from ..core.registry import all_registries, find_stage
 
     if requested:
         for stage_id in requested:
             find_stage(stage_id)  # a clear error for an unknown id before any work starts
         return list(requested)
-    return [s for registry in all_registries().values() for s in registry.stages]
+    return [s for name, registry in all_registries().items() if family in (None, name) for s in registry.stages]
 
 
 def _cmd_resources(args) -> int:
@@ -34,7 +36,7 @@ def _cmd_resources(args) -> int:
     from ..measure.steps import resource_report
 
     failed_any = False
-    for stage_id in _stage_ids(args.stages):
+    for stage_id in _stage_ids(args.stages, args.family):
         registry, stage = find_stage(stage_id)
         result = build_stage(stage, registry)
         print(f"## {stage_id} ({'cached' if result.cached else 'built'}, key {result.key})")
@@ -57,7 +59,7 @@ def _cmd_build(args) -> int:
     from ..core.errors import BuildError
     from ..core.registry import find_stage
 
-    stage_ids = _stage_ids(args.stages)
+    stage_ids = _stage_ids(args.stages, args.family)
     builds = [(stage, registry) for registry, stage in map(find_stage, stage_ids)]
     failed = 0
     for index, outcome in build_all(builds, args.jobs):
@@ -73,14 +75,16 @@ def _cmd_build(args) -> int:
 def add_parsers(sub) -> None:
     """`stages`, `resources` and `build`: the registry and the build cache, no GPU needed."""
     stages = sub.add_parser("stages", help="list every family's stage registry")
-    stages.add_argument("--family", default=None)
+    add_family_option(stages, "list only this family's stages")
     stages.set_defaults(func=_cmd_stages)
 
     res = sub.add_parser("resources", help="build stages (no GPU needed) and print their ptxas resource report")
     res.add_argument("stages", nargs="*")
+    add_family_option(res)
     res.set_defaults(func=_cmd_resources)
 
     bld = sub.add_parser("build", help="compile stages (in parallel) into the build cache; no GPU needed")
     bld.add_argument("stages", nargs="*")
+    add_family_option(bld)
     bld.add_argument("--jobs", type=int, default=4)
     bld.set_defaults(func=_cmd_build)

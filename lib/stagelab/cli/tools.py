@@ -3,6 +3,8 @@ rounds on one stage, nothing recorded."""
 
 from __future__ import annotations
 
+from .workspace import add_family_option
+
 
 def _tool_run(args):
     """The stage built (cached) and resource-checked, nothing recorded: what `profile`, `sanitize` and
@@ -79,6 +81,7 @@ def add_parsers(sub) -> None:
                               "when a round fails")):
         parser = sub.add_parser(name, help=text)
         parser.add_argument("stage")
+        add_family_option(parser)
         parser.add_argument("--params", default=None, help="parameter file (default: the family's acceptance file)")
         parser.add_argument("--knobs", default=None, help='define overrides as JSON, e.g. \'{"BLOCK_N": 32}\'')
         if name == "profile":

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import os
 
+from .workspace import add_family_option, announce_store
+
 TRY_ACTIONS = {"note": "try-note", "import": "try-import"}
 
 
@@ -56,6 +58,7 @@ def _cmd_try(args) -> int:
 
     narrowing = Narrowing(tuple(args.contenders) if args.contenders is not None else None, args.repetitions,
                           tuple(args.only))
+    announce_store()
     session = run_trials(args.stage, specs_from_args(args), params=args.params, jobs=args.jobs,
                          hypothesis=args.hypothesis, min_gain=args.min_gain, track=not args.no_record,
                          narrowing=narrowing)
@@ -90,6 +93,7 @@ def _add_try_parser(sub) -> None:
                          "against its default and the library contenders; one MLflow run per trial. "
                          "Also: `try note RUN \"...\"`, `try import FILE`")
     tri.add_argument("stage")
+    add_family_option(tri)
     tri.add_argument("--variant", action="append", default=[], metavar="NAME", help="a named variant of stages.yaml")
     tri.add_argument("--define", action="append", nargs="+", default=[], metavar="K=V",
                      help="one trial of these define overrides (repeat --define for more trials)")
@@ -121,5 +125,6 @@ def add_parsers(sub) -> None:
     jou = sub.add_parser("journal", help="a stage's trials in order from the MLflow store: date, commit, "
                          "hypothesis, numbers with clocks, verdict, conclusion")
     jou.add_argument("stage")
+    add_family_option(jou)
     jou.add_argument("--experiment", default=None, help="MLflow experiment (default: stagelab-<family>)")
     jou.set_defaults(func=_cmd_journal)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 
+from .workspace import add_family_option, announce_store
+
 
 def _cmd_tune(args) -> int:
     """Build and gate every configuration of a stage's search space; check and time them on a GPU."""
@@ -14,6 +16,7 @@ def _cmd_tune(args) -> int:
 
     if args.from_run:
         return _promote_recorded(args)
+    announce_store()
     result = tune(args.stage, args.params, jobs=args.jobs, experiment=args.experiment, elite_count=args.elites)
     rows = pd.DataFrame(result.rows()).drop(columns=["run_id"])
     print(markdown(rows))
@@ -67,6 +70,7 @@ def add_parsers(sub) -> None:
     tun = sub.add_parser("tune", help="build, gate, check and time every configuration of a stage's "
                          "search_space; nested MLflow runs under one tune run that keeps the elites")
     tun.add_argument("stage")
+    add_family_option(tun)
     tun.add_argument("--params", default="params/acceptance.yaml", help="parameter file")
     tun.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="parallel builds (default: every core)")
     tun.add_argument("--elites", type=int, default=None,

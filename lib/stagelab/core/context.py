@@ -15,7 +15,8 @@ from .errors import ConfigError
 from .family import Family
 from .params import RunParams, load_params, with_steps
 from .paths import resolve_params_path
-from .registry import Registry, Stage, find_stage
+from .family_sources import family_folders, selected_family
+from .registry import Registry, Stage, family_registry, find_stage
 from .supports import require_supports
 
 
@@ -39,14 +40,19 @@ class StageContext:
 
     @classmethod
     def load(cls, stage_id: str, params: str | Path, defines: dict | str | None = None,
-             steps: str | list[str] | None = None) -> "StageContext":
+             steps: str | list[str] | None = None, family: str | None = None) -> "StageContext":
         """Reads the registry and the parameter file; no build, no store, no subprocess.
         `defines`: overrides of the stage's defines, or the name of one of its variants;
-        `steps`: the optional steps to run instead of the file's (params.with_steps)."""
-        registry, stage = find_stage(stage_id)
+        `steps`: the optional steps to run instead of the file's (params.with_steps);
+        `family`: the stage's family (None: the selected one, else the parameter file's where it
+        holds the stage, else whichever family does)."""
+        family = family or selected_family()
+        run_params = load_params(resolve_params_path(params, *family_folders(family)))
+        if family is None and stage_id in family_registry(run_params.family.name).stages:
+            family = run_params.family.name
+        registry, stage = find_stage(stage_id, family)
         if isinstance(defines, str):
             stage, defines = stage.variant(defines), None
-        run_params = load_params(resolve_params_path(params))
         if steps is not None:
             run_params = with_steps(run_params, steps)
         if run_params.family.name != registry.family:

@@ -2,8 +2,9 @@
 
 The lab core (registry, params, build, resources, checks, timing, outcome,
 tracking, batch, report) knows nothing of attention or softmax. A family is a
-folder `kernels/<name>/` (stages, headers, binding, stages.yaml) plus one
-`Family` object in `stagelab.families.<name>` that says:
+folder (stages, headers, binding, stages.yaml: `kernels/<name>/` when built in,
+anywhere on STAGELAB_FAMILY_PATH or by entry point, see core.family_sources) plus
+one `Family` object (`stagelab.families.<name>`, or the folder's family.py) that says:
 
 - which problems it solves (`parse_problem`: a params-file entry -> problems),
 - its storage dtypes and the library contenders it can be timed against,
@@ -14,7 +15,6 @@ folder `kernels/<name>/` (stages, headers, binding, stages.yaml) plus one
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable
 from types import ModuleType
 from typing import Any, Protocol
@@ -23,7 +23,6 @@ import torch
 
 from .distributions import DEFAULT_DISTRIBUTION
 from .errors import ConfigError
-from .paths import kernels_root
 
 # A kernel as the checker and the timer see it: writes its result into `out`.
 KernelFn = Callable[..., None]
@@ -201,29 +200,26 @@ class Family:
         return None
 
 
-FAMILIES_PACKAGE = "stagelab.families"
-
-
 def load_family(name: str) -> Family:
-    """The Family object of `stagelab.families.<name>`; a clear error when there is none."""
+    """The Family object of a family found by name (built in, on STAGELAB_FAMILY_PATH or by entry
+    point: core.family_sources); a clear error when there is none."""
+    from .family_sources import family_source
+
     if not name.isidentifier():
         raise ConfigError(f"family {name!r} is not a valid family name")
-    try:
-        module = importlib.import_module(f"{FAMILIES_PACKAGE}.{name}")
-    except ModuleNotFoundError as exc:
-        if exc.name and exc.name.startswith(FAMILIES_PACKAGE):
-            known = ", ".join(known_families()) or "none"
-            raise ConfigError(f"unknown kernel family {name!r}; known: {known}") from exc
-        raise
-    return module.FAMILY
+    source = family_source(name)
+    family = source.load()
+    if not isinstance(family, Family):
+        raise ConfigError(f"family {name!r} ({source.origin}) does not give a stagelab Family object "
+                          f"(FAMILY = <a Family subclass>() in its module); got {type(family).__name__}")
+    if family.name != name:
+        raise ConfigError(f"family {name!r} ({source.origin}): its Family object is named {family.name!r}; "
+                          "the folder, stages.yaml and Family.name must agree")
+    return family
 
 
 def known_families() -> list[str]:
-    """Families with both a kernels/<name>/stages.yaml and a Python family module."""
-    import pkgutil
+    """Every family the lab can see, by name."""
+    from .family_sources import discover_families
 
-    # By name, as load_family finds a family: the families stand above core (they import it).
-    families = importlib.import_module(FAMILIES_PACKAGE)
-    modules = {m.name for m in pkgutil.iter_modules(families.__path__)}
-    root = kernels_root()
-    return sorted(n for n in modules if (root / n / "stages.yaml").is_file())
+    return list(discover_families())

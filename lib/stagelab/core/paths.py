@@ -21,12 +21,13 @@ def repo_root() -> Path:
     )
 
 
-def resolve_params_path(params: str | Path) -> Path:
-    """A parameter file as given, or relative to the repo root when not found from here."""
-    path = Path(params)
-    if not path.is_absolute() and not path.exists():
-        path = repo_root() / path
-    return path
+def stage_notebook_file(registry, stage_id: str) -> Path:
+    """Where a stage's notebook is: notebooks/ of the checkout for its own families, the family
+    folder's notebooks/ for one outside it (stagelab.notebooks writes both)."""
+    directory = Path(registry.directory).resolve()
+    if directory.is_relative_to(kernels_root().resolve()):
+        return repo_root() / "notebooks" / f"{stage_id}.ipynb"
+    return directory / "notebooks" / f"{stage_id}.ipynb"
 
 
 def kernels_root() -> Path:
@@ -40,13 +41,36 @@ def kernels_dir(family: str) -> Path:
 
 def build_dir() -> Path:
     """Compiled stages, keyed by content hash; $STAGELAB_BUILD_DIR overrides."""
-    return Path(os.environ.get("STAGELAB_BUILD_DIR", repo_root() / "build")).resolve()
+    return Path(os.environ.get("STAGELAB_BUILD_DIR", workspace_root() / "build")).resolve()
+
+
+# The folder a command keeps its default store (mlruns/) and executed notebooks (runs/) in:
+# the checkout for its own families; the folder the command runs in for a family outside it
+# (the CLI sets this, and child processes inherit it).
+WORKSPACE_ENV = "STAGELAB_WORKSPACE"
+
+
+def workspace_root() -> Path:
+    env = os.environ.get(WORKSPACE_ENV)
+    return Path(env).resolve() if env else repo_root()
 
 
 def mlruns_dir() -> Path:
-    return repo_root() / "mlruns"
+    return workspace_root() / "mlruns"
 
 
 def runs_dir() -> Path:
     """Executed notebooks of batch runs, one sub-folder per batch."""
-    return repo_root() / "runs"
+    return workspace_root() / "runs"
+
+
+def resolve_params_path(params: str | Path, *folders: Path) -> Path:
+    """A parameter file as given; else relative to each of `folders` (a family's own folder), then
+    to the repo root; as given when found nowhere (the reader then names it)."""
+    path = Path(params)
+    if path.is_absolute() or path.exists():
+        return path
+    for folder in (*folders, repo_root()):
+        if (folder / path).exists():
+            return folder / path
+    return path

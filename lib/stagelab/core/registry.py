@@ -14,7 +14,7 @@ from typing import Any
 
 from .errors import ConfigError
 from .yaml_file import check_keys, read_yaml
-from .paths import kernels_dir, kernels_root
+from .family_sources import discover_families, family_source, selected_family
 from .registry_fields import (DEFAULT_KEYS, ID_RE, STAGE_KEYS, TOP_KEYS, ResourceGates, parse_arch,
                               parse_compile_options, parse_gates, parse_input_kind, parse_min_gain)
 from .space import SearchSpace, parse_search_space, parse_variants
@@ -89,31 +89,36 @@ class Registry:
 
 
 def family_registry(family: str) -> Registry:
-    """The registry of kernels/<family>/stages.yaml."""
-    return load_registry(kernels_dir(family) / "stages.yaml")
+    """The registry (stages.yaml) of a family found by name (core.family_sources)."""
+    source = family_source(family)
+    registry = load_registry(source.stages_yaml)
+    if registry.family != source.name:
+        raise ConfigError(f"{source.stages_yaml}: family: {registry.family!r}, but the family is found as "
+                          f"{source.name!r} ({source.origin}); the folder and stages.yaml must agree")
+    return registry
 
 
 def all_registries() -> dict[str, Registry]:
-    """Every family's registry under kernels/, by family name; stage ids are unique across them
-    (a stage id names its notebook and its MLflow runs)."""
-    registries: dict[str, Registry] = {}
-    owner: dict[str, str] = {}
-    for path in sorted(kernels_root().glob("*/stages.yaml")):
-        registry = load_registry(path)
-        for stage_id in registry.stages:
-            if stage_id in owner:
-                raise ConfigError(f"stage id {stage_id!r} is in both {owner[stage_id]} and {registry.family}")
-            owner[stage_id] = registry.family
-        registries[registry.family] = registry
-    return registries
+    """Every family's registry, by family name. Stage ids are scoped by family: two families may
+    share one, and find_stage then asks which."""
+    return {name: family_registry(name) for name in discover_families()}
 
 
-def find_stage(stage_id: str) -> tuple[Registry, Stage]:
-    """The registry that holds a stage, and the stage, whatever its family."""
+def find_stage(stage_id: str, family: str | None = None) -> tuple[Registry, Stage]:
+    """The registry that holds a stage, and the stage: in `family` when given, else in whichever
+    family has it (or the one `--family` selected); an id that two families share is an error
+    that names them."""
+    family = family or selected_family()
+    if family:
+        registry = family_registry(family)
+        return registry, registry.get(stage_id)
     registries = all_registries()
-    for registry in registries.values():
-        if stage_id in registry.stages:
-            return registry, registry.stages[stage_id]
+    holders = [registry for registry in registries.values() if stage_id in registry.stages]
+    if len(holders) > 1:
+        names = " and ".join(r.family for r in holders)
+        raise ConfigError(f"stage id {stage_id!r} is in the families {names}; pick one with --family")
+    if holders:
+        return holders[0], holders[0].stages[stage_id]
     known = ", ".join(s for r in registries.values() for s in r.stages) or "none"
     raise ConfigError(f"unknown stage {stage_id!r}; known: {known}")
 

@@ -33,7 +33,7 @@ from .hang_exit import HANG_EXIT_NOTE, hang_exit
 from .gpus import Gpu
 from ..record.owner import heartbeat_tags
 from ..core.params import RunParams, load_params, with_steps
-from ..core.paths import repo_root, resolve_params_path, runs_dir
+from ..core.paths import resolve_params_path, runs_dir, stage_notebook_file
 from .progress import BatchProgress
 from ..core.registry import Registry, family_registry
 from .repair import mark_killed, repair_stale_runs
@@ -89,11 +89,12 @@ class BatchContext:
     running: RunningNotebooks = field(default_factory=RunningNotebooks)
     tags: dict[str, str] = field(default_factory=dict)  # on every run of the batch (its shard, its steps)
     steps: str | None = None  # `--steps`: the optional steps instead of the file's, comma-separated
+    registry: Registry | None = None  # the family whose stages the batch runs
 
     def parameters(self, stage: str, run_id: str) -> dict[str, str]:
         steps = {} if self.steps is None else {"steps": self.steps}
-        return {"stage": stage, "params_file": str(self.params_path), "mlflow_run_id": run_id,
-                "experiment": self.experiment, **steps}
+        return {"stage": stage, "family": self.registry.family, "params_file": str(self.params_path),
+                "mlflow_run_id": run_id, "experiment": self.experiment, **steps}
 
 
 def _log_notebook(batch: BatchContext, stage: str, run_id: str, executed: Path, stderr: str, seconds: float) -> None:
@@ -114,7 +115,7 @@ def _killed_by_stop(batch: BatchContext, run_id: str) -> bool:
 
 
 def _execute_and_record(batch: BatchContext, stage: str, run_id: str, slot: Slot) -> NotebookResult:
-    notebook = repo_root() / "notebooks" / f"{stage}.ipynb"
+    notebook = stage_notebook_file(batch.registry, stage)
     executed = batch.folder / f"{stage}.ipynb"
     started = time.perf_counter()
     if not notebook.is_file():
@@ -215,6 +216,7 @@ def run_batch(stages: list[str] | None = None, params: str | Path = "params/acce
     chosen_steps = None if steps is None else with_steps(run_params, steps).steps
     stages = shard.pick(stages) if shard else stages
     batch = _new_batch(params_path, run_params, experiment, timeout_s, kernel_name, shard, chosen_steps)
+    batch.registry = registry
     console = BatchProgress(len(stages), params_path.stem + (f", shard {shard}" if shard else ""), progress)
     results: dict[str, NotebookResult] = {}
 
