@@ -83,6 +83,8 @@ wheelhouse: setup
 		$(foreach p,$(WHEEL_PLATFORMS),--platform $(p)) -d $(WHEELHOUSE) \
 		"mlflow-skinny>=3,<4" sqlalchemy alembic papermill ipykernel tabulate \
 		nvidia-cuda-cuobjdump==13.2.86 nvidia-cuda-nvdisasm==13.2.86
+	# Liger-Kernel's Triton kernels: a contender of the rmsnorm family (pure Python, no deps taken)
+	$(PY) -m pip download -q --no-deps --only-binary=:all: -d $(WHEELHOUSE) "liger-kernel==0.6.4"
 	$(PY) -m pip wheel -q --no-deps -w $(WHEELHOUSE) .
 	@du -sh $(WHEELHOUSE)
 
