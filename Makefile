@@ -34,7 +34,8 @@ $(VENV)/.installed: pyproject.toml $(TORCH_STAMP)
 
 setup: $(VENV)/.installed
 
-# STRICT=1: exit non-zero when a stage errs, fails to build or its gates, or is incorrect.
+# STRICT=1: exit non-zero when a stage errs, fails to build or its gates, or is incorrect, or when
+# no stage could be judged (every one no_gpu: no GPU on this machine).
 run: setup
 	$(VENV)/bin/stagelab run --params $(PARAMS) $(if $(STAGES),--stages $(STAGES)) $(if $(STRICT),--strict)
 

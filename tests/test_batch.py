@@ -77,16 +77,21 @@ def test_hung_notebook_times_out_and_is_recorded(tmp_store):
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-GPU record")
 def test_second_family_runs_through_the_same_core(tmp_store):
-    """The softmax family end to end without a GPU: build, resources, SASS gates, no_gpu, its own experiment."""
+    """The softmax family end to end without a GPU: build, resources, SASS gates (an instruction form
+    among them), no_gpu, its own experiment; --strict fails the batch, as no stage could be judged."""
     proc = stagelab("run", "--params", "params/softmax-smoke.yaml", "--strict", env_store=tmp_store)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    assert "--strict: no stage could be judged: all 2 are no_gpu (no CUDA GPU visible here)" in proc.stderr
     runs = mlflow.search_runs(experiment_names=["stagelab-softmax"])
     assert sorted(runs["tags.stage"]) == ["sm0_block_three_pass", "sm1_warp_online"]
     assert set(runs["tags.outcome"]) == {"no_gpu"} and set(runs["tags.family"]) == {"softmax"}
     assert (runs["metrics.sass/LDL/softmax_sm1_kernel.fp16.sm_90a"] == 0).any()
+    assert (runs["metrics.sass/LDG.E.128/softmax_sm1_kernel.fp16.sm_90a"] > 0).any()
     assert (runs["metrics.registers/softmax_sm0_kernel.bf16.sm_90a"] > 0).any()
     client = mlflow.tracking.MlflowClient()
     child = runs[runs["tags.stage"] == "sm1_warp_online"].iloc[0]
     source = {a.path for a in client.list_artifacts(child["run_id"], "source")}
     assert "source/sm0_block_three_pass_to_sm1_warp_online.diff.txt" in source, source
+    assert {"source/binding.cpp", "source/python"} <= source, source
     assert mlflow.search_runs(experiment_names=["stagelab-sdpa"]).empty
+

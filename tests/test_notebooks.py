@@ -6,9 +6,14 @@ import json
 import pytest
 
 from stagelab.core.errors import ConfigError
-from stagelab.notebooks import explore_cells, write_notebooks
+from stagelab import notebooks
+from stagelab.notebooks import explore_cells, stage_notebook, write_notebooks
 from stagelab.core.paths import repo_root
-from stagelab.core.registry import all_registries
+from stagelab.core.registry import all_registries, family_registry
+
+
+def markdown_of(notebook) -> str:
+    return "\n".join("".join(c["source"]) for c in notebook["cells"] if c["cell_type"] == "markdown")
 
 
 def test_committed_notebooks_match_their_sources():
@@ -35,3 +40,34 @@ def test_explore_source_needs_its_separator(tmp_path):
         explore_cells(path)
     with pytest.raises(ConfigError, match="no exploration source"):
         explore_cells(tmp_path / "missing.py")
+
+
+def test_a_stage_without_an_explore_file_gets_no_exploration_section(tmp_path, monkeypatch):
+    """Nothing to explore is no error: the notebook goes from the profile to the outcome, numbered
+    on, and its intro names no explore file; with the file, section 5 is its exploration."""
+    monkeypatch.setattr(notebooks, "stage_notebook_file", lambda registry, stage_id: tmp_path / f"{stage_id}.ipynb")
+    registry = family_registry("softmax")
+    stage = registry.get("sm0_block_three_pass")
+    notebook = stage_notebook(registry, stage)
+    bare = markdown_of(notebook)
+    assert "Exploration" not in bare and "## 5. Outcome" in bare and "## 6." not in bare
+    assert "notebooks/explore" not in bare
+    assert "".join(notebook["cells"][-3]["source"]) == "run.profile()", "the outcome's two cells follow the profile"
+    (tmp_path / "explore").mkdir()
+    (tmp_path / "explore" / f"{stage.id}.py").write_text("Threads per row.\n# %%\nprint(run.stage.id)\n")
+    explored = markdown_of(stage_notebook(registry, stage))
+    assert "## 5. Exploration\nThreads per row." in explored and "## 6. Outcome" in explored
+    assert f"notebooks/explore/{stage.id}.py" in explored
+
+
+def test_the_family_words_its_notebook_prose():
+    """The sanitizer's and the profiler's intros say what the family computes: attention's causal
+    masks and tensor pipe in sdpa's notebooks, none of it in softmax's."""
+    sdpa = family_registry("sdpa")
+    attention = markdown_of(stage_notebook(sdpa, sdpa.get("s0_baseline")))
+    assert "small odd problems, causal and not" in attention and "tensor pipe, FLOP/s" in attention
+    softmax = family_registry("softmax")
+    for stage in softmax.stages.values():
+        text = markdown_of(stage_notebook(softmax, stage))
+        assert "causal" not in text and "tensor pipe" not in text
+        assert "one narrower than a block's stride" in text

@@ -9,9 +9,9 @@ from stagelab.record.report import experiment_note, write_report
 MISSION = "2x8x512x64"
 
 
-def log_run(experiment_id, stage, params, p50, outcome="pass"):
+def log_run(experiment_id, stage, params, p50, outcome="pass", gpu="Test GPU 1"):
     run_id = tracking.create_run(experiment_id, stage, params)
-    tracking.set_tags(run_id, {"outcome": outcome, "gpu": "Test GPU 1", "git_commit": "abc1234567"})
+    tracking.set_tags(run_id, {"outcome": outcome, "gpu": gpu, "git_commit": "abc1234567"})
     tracking.log_metrics(run_id, {m.MISSION_P50_US.key(): p50, m.P50_US.key(MISSION): p50,
                                   m.TFLOPS.key(MISSION): 1e3 / p50, m.speedup("flash").key(MISSION): 20.0 / p50,
                                   m.speedup_geomean(m.PARENT).key(): 3.0, m.MAX_REGISTERS.key(): 128})
@@ -117,3 +117,44 @@ def test_the_ladder_says_how_each_run_was_timed(tmp_store, tmp_path):
     header = next(line for line in ladder.splitlines() if line.startswith("| stage"))
     assert [cell.strip() for cell in header.split("|")].count("timing") == 1
     assert "round_robin" in rows["s1_cp_async"] and "blocks" in rows["s0_baseline"]
+
+
+def report_cli(tmp_path, capsys, *args) -> tuple[int, str]:
+    from stagelab.cli.main import main
+
+    code = main(["report", "--out", str(tmp_path), *args])
+    return code, capsys.readouterr().err
+
+
+def test_report_params_default_to_the_familys_own(tmp_store, tmp_path, capsys):
+    """Without --params, softmax's page shows softmax's acceptance file (not sdpa's acceptance and long)."""
+    run_id = log_run(tracking.init_store("stagelab-softmax"), "sm0_block_three_pass", "softmax-acceptance", 30.0)
+    tracking.log_metrics(run_id, {m.GBPS.key(MISSION): 500.0})  # softmax's pages plot GB/s
+    code, err = report_cli(tmp_path, capsys, "--family", "softmax")
+    assert code == 0, err
+    text = (tmp_path / "test-gpu-1.md").read_text()
+    assert "## softmax-acceptance" in text and "## long" not in text
+    assert "--family softmax --params softmax-acceptance`" in text
+
+
+def test_report_of_no_gpu_runs_names_the_gpus_that_have_runs(tmp_store, tmp_path, capsys):
+    """`--gpu none` was an IndexError traceback; now one line naming the GPUs with runs."""
+    experiment_id = tracking.init_store("stagelab-sdpa")
+    log_run(experiment_id, "s0_baseline", "acceptance", 200.0)
+    log_run(experiment_id, "s1_cp_async", "acceptance", 60.0, outcome="no_gpu", gpu="none")
+    code, err = report_cli(tmp_path, capsys, "--gpu", "none")
+    assert code == 2 and "Traceback" not in err
+    assert "--gpu none: runs without a GPU (outcome no_gpu) were never timed" in err and "Test GPU 1" in err
+    code, err = report_cli(tmp_path, capsys, "--gpu", "Other GPU")
+    assert code == 2 and "no finished runs of acceptance, long on 'Other GPU'" in err
+    assert "GPUs with runs of acceptance, long: Test GPU 1" in err
+
+
+def test_a_store_of_only_no_gpu_runs_says_so(tmp_store, tmp_path, capsys):
+    experiment_id = tracking.init_store("stagelab-sdpa")
+    for stage in ("s0_baseline", "s1_cp_async"):
+        log_run(experiment_id, stage, "acceptance", 1.0, outcome="no_gpu", gpu="none")
+    code, err = report_cli(tmp_path, capsys)
+    assert code == 2 and "Traceback" not in err
+    assert "every finished run of acceptance, long (2) ran without a GPU (outcome no_gpu)" in err
+    assert not list(tmp_path.glob("*.md")), "no page of nothing"

@@ -15,7 +15,7 @@ from mlflow.tracking import MlflowClient
 from stagelab.core import metrics
 
 from stagelab.record import tracking
-from stagelab.core.build import source_hash
+from stagelab.core.sources import run_source_hash
 from stagelab.core.registry import family_registry
 from test_stopped_runs import finished_run, signal_once_running, stage_runs, start_runner
 
@@ -65,7 +65,7 @@ def test_shards_with_resume_and_gpus_run_each_pair_once(tmp_store, stagelab_cli)
     of its source, which --resume keeps; shard 2/2 is s1 and s3a. Every stage ends up run once."""
     registry = family_registry("sdpa")
     kept = finished_run(tracking.init_store("stagelab-sdpa"), "s0_baseline",
-                        source_hash(registry.stages["s0_baseline"], registry))
+                        run_source_hash(registry.stages["s0_baseline"], registry))
     four = [*THREE[:2], "s2_wmma", "s3a_no_sp"]
     printed = {}
     for shard, ran in (("1/2", ["s2_wmma"]), ("2/2", ["s1_cp_async", "s3a_no_sp"])):

@@ -1,5 +1,6 @@
-"""`stagelab run --gpus` and `--shard`, without notebooks: what the values mean, and that a bad one is
-one line and exit 2 before anything is created. The sweeps with notebooks are in test_several_gpus."""
+"""`stagelab run --gpus`, `--shard` and `--strict`, without notebooks: what the values mean, that a bad one
+is one line and exit 2 before anything is created, and when --strict fails a batch. The sweeps with
+notebooks are in test_several_gpus (and test_batch)."""
 
 import shutil
 
@@ -106,3 +107,27 @@ def test_notebooks_side_by_side_share_the_cores(monkeypatch):
     assert slots_for([Gpu(str(i), "") for i in range(8)], cpus=4)[0].env()["OMP_NUM_THREADS"] == "1"
     monkeypatch.setenv("OMP_NUM_THREADS", "3")  # the user's own setting is inherited, never replaced
     assert slots_for([Gpu("0", ""), Gpu("1", "")], cpus=32)[0].env() == {"CUDA_VISIBLE_DEVICES": "0"}
+
+
+@pytest.mark.parametrize("outcomes, failure", [
+    (["pass", "valid_negative"], None),
+    (["pass", "no_gpu"], None),
+    ([], None),  # a shard with nothing to run
+    (["no_gpu", "incorrect", "error"], "2 stage(s) error, incorrect"),
+    (["no_gpu", "no_gpu"], "no stage could be judged: all 2 are no_gpu (no CUDA GPU visible here)"),
+])
+def test_strict_fails_on_a_broken_stage_and_on_a_batch_nothing_judged(outcomes, failure, monkeypatch, capsys):
+    """`stagelab run --strict` exits 1 where a stage is broken, and where none could be judged (every
+    stage no_gpu: green would read as checked kernels); the reason goes to stderr."""
+    import pandas as pd
+
+    from stagelab.run import batch
+
+    summary = pd.DataFrame({"stage": [f"s{i}" for i in range(len(outcomes))], "outcome": outcomes,
+                            "gpu": "", "run_id": "r"})
+    monkeypatch.setattr(batch, "run_batch", lambda *args, **kwargs: summary)
+    code = main(["run", "--params", "params/softmax-smoke.yaml", "--strict"])
+    err = capsys.readouterr().err
+    assert code == (0 if failure is None else 1)
+    assert (failure is None and "--strict" not in err) or f"stagelab run --strict: {failure}" in err
+    assert main(["run", "--params", "params/softmax-smoke.yaml"]) == 0, "without --strict nothing fails"

@@ -16,7 +16,7 @@ from mlflow.tracking import MlflowClient
 from stagelab.core import metrics
 
 from stagelab.record import tracking
-from stagelab.core.build import source_hash
+from stagelab.core.sources import run_source_hash
 from stagelab.core.registry import family_registry
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -147,9 +147,9 @@ def test_resume_runs_only_stages_without_a_finished_run_of_their_source(tmp_stor
     s2's run at the current source failed: both run again."""
     registry = family_registry("sdpa")
     experiment_id = tracking.init_store("stagelab-sdpa")
-    kept = finished_run(experiment_id, "s0_baseline", source_hash(registry.stages["s0_baseline"], registry))
+    kept = finished_run(experiment_id, "s0_baseline", run_source_hash(registry.stages["s0_baseline"], registry))
     finished_run(experiment_id, "s1_cp_async", "source-before-an-edit")
-    finished_run(experiment_id, "s2_wmma", source_hash(registry.stages["s2_wmma"], registry), status="FAILED")
+    finished_run(experiment_id, "s2_wmma", run_source_hash(registry.stages["s2_wmma"], registry), status="FAILED")
 
     proc = stagelab_cli("run", "--resume", "--stages", "s0_baseline", "s1_cp_async", "s2_wmma",
                         "--params", "params/smoke.yaml", "--kernel", "no-such-kernel")

@@ -3,7 +3,8 @@
 A stage notebook is three things put together:
 - its intro, from the registry (stages.yaml: title, parent, what changed, hypothesis),
 - the common flow, the same cells in every stage notebook so the record is comparable,
-- its own exploration, from `notebooks/explore/<stage>.py` (markdown, a line `# %%`, python).
+- its own exploration, from `notebooks/explore/<stage>.py` (markdown, a line `# %%`, python), where
+  the stage has one: without the file the notebook has no exploration section.
 
 `stagelab notebooks` rewrites notebooks/<stage>.ipynb from those sources (without outputs);
 `stagelab notebooks --check` fails when a committed notebook differs from what they make.
@@ -14,6 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from .core.errors import ConfigError
+from .core.family import Family, load_family
 from .core.paths import repo_root, stage_notebook_file
 from .core.registry import Registry, Stage, all_registries
 
@@ -28,19 +30,14 @@ def notebooks_dir() -> Path:
     return repo_root() / "notebooks"
 
 
-def explore_path(registry: Registry, stage: Stage) -> Path:
-    """A stage's own exploration: explore/<stage>.py beside its notebook (notebooks/explore/ of the
-    checkout; the family folder's notebooks/explore/ for a family outside it)."""
-    return stage_notebook_file(registry, stage.id).parent / "explore" / f"{stage.id}.py"
-
-
-def intro_markdown(stage: Stage, params_file: str) -> str:
+def intro_markdown(stage: Stage, params_file: str, explore: Path | None) -> str:
     parent = f"`{stage.parent}`" if stage.parent else "none (the baseline)"
     parts = [f"# {stage.id}: {stage.title.split(': ', 1)[-1]}", "", f"**Parent.** {parent}", ""]
     if stage.changes:
         parts += [f"**Changed{' vs ' + stage.parent if stage.parent else ''}.** {stage.changes}", ""]
+    sources = "the registry (stages.yaml)" + (f" and `notebooks/explore/{stage.id}.py`" if explore else "")
     parts += [f"**Hypothesis.** {stage.hypothesis}", "",
-              f"Generated from the registry (stages.yaml) and `notebooks/explore/{stage.id}.py`; "
+              f"Generated from {sources}; "
               "edit those and run `stagelab notebooks`. Run it interactively (edit the parameters cell) "
               f"or in batch: `stagelab run --stages {stage.id} --params {params_file}`."]
     return "\n".join(parts)
@@ -56,14 +53,22 @@ def _parameters_source(stage: Stage, params_file: str, knob_example: str, family
             'steps = None  # None: the parameter file\'s optional steps; else e.g. "sanitize,profile" ("" for none)')
 
 
-SANITIZE_INTRO = ("### Sanitizer\ncompute-sanitizer memcheck, racecheck and synccheck on small odd problems, "
-                  "causal and not; any error makes the stage `incorrect`. Skipped without a GPU.")
+# The steps' intros; the family completes the sentences that depend on what it computes
+# (Family.notebook_sanitize_problems, Family.notebook_profile_focus).
+def sanitize_intro(family: Family) -> str:
+    return ("### Sanitizer\ncompute-sanitizer memcheck, racecheck and synccheck on "
+            f"{family.notebook_sanitize_problems}; any error makes the stage `incorrect`. Skipped without a GPU.")
+
+
 STRESS_INTRO = ("### Stress\nThe checks and dependent-launch chains again and again, with one side of the "
                 "kernel's hand-offs delayed at random (STRESS_DELAY_NS) and beside a load kernel; a failure in any "
                 "round makes the stage `incorrect` (ordering). Runs with `steps: [stress]`; skipped without a GPU.")
-PROFILE_INTRO = ("### Profile\nNsight Compute on the stage's kernels alone, at the mission problem and one long "
-                 "problem: tensor pipe, FLOP/s, DRAM, L2, occupancy, top stalls, bank conflicts; the `.ncu-rep` "
-                 "files go with the record. Skipped without a GPU.")
+
+
+def profile_intro(family: Family) -> str:
+    return ("### Profile\nNsight Compute on the stage's kernels alone, at the mission problem and one long "
+            f"problem: {family.notebook_profile_focus}; the `.ncu-rep` "
+            "files go with the record. Skipped without a GPU.")
 
 
 def _step_cells(step: str, intro: str) -> list:
@@ -73,12 +78,14 @@ def _step_cells(step: str, intro: str) -> list:
     return [new_markdown_cell(intro), new_code_cell(f"run.{step}()")]
 
 
-def common_cells(stage: Stage, params_file: str, knob_example: str, family: str) -> tuple[list, list]:
+def _opening_cells(stage: Stage, family: Family, explore: Path | None) -> list:
+    """The intro, the parameters cell and the StageRun every later cell uses."""
     from nbformat.v4 import new_code_cell, new_markdown_cell
 
-    head = [
-        new_markdown_cell(intro_markdown(stage, params_file)),
-        new_code_cell(_parameters_source(stage, params_file, knob_example, family), metadata={"tags": ["parameters"]}),
+    return [
+        new_markdown_cell(intro_markdown(stage, family.acceptance_params, explore)),
+        new_code_cell(_parameters_source(stage, family.acceptance_params, family.knob_example, family.name),
+                      metadata={"tags": ["parameters"]}),
         new_code_cell(
             "from IPython.display import Markdown, display\n\n"
             "from stagelab.record.plots import error_plot, latency_plot\n"
@@ -87,6 +94,14 @@ def common_cells(stage: Stage, params_file: str, knob_example: str, family: str)
             "               steps=steps, family=family)\n"
             "display(Markdown(f\"**{run.stage.title}** (parent: `{run.stage.parent}`), \"\n"
             "                 f\"params `{run.params.name}`, GPU available: {run.gpu_available}\"))"),
+    ]
+
+
+def _measuring_cells(family: Family) -> list:
+    """Sections 1 to 4: build, resources, correctness (sanitizer, stress), timing (profile)."""
+    from nbformat.v4 import new_code_cell, new_markdown_cell
+
+    return [
         new_markdown_cell("## 1. Build\nnvcc compiles the torch-free `.cu`; cpp_extension links the family's "
                           "binding. Cached by source hash, options and architecture."),
         new_code_cell("build = run.build()\nprint(build.module.stage_config())\n"
@@ -103,7 +118,7 @@ def common_cells(stage: Stage, params_file: str, knob_example: str, family: str)
             "    display(checks[['shape', 'dtype', 'seed', 'distribution', 'max_abs_err', 'budget', 'err_budget_ratio',\n"
             "                    'passed', 'reason']])\n"
             "    error_plot(checks, title=f'{stage}: error / budget');"),
-        *_step_cells("sanitize", SANITIZE_INTRO),
+        *_step_cells("sanitize", sanitize_intro(family)),
         *_step_cells("stress", STRESS_INTRO),
         new_markdown_cell("## 4. Timing\nStage, parent and every available library contender on the same inputs, "
                           "in this process, in each timing mode of the parameter file (cold = L2 flushed, "
@@ -115,15 +130,27 @@ def common_cells(stage: Stage, params_file: str, knob_example: str, family: str)
             "    display(run.speedups())\n"
             "    for mode in run.params.timing.modes:\n"
             "        latency_plot(timing, mode=mode, title=f'{stage}: p50 latency ({mode})')"),
-        *_step_cells("profile", PROFILE_INTRO),
+        *_step_cells("profile", profile_intro(family)),
     ]
-    tail = [
-        new_markdown_cell("## 6. Outcome\nDecided from the evidence above and logged to MLflow with every table, "
-                          "plot, the ptxas log, the kernel source and its diff against the parent."),
+
+
+def _outcome_cells(number: int) -> list:
+    from nbformat.v4 import new_code_cell, new_markdown_cell
+
+    return [
+        new_markdown_cell(f"## {number}. Outcome\nDecided from the evidence above and logged to MLflow with every "
+                          "table, plot, the ptxas log, the kernel source and its diff against the parent."),
         new_code_cell("outcome = run.finish()\n"
                       "display(Markdown(f'**Outcome: `{outcome.outcome}`**: {outcome.reason}'))"),
     ]
-    return head, tail
+
+
+def explore_path(registry: Registry, stage: Stage) -> Path | None:
+    """explore/<stage>.py beside the stage's notebook (notebooks/explore/ of the checkout; the family
+    folder's notebooks/explore/ for a family outside it), where the stage has something of its own
+    to explore."""
+    path = stage_notebook_file(registry, stage.id).parent / "explore" / f"{stage.id}.py"
+    return path if path.is_file() else None
 
 
 def explore_cells(path: Path) -> list:
@@ -139,14 +166,16 @@ def explore_cells(path: Path) -> list:
 
 
 def stage_notebook(registry: Registry, stage: Stage):
+    """The stage's notebook; section 5 (exploration) only where notebooks/explore/<stage>.py exists."""
     from nbformat.v4 import new_notebook
 
-    from .core.family import load_family
-
     family = load_family(registry.family)
-    head, tail = common_cells(stage, family.acceptance_params, family.knob_example, registry.family)
-    explore = explore_cells(explore_path(registry, stage))
-    cells = head + explore + tail
+    explore = explore_path(registry, stage)
+    cells = _opening_cells(stage, family, explore) + _measuring_cells(family)
+    if explore:
+        cells += explore_cells(explore) + _outcome_cells(6)
+    else:
+        cells += _outcome_cells(5)
     for number, cell in enumerate(cells):  # stable ids: a regenerated notebook diffs by content only
         cell["id"] = f"{stage.id}-{number}"
     return new_notebook(cells=cells, metadata=NOTEBOOK_METADATA)

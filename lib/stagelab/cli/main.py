@@ -16,7 +16,7 @@ from .store import add_parsers as add_store_parsers
 from .tools import add_parsers as add_tool_parsers
 from .trial import add_parsers as add_trial_parsers
 from .trial import route
-from .workspace import prepare
+from .workspace import prepared
 from .tune import add_parsers as add_tune_parsers
 
 # The shell's convention for a process ended by signal N: exit status 128 + N (130 for SIGINT).
@@ -37,8 +37,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(route(sys.argv[1:] if argv is None else list(argv)))
     try:
-        prepare(args)
-        return args.func(args)
+        with prepared(args):
+            return args.func(args)
     except RunnerStopped as exc:
         print(f"stagelab: {exc}", file=sys.stderr)
         return SIGNAL_EXIT_BASE + exc.signum

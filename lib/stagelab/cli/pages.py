@@ -30,8 +30,9 @@ def _cmd_notebooks(args) -> int:
 def add_parsers(sub) -> None:
     """`report` and `notebooks`: pages written from the store and notebooks from their sources."""
     rep = sub.add_parser("report", help="write docs/results/<family>/<gpu>.md (+ plot) from the MLflow store")
-    rep.add_argument("--params", nargs="+", default=["acceptance", "long"],
-                     help="parameter-file names whose latest runs the page shows")
+    rep.add_argument("--params", nargs="+", default=None,
+                     help="parameter-file names whose latest runs the page shows (default: the family's "
+                          "report_params, e.g. sdpa's acceptance and long)")
     rep.add_argument("--out", default=None, help="folder (default docs/results/<family>)")
     rep.add_argument("--gpu", default=None, help="GPU name as tagged (default: the newest run's GPU)")
     rep.add_argument("--family", default="sdpa", help="kernel family (default sdpa)")

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import sys
+
 from .workspace import add_family_option, announce_store
+
+# The outcome of a stage built and gated on a machine without a GPU (judge.outcome).
+NO_GPU = "no_gpu"
 
 
 def _default_params(family: str | None) -> str:
@@ -30,8 +35,27 @@ def _cmd_run(args) -> int:
                         kernel_name=args.kernel, resume=args.resume, gpus=gpus, shard=shard, steps=args.steps)
     shown = summary.drop(columns=["run_id"] + ([] if gpus else ["gpu"]))
     print(markdown(shown))
-    bad = summary["outcome"].isin(["error", "build_failed", "incorrect", "resource_fail"])
-    return 1 if bad.any() and args.strict else 0
+    failure = strict_failure(list(summary["outcome"])) if args.strict else None
+    if failure:
+        print(f"stagelab run --strict: {failure}", file=sys.stderr)
+    return 1 if failure else 0
+
+
+# Outcomes --strict fails on: the stage is broken (or its notebook is).
+STRICT_BAD = ("error", "build_failed", "incorrect", "resource_fail")
+
+
+def strict_failure(outcomes: list[str]) -> str | None:
+    """Why `stagelab run --strict` fails the batch, None when it passes: a stage that errs, fails to
+    build or its gates, or is incorrect; or no stage judged at all, every one `no_gpu` (a green exit
+    there would read as a checked kernel). An empty batch (a shard with nothing to run) passes."""
+    bad = sorted({o for o in outcomes if o in STRICT_BAD})
+    if bad:
+        return f"{sum(o in STRICT_BAD for o in outcomes)} stage(s) {', '.join(bad)}"
+    if outcomes and all(o == NO_GPU for o in outcomes):
+        return (f"no stage could be judged: all {len(outcomes)} are no_gpu (no CUDA GPU visible here), so none "
+                "was checked or timed; run on a machine with a GPU, or without --strict for the build and gates alone")
+    return None
 
 
 def add_parsers(sub) -> None:
@@ -43,7 +67,8 @@ def add_parsers(sub) -> None:
     run.add_argument("--timeout", type=int, default=None, help="seconds per notebook (default: the file's timeout_s)")
     run.add_argument("--experiment", default=None, help="MLflow experiment (default: stagelab-<family>)")
     run.add_argument("--kernel", default="python3", help="Jupyter kernel name")
-    run.add_argument("--strict", action="store_true", help="exit 1 when any stage errs, fails to build or is incorrect")
+    run.add_argument("--strict", action="store_true", help="exit 1 when any stage errs, fails to build or its gates, or is incorrect, "
+                          "or when no stage could be judged (every one no_gpu)")
     run.add_argument("--resume", action="store_true",
                      help="skip stages that have a finished run of their current source on this parameter file")
     run.add_argument("--gpus", default=None, metavar="all|I,J,...",

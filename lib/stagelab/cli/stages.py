@@ -32,6 +32,7 @@ def _cmd_resources(args) -> int:
     import pandas as pd
 
     from ..core.build import build_stage
+    from ..core.family import load_family
     from ..core.registry import find_stage
     from ..measure.steps import resource_report
 
@@ -44,7 +45,7 @@ def _cmd_resources(args) -> int:
                    "spill_load_bytes", "barriers"]
         table = pd.DataFrame([{"kernel": r.tag, **{c: r.as_row()[c] for c in columns}} for r in result.resources])
         print(table.to_markdown(index=False))
-        report = resource_report(stage, result)
+        report = resource_report(stage, result, load_family(registry.family).watched_opcodes)
         print(pd.DataFrame(report.instructions).to_markdown(index=False))
         failed = [g for g in report.gates if not g.passed]
         failed_any = failed_any or bool(failed)

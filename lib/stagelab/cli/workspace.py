@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 CHECKOUT_MARKERS = ("kernels", "pyproject.toml")
@@ -88,14 +90,29 @@ def select_family(args) -> None:
         os.environ[SELECTED_FAMILY_ENV] = name
 
 
-def prepare(args) -> None:
-    """Everything a command settles before its own work (see the module's docstring)."""
+@contextmanager
+def prepared(args) -> Iterator[None]:
+    """Everything a command settles before its own work (see the module's docstring), for the
+    command and its child processes only: a command run in-process (tests, notebooks) leaves the
+    environment as it found it."""
+    from ..core.family_sources import SELECTED_FAMILY_ENV
+    from ..core.paths import WORKSPACE_ENV
+
+    saved = {name: os.environ.get(name) for name in (SELECTED_FAMILY_ENV, WORKSPACE_ENV)}
     cwd = Path.cwd().resolve()
     warning = other_checkout_warning(cwd)
     if warning:
         print(warning, file=sys.stderr)
-    select_family(args)
-    choose_workspace(args, cwd)
+    try:
+        select_family(args)
+        choose_workspace(args, cwd)
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 def announce_store() -> None:

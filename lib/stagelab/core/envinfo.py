@@ -19,7 +19,8 @@ def _run(cmd: list[str]) -> str | None:
 
 
 def git_state() -> dict[str, str]:
-    """The commit of the project's own tree.
+    """The commit of the project's own tree, and whether the tree differs from it (edited, staged
+    or untracked files).
 
     $STAGELAB_GIT_COMMIT (and $STAGELAB_GIT_DIRTY) win when set: whoever copied the
     tree to a machine without .git (a lent GPU) knows what was sent. Otherwise git,
@@ -34,7 +35,9 @@ def git_state() -> dict[str, str]:
     if toplevel is None or Path(toplevel).resolve() != root.resolve():
         return {"git_commit": "unknown", "git_dirty": "unknown"}
     commit = _run(["git", "-C", str(root), "rev-parse", "HEAD"]) or "unknown"
-    status = _run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"])
+    # Untracked files count (`??` lines): a new family file nobody added yet decides results as much
+    # as an edited one. Ignored ones (build/, mlruns/) do not: git leaves them out of --porcelain.
+    status = _run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=normal"])
     return {"git_commit": commit, "git_dirty": "true" if status else "false"}
 
 

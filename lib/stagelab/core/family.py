@@ -16,6 +16,7 @@ one `Family` object (`stagelab.families.<name>`, or the folder's family.py) that
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from types import ModuleType
 from typing import Any, Protocol
 
@@ -91,6 +92,23 @@ class Family:
     # `features`): a stage is given such a problem only where its stages.yaml `supports:` names them all;
     # elsewhere the lab skips it with the reason, before any launch (e.g. sdpa's gqa, cross_length, bshd).
     problem_features: dict[str, str] = {}
+    # SASS opcodes recorded as metrics for every kernel instance, whether or not a gate names them
+    # (`sass/<opcode>/<kernel>`, `stagelab resources`). A name with modifiers (LDG.E.128) counts that
+    # instruction form only, a bare one (LDG) every form. The default is what any kernel's memory and
+    # synchronization come down to, whatever it computes: global, shared and local loads and stores
+    # (local ones are spills or stack arrays) and block barriers. A family names its own path's
+    # (sdpa: HGMMA, UTMALDG, ...).
+    watched_opcodes: tuple[str, ...] = ("LDG", "STG", "LDS", "STS", "LDL", "STL", "BAR")
+    # The stage notebook's family words (stagelab.notebooks), completing its sentences: "compute-sanitizer
+    # ... on <notebook_sanitize_problems>; ..." and "Nsight Compute ... problem: <notebook_profile_focus>; ...".
+    notebook_sanitize_problems: str = "small problems of odd sizes"
+    notebook_profile_focus: str = "DRAM, L2, occupancy, top stalls, bank conflicts"
+
+    @property
+    def report_params(self) -> tuple[str, ...]:
+        """The parameter files (by name) `stagelab report` shows when --params is not given: the
+        acceptance file alone unless the family names more (a class attribute overrides this)."""
+        return (Path(self.acceptance_params).stem,)
 
     @property
     def experiment(self) -> str:

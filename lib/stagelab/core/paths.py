@@ -65,12 +65,15 @@ def runs_dir() -> Path:
 
 
 def resolve_params_path(params: str | Path, *folders: Path) -> Path:
-    """A parameter file as given; else relative to each of `folders` (a family's own folder), then
-    to the repo root; as given when found nowhere (the reader then names it)."""
+    """A parameter file: relative to each of `folders` first (a family's own folder, so that its
+    `params/acceptance.yaml` is never another family's), then as given, then relative to the repo
+    root; as given when found nowhere (the reader then names it)."""
     path = Path(params)
-    if path.is_absolute() or path.exists():
+    if path.is_absolute():
         return path
-    for folder in (*folders, repo_root()):
-        if (folder / path).exists():
+    for folder in folders:
+        if (folder / path).is_file():
             return folder / path
-    return path
+    if path.exists() or not (repo_root() / path).exists():
+        return path
+    return repo_root() / path

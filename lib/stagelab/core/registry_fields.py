@@ -21,7 +21,8 @@ _GATE_KEYS = {"max_registers", "max_shared_memory_bytes", "spills_allowed", "sas
 # Nsight Compute gates (`ncu: {tensor_util_min: 0.5}`): each a fraction of peak every profiled problem must reach.
 NCU_GATE_KEYS = ("tensor_util_min", "dram_throughput_min", "occupancy_min", "l2_hit_rate_min")
 _ADVISORY_CODE_RE = re.compile(r"^C\d{4}$")
-_OPCODE_RE = re.compile(r"^[A-Z][A-Z0-9_]*$")
+# An opcode (LDG: every form of it) or one instruction form, the opcode with its modifiers (LDG.E.128).
+_OPCODE_RE = re.compile(r"^[A-Z][A-Z0-9_]*(\.[A-Za-z0-9_]+)*$")
 _ARCH_RE = re.compile(r"^sm_\d{2,3}a?$")
 ID_RE = re.compile(r"^[A-Za-z0-9_]+$")
 
@@ -33,7 +34,8 @@ class ResourceGates:
     max_registers: int | None = None
     max_shared_memory_bytes: int | None = None
     spills_allowed: bool = False
-    # SASS opcodes every kernel instance must contain (e.g. HGMMA) and must not (e.g. LDL, STL).
+    # SASS opcodes every kernel instance must contain (e.g. HGMMA) and must not (e.g. LDL, STL); a name with
+    # modifiers (LDG.E.128) is that instruction form alone, a bare opcode any of its forms (core.sass.opcode_count).
     sass_require: tuple[str, ...] = ()
     sass_forbid: tuple[str, ...] = ()
     # ptxas advisory codes no kernel instance may draw (e.g. C7514: wgmma serialized).
@@ -62,7 +64,8 @@ def parse_gates(where: str, raw: dict, base: ResourceGates) -> ResourceGates:
         if key in raw:
             opcodes = raw[key] or []
             if not isinstance(opcodes, list) or not all(isinstance(o, str) and _OPCODE_RE.match(o) for o in opcodes):
-                raise ConfigError(f"{where}.gates.{key}: expected a list of SASS opcodes like [HGMMA], got {opcodes!r}")
+                raise ConfigError(f"{where}.gates.{key}: expected a list of SASS opcodes like [HGMMA] "
+                                  f"or instruction forms like [LDG.E.128], got {opcodes!r}")
             values[key] = tuple(opcodes)
     if "ptxas_forbid" in raw:
         codes = raw["ptxas_forbid"] or []

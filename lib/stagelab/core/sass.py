@@ -1,6 +1,7 @@
 """SASS opcode counts per kernel instance, read with `cuobjdump -sass` from the stage's object
 file (no GPU needed): the evidence that a stage runs on the path it claims (HGMMA for wgmma,
-UTMALDG for TMA) and keeps off local memory (LDL/STL)."""
+UTMALDG for TMA, LDG.E.128 for 16-byte loads) and keeps off local memory (LDL/STL). The opcodes
+recorded for every stage are its family's (Family.watched_opcodes)."""
 
 from __future__ import annotations
 
@@ -14,18 +15,15 @@ from pathlib import Path
 from .errors import BuildError
 from .toolchain import cuda_home
 
-# Opcodes recorded as metrics for every kernel instance, whether or not a gate names them:
-# tensor-core paths (HGMMA wgmma, HMMA mma.sync), copies (UTMALDG TMA, LDGSTS cp.async),
-# local memory (LDL/STL), mbarrier traffic (SYNCS) and register reallocation (USETMAXREG).
-WATCHED_OPCODES = ("HGMMA", "HMMA", "UTMALDG", "LDGSTS", "LDL", "STL", "SYNCS", "USETMAXREG")
-
 FUNCTION_RE = re.compile(r"^\s*Function\s*:\s*(\S+)")
 _ARCH_RE = re.compile(r"arch\s*=\s*(sm_\w+)")
-_INSTRUCTION_RE = re.compile(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P[T0-9]+\s+)?([A-Z][A-Z0-9_]*)")
+# An instruction's mnemonic with its modifiers (LDG.E.128, HGMMA.64x128x16.F32), after any predicate.
+_INSTRUCTION_RE = re.compile(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P[T0-9]+\s+)?([A-Z][A-Z0-9_]*(?:\.[A-Za-z0-9_]+)*)")
 
 
-def parse_sass(text: str) -> dict[tuple[str, str], Counter]:
-    """{(mangled name, arch): Counter of opcodes} from `cuobjdump -sass` output."""
+def parse_sass_forms(text: str) -> dict[tuple[str, str], Counter]:
+    """{(mangled name, arch): Counter of instruction forms, the opcode with its modifiers}
+    from `cuobjdump -sass` output."""
     counts: dict[tuple[str, str], Counter] = {}
     arch, current = "", None
     for line in text.splitlines():
@@ -36,6 +34,29 @@ def parse_sass(text: str) -> dict[tuple[str, str], Counter]:
         elif current is not None and (i := _INSTRUCTION_RE.search(line)):
             current[i[1]] += 1
     return counts
+
+
+def base_opcode(form: str) -> str:
+    """LDG.E.128 -> LDG."""
+    return form.split(".", 1)[0]
+
+
+def parse_sass(text: str) -> dict[tuple[str, str], Counter]:
+    """{(mangled name, arch): Counter of opcodes, modifiers dropped} from `cuobjdump -sass` output."""
+    counts = {}
+    for key, forms in parse_sass_forms(text).items():
+        counts[key] = Counter()
+        for form, n in forms.items():
+            counts[key][base_opcode(form)] += n
+    return counts
+
+
+def opcode_count(forms: Counter, name: str) -> int:
+    """How many instructions a gate's or a watched list's opcode name matches: a name with modifiers
+    (LDG.E.128) exactly that instruction form, a bare opcode (LDG) every form of it."""
+    if "." in name:
+        return forms.get(name, 0)
+    return sum(n for form, n in forms.items() if base_opcode(form) == name)
 
 
 def _pip_cuda_bin() -> list[Path]:

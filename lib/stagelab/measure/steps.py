@@ -3,6 +3,9 @@ none of them logs anything (the recorder does) or decides anything (the judge do
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Sequence
+
 import torch
 
 from ..core.build import BuildResult, build_stage
@@ -13,7 +16,7 @@ from ..core.envinfo import read_clocks
 from ..core.distributions import stage_distributions
 from ..core.registry import Stage
 from ..core.resources import evaluate_gates
-from ..core.sass import WATCHED_OPCODES
+from ..core.sass import opcode_count, parse_sass_forms
 from ..core.supports import refusal, split_supported
 from .results import PARENT_PREFIX, Built, CheckReport, ResourceReport, TimingReport
 from .timing import L2Flusher, time_contenders, time_floor
@@ -33,19 +36,21 @@ def build_step(ctx: StageContext, with_parent: bool = True) -> Built:
     return built
 
 
-def resource_report(stage: Stage, result: BuildResult) -> ResourceReport:
-    """ptxas numbers and SASS opcode counts per kernel instance, judged on the registry's gates."""
+def resource_report(stage: Stage, result: BuildResult, watched_opcodes: Sequence[str]) -> ResourceReport:
+    """ptxas numbers and SASS opcode counts per kernel instance, judged on the registry's gates.
+    Counted: the family's watched opcodes and every opcode a gate names, each as it is named (a bare
+    opcode counts all its forms, one with modifiers that form alone: core.sass.opcode_count)."""
     gates = stage.gates
-    counted = result.sass_opcodes()
-    watched = dict.fromkeys((*WATCHED_OPCODES, *gates.sass_require, *gates.sass_forbid))
-    opcodes = {r.tag: {op: counted.get((r.mangled, r.arch), {}).get(op, 0) for op in watched}
+    forms = parse_sass_forms(result.sass_listing())
+    watched = dict.fromkeys((*watched_opcodes, *gates.sass_require, *gates.sass_forbid))
+    opcodes = {r.tag: {op: opcode_count(forms.get((r.mangled, r.arch), Counter()), op) for op in watched}
                for r in result.resources}
     instructions = [{"kernel": tag, **counts} for tag, counts in opcodes.items()]
     return ResourceReport(result.resources, evaluate_gates(result.resources, gates, opcodes), instructions)
 
 
 def resource_step(ctx: StageContext, built: Built) -> ResourceReport:
-    return resource_report(ctx.stage, built.stage)
+    return resource_report(ctx.stage, built.stage, ctx.family.watched_opcodes)
 
 
 def check_step(ctx: StageContext, built: Built) -> CheckReport:

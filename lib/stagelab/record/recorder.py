@@ -7,7 +7,6 @@ StageRun costs no store access, subprocess or GPU query.
 
 from __future__ import annotations
 
-import difflib
 import json
 import tempfile
 from pathlib import Path
@@ -15,12 +14,14 @@ from pathlib import Path
 import pandas as pd
 
 from . import flatten, tracking
+from .saved_sources import log_sources
 from ..core import metrics
 from ..judge.outcome import Outcome
 from ..measure.profile import ProfileReport
 from ..measure.results import Built, CheckReport, ResourceReport, StageResults, TimingReport
 from ..measure.sanitize import SanitizeReport
 from ..core.context import StageContext
+from ..core.sources import run_source_hash
 from ..measure.stress import StressReport
 
 
@@ -59,19 +60,6 @@ def write_table(folder: Path, name: str, frame: pd.DataFrame) -> None:
         return
     frame.to_csv(folder / f"{name}.csv", index=False)
     (folder / f"{name}.md").write_text(frame.to_markdown(index=False))
-
-
-def source_diff(parent: Path, stage: Path) -> str:
-    """`diff -u parent.cu stage.cu`: the stage read as a change to its parent."""
-    return "".join(difflib.unified_diff(parent.read_text().splitlines(keepends=True),
-                                        stage.read_text().splitlines(keepends=True),
-                                        fromfile=f"kernels/{parent.parent.name}/{parent.name}",
-                                        tofile=f"kernels/{stage.parent.name}/{stage.name}"))
-
-
-def diff_name(parent_id: str, stage_id: str) -> str:
-    """`.txt` last: the MLflow UI previews only extensions it knows as text, and `.diff` is not one."""
-    return f"{parent_id}_to_{stage_id}.diff.txt"
 
 
 class StressAndHangRecords:
@@ -124,7 +112,8 @@ class MlflowRecorder(StressAndHangRecords):
             return
         b = built.stage
         (self.artifacts / "ptxas.log").write_text(b.ptxas_log)
-        tracking.set_tags(run_id, {metrics.TAG_SOURCE_HASH: b.source_hash, "build_key": b.key,
+        source = run_source_hash(self.ctx.stage, self.ctx.registry, self.ctx.family)
+        tracking.set_tags(run_id, {metrics.TAG_SOURCE_HASH: source, "build_key": b.key,
                                    "build_cached": str(b.cached).lower(),
                                    "stage_config": b.module.stage_config() if b.module else ""})
         tracking.log_metrics(run_id, {metrics.BUILD_SECONDS.key(): b.seconds})
@@ -211,16 +200,6 @@ class MlflowRecorder(StressAndHangRecords):
         for figure in figures:  # saved already; a tune records dozens of runs in one process
             plt.close(figure)
 
-    def _log_sources(self, run_id: str) -> None:
-        ctx = self.ctx
-        for path in [ctx.stage.source, *ctx.registry.header_files()]:
-            tracking.log_artifact(run_id, path, "source")
-        if ctx.parent is not None:
-            diff = self.artifacts / diff_name(ctx.parent.id, ctx.stage.id)
-            diff.write_text(source_diff(ctx.parent.source, ctx.stage.source))
-            tracking.log_artifact(run_id, diff, "source")
-            diff.unlink()
-
     def finish(self, outcome: Outcome, results: StageResults) -> None:
         run_id = self._run()
         try:
@@ -228,7 +207,7 @@ class MlflowRecorder(StressAndHangRecords):
         except Exception as exc:  # a plot must never cost the record
             (self.artifacts / "plot_error.txt").write_text(repr(exc))
         tracking.set_tags(run_id, {metrics.TAG_OUTCOME: outcome.outcome, metrics.TAG_OUTCOME_REASON: outcome.reason})
-        self._log_sources(run_id)
+        log_sources(run_id, self.ctx, self.artifacts)
         for path in sorted(self.artifacts.iterdir()):
             subfolder = "results" if path.suffix in {".csv", ".md", ".json"} or path.is_dir() else None
             if path.is_dir():

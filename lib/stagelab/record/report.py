@@ -102,11 +102,13 @@ def _params_section(runs: pd.DataFrame, name: str, family: Family) -> tuple[list
     return lines, shapes
 
 
-def write_report(params_names: list[str], *, family: str = "sdpa", out_dir: str | Path | None = None,
+def write_report(params_names: list[str] | None = None, *, family: str = "sdpa", out_dir: str | Path | None = None,
                  experiment: str | None = None, gpu: str | None = None) -> Path:
+    """The family's page on one GPU; `params_names` None: the family's own (Family.report_params)."""
     from .journal import write_journals
 
     fam = load_family(family)
+    params_names = list(params_names or fam.report_params)
     out = Path(out_dir) if out_dir else repo_root() / "docs" / "results" / fam.name
     journals = write_journals(fam.name, out, experiment)  # the trials, whether or not stage runs exist yet
     runs, gpu = latest_runs(experiment or fam.experiment, params_names, gpu)

@@ -14,6 +14,27 @@ from ..core.registry import family_registry
 from . import tracking
 
 
+# The gpu tag of a run that saw no GPU (its outcome no_gpu: built and gated, never checked or timed).
+NO_GPU = "none"
+
+
+def require_gpu_runs(gpus: list[str], without_gpu: int, params_names: list[str], gpu: str | None) -> None:
+    """A clear NoRunsError where the page would have nothing to show: no finished run on a GPU
+    (saying so plainly when every one ran without a GPU), or none on the GPU asked for (naming those
+    that have runs). `gpus`: the GPUs with finished runs, newest first."""
+    files = ", ".join(params_names)
+    if not gpus:
+        if without_gpu:
+            raise NoRunsError(f"every finished run of {files} ({without_gpu}) ran without a GPU (outcome no_gpu): "
+                              "they were built and gated but never checked or timed, so there is no page to write; "
+                              "run `stagelab run` on a machine with a GPU")
+        raise NoRunsError(f"no finished runs of {files} in this store: run `stagelab run` first")
+    if gpu is not None and gpu not in gpus:
+        asked = (f"no finished runs of {files} on {gpu!r}" if gpu != NO_GPU
+                 else "runs without a GPU (outcome no_gpu) were never timed, so there is no page of them")
+        raise NoRunsError(f"--gpu {gpu}: {asked}; GPUs with runs of {files}: {', '.join(gpus)}")
+
+
 def latest_runs(experiment: str, params_names: list[str], gpu: str | None) -> tuple[pd.DataFrame, str]:
     import mlflow
 
@@ -26,11 +47,10 @@ def latest_runs(experiment: str, params_names: list[str], gpu: str | None) -> tu
         raise NoRunsError(f"experiment {experiment!r} has no runs yet")
     runs = runs[runs["tags.params_file"].isin(params_names) & runs["tags.outcome"].notna()
                 & (runs["tags.outcome"] != "running")]
-    runs = runs[runs.get("tags.gpu", pd.Series("none", index=runs.index)).fillna("none") != "none"]
-    if gpu is None:
-        if runs.empty:
-            raise NoRunsError("no finished GPU runs for those parameter files")
-        gpu = runs["tags.gpu"].iloc[0]
+    gpus = runs.get("tags.gpu", pd.Series(NO_GPU, index=runs.index)).fillna(NO_GPU)
+    runs = runs[gpus != NO_GPU]
+    require_gpu_runs(list(runs["tags.gpu"].unique()), int((gpus == NO_GPU).sum()), params_names, gpu)
+    gpu = gpu or runs["tags.gpu"].iloc[0]
     runs = runs[runs["tags.gpu"] == gpu]
     # A run stopped from outside (Ctrl-C, a batch's time limit) says nothing of its stage: the newest
     # run that ended on its own stands for the stage, a killed one only where no other did.

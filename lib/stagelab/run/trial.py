@@ -72,7 +72,7 @@ def build_session(session: TrialSession, jobs: int) -> None:
             continue
         try:
             measured.build = build_stage(stage, registry)  # cached now: loads the module
-            measured.resources = resource_report(stage, measured.build)
+            measured.resources = resource_report(stage, measured.build, session.ctx.family.watched_opcodes)
         except BuildError as exc:
             measured.build_error = exc
     if session.default.build_error is not None:

@@ -19,7 +19,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ..core import metrics as m
-from ..core.build import build_all, build_stage, source_hash
+from ..core.build import build_all, build_stage
+from ..core.sources import run_source_hash
 from ..core.context import StageContext
 from ..core.errors import BuildError, ConfigError, StagelabError
 from ..core.registry import Registry
@@ -147,7 +148,7 @@ def tune(stage_id: str, params: str = "params/acceptance.yaml", *, jobs: int = 1
     if not space:
         raise ConfigError(f"stage {stage_id} declares no search_space in {base.registry.directory / 'stages.yaml'}")
     store = TuneStore(base, experiment)
-    parent_run_id = store.open_parent(source_hash(base.stage, base.registry))
+    parent_run_id = store.open_parent(run_source_hash(base.stage, base.registry, base.family))
     prior = store.prior_trials(parent_run_id)
     trials = [Trial(defines, replace(base, stage=base.stage.with_defines(defines)))
               for defines in space.configurations()]

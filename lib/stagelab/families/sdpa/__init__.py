@@ -39,6 +39,12 @@ class SdpaFamily(Family):
     input_kinds = (FP8_INPUTS,)
     distributions = DISTRIBUTIONS
     problem_features = PROBLEM_FEATURES
+    report_params = ("acceptance", "long")
+    # Tensor-core paths (HGMMA wgmma, HMMA mma.sync), copies (UTMALDG TMA, LDGSTS cp.async), local
+    # memory (LDL/STL), mbarrier traffic (SYNCS) and register reallocation (USETMAXREG).
+    watched_opcodes = ("HGMMA", "HMMA", "UTMALDG", "LDGSTS", "LDL", "STL", "SYNCS", "USETMAXREG")
+    notebook_sanitize_problems = "small odd problems, causal and not"
+    notebook_profile_focus = "tensor pipe, FLOP/s, DRAM, L2, occupancy, top stalls, bank conflicts"
 
     def parse_problem(self, where: str, entry: Any) -> list[Shape]:
         return parse_shapes(where, entry)

@@ -105,6 +105,14 @@ class SoftmaxFamily(Family):
     # A row narrower than one block's stride and one wider, both odd.
     sanitize_problems = ({"shape": [5, 77]}, {"shape": [3, 4097]})
     distributions = DISTRIBUTIONS
+    report_params = ("softmax-acceptance",)
+    # The memory path, with the 16-byte vector forms of global loads and stores apart (sm1's claim), the
+    # warp shuffles of the row reductions and the exponentials (MUFU.EX2 alone: the division's
+    # reciprocal is a MUFU too, MUFU.RCP).
+    watched_opcodes = ("LDG", "LDG.E.128", "STG", "STG.E.128", "LDS", "STS", "LDL", "STL", "BAR", "SHFL",
+                       "MUFU.EX2")
+    notebook_sanitize_problems = "small odd rows, one narrower than a block's stride and one wider"
+    notebook_profile_focus = "DRAM and L2 bandwidth, occupancy, top stalls, bank conflicts"
 
     def parse_problem(self, where: str, entry: Any) -> list[Rows]:
         return parse_rows(where, entry)

@@ -1,0 +1,55 @@
+"""Everything that decides a stage's result, as files, and the hash a run records of them.
+
+The build's source hash (core.build.source_hash: the stage, the family's headers and binding)
+decides the built module, and only that keys the build cache. A result depends on more: the
+family's Python makes the inputs, the float64 reference and the budget, and picks the
+contenders. A fix there changes what a run finds without changing a byte of the module, so the
+run's source hash (`run_source_hash`, the `source_hash` tag that `stagelab run --resume` and a
+tune's reopened run compare) covers the family's Python too, and the run keeps those files with
+its sources.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+from pathlib import Path
+
+from .build import source_hash
+from .family import Family, load_family
+from .registry import Registry, Stage
+
+
+def family_package_dir(family: Family) -> Path:
+    """The folder of the module that defines the family's class: its package for a built-in
+    family (stagelab/families/<name>/), the family folder for one whose family.py stands alone."""
+    return Path(inspect.getfile(type(family))).resolve().parent
+
+
+def family_python_files(family: Family | str) -> list[Path]:
+    """The family's Python: every .py file under its package folder, sub-packages included
+    (sdpa/fp8/), sorted. Over-cautious rather than short: a helper module the family imports
+    lazily counts as much as one it imports at once."""
+    if isinstance(family, str):
+        family = load_family(family)
+    folder = family_package_dir(family)
+    return sorted(p for p in folder.rglob("*.py") if "__pycache__" not in p.relative_to(folder).parts)
+
+
+def result_python_files(registry: Registry, family: Family | None = None) -> list[Path]:
+    """The family's Python less the stage sources among it (a Triton stage's .py in a family
+    folder): those are each stage's own source, hashed with that stage only, so an edit to one
+    stage never marks its siblings' runs stale."""
+    stage_sources = {s.source.resolve() for s in registry.stages.values()}
+    return [p for p in family_python_files(family or registry.family) if p not in stage_sources]
+
+
+def run_source_hash(stage: Stage, registry: Registry, family: Family | None = None) -> str:
+    """The build's source hash and the family's Python: what a run records as `source_hash`."""
+    family = family or load_family(registry.family)
+    folder = family_package_dir(family)
+    digest = hashlib.sha256(source_hash(stage, registry).encode())
+    for path in result_python_files(registry, family):
+        digest.update(path.relative_to(folder).as_posix().encode())  # sdpa/ and sdpa/fp8/ both hold a contenders.py
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
