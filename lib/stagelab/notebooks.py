@@ -58,6 +58,15 @@ PROFILE_INTRO = ("### Profile\nNsight Compute on the stage's kernels alone, at t
                  "problem: tensor pipe, FLOP/s, DRAM, L2, occupancy, top stalls, bank conflicts; the `.ncu-rep` "
                  "files go with the record. Skipped without a GPU.")
 
+# The build cell's words, by the stage's backend (stages.yaml `backend:`).
+BUILD_INTROS = {
+    "cuda": ("## 1. Build\nnvcc compiles the torch-free `.cu`; cpp_extension links the family's "
+             "binding. Cached by source hash, options and architecture."),
+    "triton": ("## 1. Build\nTriton compiles the stage file's kernels ahead of time for the registry's "
+               "architecture (its `compile_specs()`, with the knobs set); the file's launcher runs them. Cached by "
+               "source hash, knobs and architecture."),
+}
+
 
 def _step_cells(step: str, intro: str) -> list:
     """A step that is one call on the run (skipped at once without a GPU): its intro and the call."""
@@ -80,8 +89,7 @@ def common_cells(stage: Stage, params_file: str, knob_example: str) -> tuple[lis
             "               steps=steps)\n"
             "display(Markdown(f\"**{run.stage.title}** (parent: `{run.stage.parent}`), \"\n"
             "                 f\"params `{run.params.name}`, GPU available: {run.gpu_available}\"))"),
-        new_markdown_cell("## 1. Build\nnvcc compiles the torch-free `.cu`; cpp_extension links the family's "
-                          "binding. Cached by source hash, options and architecture."),
+        new_markdown_cell(BUILD_INTROS[stage.backend]),
         new_code_cell("build = run.build()\nprint(build.module.stage_config())\n"
                       "print('cached' if build.cached else 'compiled', f'in {build.seconds:.1f}s, key {build.key}')"),
         new_markdown_cell("## 2. Resources\nRegisters, shared memory, stack and spills per kernel instance, "

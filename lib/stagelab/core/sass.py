@@ -20,7 +20,8 @@ from .toolchain import cuda_home
 WATCHED_OPCODES = ("HGMMA", "HMMA", "UTMALDG", "LDGSTS", "LDL", "STL", "SYNCS", "USETMAXREG")
 
 FUNCTION_RE = re.compile(r"^\s*Function\s*:\s*(\S+)")
-_ARCH_RE = re.compile(r"arch\s*=\s*(sm_\w+)")
+# An object's listing says `arch = sm_90a` per embedded cubin, a bare cubin's only `code for sm_90a`.
+_ARCH_RE = re.compile(r"(?:arch\s*=|code for)\s*(sm_\w+)")
 _INSTRUCTION_RE = re.compile(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P[T0-9]+\s+)?([A-Z][A-Z0-9_]*)")
 
 
