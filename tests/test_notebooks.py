@@ -35,3 +35,14 @@ def test_explore_source_needs_its_separator(tmp_path):
         explore_cells(path)
     with pytest.raises(ConfigError, match="no exploration source"):
         explore_cells(tmp_path / "missing.py")
+
+
+def test_the_build_cell_says_how_the_stage_is_built():
+    from dataclasses import replace
+
+    from stagelab.notebooks import common_cells
+
+    stage = next(iter(all_registries()["softmax"].stages.values()))
+    for backend, words in (("cuda", "nvcc compiles"), ("triton", "Triton compiles")):
+        head, _ = common_cells(replace(stage, backend=backend), "params/softmax-acceptance.yaml", "{}")
+        assert any(words in "".join(cell["source"]) for cell in head if cell["cell_type"] == "markdown")
