@@ -13,10 +13,10 @@ from stagelab.core.build_triton import triton_build_key
 from stagelab.core.errors import BuildError, ConfigError
 from stagelab.core.registry import load_registry
 from stagelab.core.sass import cuobjdump
-from stagelab.core.triton_stage import knob_value
 from stagelab.measure.steps import resource_report
 
 pytest.importorskip("triton")
+pytestmark = pytest.mark.slow  # each test builds kernels
 
 # A row sum: a loop of masked loads, a cross-warp reduction (Triton's shared memory), one store per row;
 # fp16 and bf16 instances of the one kernel.
@@ -118,11 +118,6 @@ def test_a_knob_override_is_a_build_of_its_own_beside_the_first(family):
     assert source_hash(stage, registry) != first.source_hash
 
 
-def test_knob_values_are_python_literals_or_text():
-    assert knob_value("4") == 4 and knob_value("True") is True and knob_value("0.5") == 0.5
-    assert knob_value("fp16") == "fp16" and knob_value("'x'") == "x"
-
-
 def test_an_unknown_knob_names_the_stage_and_the_known_knobs(family):
     registry = load_registry(family / "stages.yaml")
     with pytest.raises(ConfigError) as err:
@@ -158,7 +153,6 @@ def test_a_bad_stage_file_is_a_build_error_that_says_why(family, old, new, messa
     assert message in err.value.reason
 
 
-@pytest.mark.slow
 def test_a_triton_stage_builds_in_a_worker_process(family):
     """`stagelab build`, `try` and `tune` build in spawned workers, then load from the cache."""
     registry = load_registry(family / "stages.yaml")

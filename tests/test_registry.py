@@ -126,3 +126,10 @@ def test_the_defaults_nvcc_flags_stay_with_the_cuda_stages(family):
     registry = load(family, "defaults: {compile_options: {nvcc_flags: [-lineinfo]}}\n"
                             "stages:\n  - {id: a}\n  - {id: t, backend: triton}\n")
     assert registry.get("a").nvcc_flags == ("-lineinfo",) and registry.get("t").nvcc_flags == ()
+
+
+def test_a_triton_stage_defines_become_python_values_for_its_knobs():
+    from stagelab.core.triton_stage import knob_value
+
+    assert knob_value("4") == 4 and knob_value("True") is True and knob_value("0.5") == 0.5
+    assert knob_value("fp16") == "fp16" and knob_value("'x'") == "x"

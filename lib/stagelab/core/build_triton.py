@@ -51,7 +51,7 @@ def triton_version() -> str:
         raise BuildError("Triton is not installed: a `backend: triton` stage needs it", "pip install triton") from exc
 
 
-def helper_files(stage: Stage, registry: Registry) -> list[Path]:
+def helper_files(registry: Registry) -> list[Path]:
     """The family folder's .py and header files that are no stage's source: what a stage may share."""
     sources = {s.source.resolve() for s in registry.stages.values()}
     return sorted(p for p in registry.directory.iterdir()
@@ -61,7 +61,7 @@ def helper_files(stage: Stage, registry: Registry) -> list[Path]:
 def triton_source_hash(stage: Stage, registry: Registry) -> str:
     """The source alone: the stage file and the family folder's other .py and header files."""
     digest = hashlib.sha256()
-    for path in [stage.source, *helper_files(stage, registry)]:
+    for path in [stage.source, *helper_files(registry)]:
         digest.update(path.name.encode())
         digest.update(path.read_bytes())
     return digest.hexdigest()
@@ -144,7 +144,7 @@ def _write_build(stage: Stage, registry: Registry, key: str, module: ModuleType,
         (workdir / "ptxas.log").write_text("\n".join(b["log"] for b in built))
         (workdir / "sass.txt").write_text("\n".join(b["listing"] for b in built))
         meta = {"stage": stage.id, "key": key, "backend": "triton", "triton": triton_version(),
-                "source_hash": triton_source_hash(stage, registry), "module": str(stage.source),
+                "source_hash": triton_source_hash(stage, registry), "source": str(stage.source),
                 "instances": [b["instance"] for b in built], "kernels": [asdict(b["record"]) for b in built]}
         (workdir / "build.json").write_text(json.dumps(meta, indent=2))
         try:
