@@ -40,15 +40,22 @@ from .triton_compile import aot_compile, capability, ptxas_report
 from .triton_stage import compile_specs, load_stage_module
 
 HELPER_SUFFIXES = {".py", ".h", ".cuh", ".hpp"}
+# The oldest Triton checked (3.3, 3.6, 3.9): ASTSource with a {name: type} signature and attribute paths.
+MIN_TRITON = (3, 3)
 
 
 def triton_version() -> str:
+    """The installed Triton's version; an error when there is none, or one older than MIN_TRITON."""
     from importlib.metadata import PackageNotFoundError, version
 
     try:
-        return version("triton")
+        found = version("triton")
     except PackageNotFoundError as exc:
         raise BuildError("Triton is not installed: a `backend: triton` stage needs it", "pip install triton") from exc
+    if tuple(int(part) for part in re.findall(r"\d+", found)[:2]) < MIN_TRITON:
+        raise BuildError(f"Triton {found} is older than {'.'.join(map(str, MIN_TRITON))}, the oldest the triton "
+                         "backend takes (its ASTSource signature and attributes)", "pip install 'triton>=3.3'")
+    return found
 
 
 def helper_files(registry: Registry) -> list[Path]:
