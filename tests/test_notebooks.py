@@ -6,6 +6,7 @@ import json
 import pytest
 
 from stagelab.core.errors import ConfigError
+from stagelab.core.family import load_family
 from stagelab import notebooks
 from stagelab.notebooks import explore_cells, stage_notebook, write_notebooks
 from stagelab.core.paths import repo_root
@@ -71,3 +72,16 @@ def test_the_family_words_its_notebook_prose():
         text = markdown_of(stage_notebook(softmax, stage))
         assert "causal" not in text and "tensor pipe" not in text
         assert "one narrower than a block's stride" in text
+
+
+def test_the_build_cell_says_how_the_stage_is_built():
+    from dataclasses import replace
+
+    from stagelab.notebooks import _measuring_cells
+
+    registry = all_registries()["softmax"]
+    stage = next(iter(registry.stages.values()))
+    family = load_family("softmax")
+    for backend, words in (("cuda", "nvcc compiles"), ("triton", "Triton compiles")):
+        cells = _measuring_cells(replace(stage, backend=backend), family)
+        assert any(words in "".join(cell["source"]) for cell in cells if cell["cell_type"] == "markdown")

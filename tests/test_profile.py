@@ -87,13 +87,21 @@ def test_profile_command_profiles_only_the_stage_kernels():
                KernelResources("k", "_ZN12_GLOBAL__N_114sdpa_s0_kernelI6__halfLi128EEEv11SdpaProblem", "sm_90a")]
     regex = profile.kernel_regex(kernels)
     command = ncu.profile_command("/opt/ncu", "/tmp/r", regex, ncu.metric_set(), ["python3", "-m", "x"])
-    assert regex == "sdpa_s0_kernel"
-    assert command[command.index("--kernel-name") + 1] == "regex:sdpa_s0_kernel"
+    assert regex == "^(sdpa_s0_kernel)$"  # whole base names (ncu leaves out namespaces and template arguments)
+    assert command[command.index("--kernel-name") + 1] == "regex:^(sdpa_s0_kernel)$"
     assert command[command.index("--export") + 1] == "/tmp/r"
     assert command[command.index("--metrics") + 1].split(",") == ncu.metric_set()
     assert command[-3:] == ["python3", "-m", "x"]
     assert ncu.csv_command("/opt/ncu", "/tmp/r.ncu-rep")[1:] == ["--import", "/tmp/r.ncu-rep", "--csv", "--page", "raw",
                                                                  "--print-units", "base"]
+
+
+def test_a_triton_instance_is_profiled_by_its_kernel_name_alone():
+    """A Triton spec's instance is filed as kernel<name>; ncu sees the Triton function's own name."""
+    kernels = [KernelResources("_kernel<fp16>", "_Z7_kernelI4fp16Ev", "sm_90a"),
+               KernelResources("_kernel<bf16>", "_Z7_kernelI4bf16Ev", "sm_90a"),
+               KernelResources("_prepass", "_prepass", "sm_90a")]
+    assert profile.kernel_regex(kernels) == "^(_kernel|_prepass)$"
 
 
 def test_registry_ncu_gates_in_the_seeds_form():

@@ -78,3 +78,58 @@ def test_ptxas_forbid_names_advisory_codes(family):
     assert registry.get("a").gates.ptxas_forbid == ("C7514",)
     with pytest.raises(ConfigError, match="ptxas_forbid: expected a list of ptxas codes"):
         load(family, "stages:\n  - {id: a, gates: {ptxas_forbid: [wgmma_serialized]}}\n")
+
+
+def _triton_family(folder, text):
+    """A family folder with no binding: stages.yaml `text` and Triton stage files t.py and u.py."""
+    for stem in ("t", "u"):
+        (folder / f"{stem}.py").write_text("# a Triton stage")
+    (folder / "stages.yaml").write_text("family: tfam\n" + text)
+    return load_registry(folder / "stages.yaml")
+
+
+def test_backend_per_stage_and_from_the_defaults(family):
+    """The source is <id>.cu for cuda (the default) and <id>.py for triton; defaults set the backend."""
+    (family / "t.py").write_text("# a Triton stage")
+    registry = load(family, "stages:\n  - {id: a}\n  - {id: t, backend: triton, parent: a}\n")
+    assert (registry.get("a").backend, registry.get("a").source.name) == ("cuda", "a.cu")
+    assert (registry.get("t").backend, registry.get("t").source.name) == ("triton", "t.py")
+    assert registry.get("t").with_defines({"BLOCK": 8}).backend == "triton"
+    registry = load(family, "defaults: {backend: triton}\nstages:\n  - {id: t}\n  - {id: a, backend: cuda}\n")
+    assert registry.get("t").backend == "triton" and registry.get("a").backend == "cuda"
+
+
+def test_a_triton_only_family_needs_no_binding(tmp_path):
+    registry = _triton_family(tmp_path, "defaults: {backend: triton}\nstages:\n  - {id: t}\n  - {id: u, parent: t}\n")
+    assert registry.binding is None and [s.source.name for s in registry.stages.values()] == ["t.py", "u.py"]
+
+
+@pytest.mark.parametrize("text, message", [
+    # a cuda stage links the family's binding, so a family with one needs it
+    ("stages:\n  - {id: t, backend: triton}\n  - {id: a}\n", "binding file binding.cpp does not exist"),
+    ("binding: b.cpp\nstages:\n  - {id: t, backend: triton}\n", "binding file b.cpp does not exist"),
+    ("stages:\n  - {id: c, backend: triton}\n", "source file c.py does not exist"),
+    ("stages:\n  - {id: t, backend: rust}\n", "backend: expected one of ['cuda', 'triton'], got 'rust'"),
+    ("defaults: {backend: [triton]}\nstages:\n  - {id: t}\n", "defaults.backend: expected one of"),
+    ("stages:\n  - {id: t, backend: triton, compile_options: {nvcc_flags: [-lineinfo]}}\n",
+     "stage t.compile_options.nvcc_flags: a triton stage is not built by nvcc"),
+])
+def test_bad_backend_names_the_problem(tmp_path, text, message):
+    (tmp_path / "a.cu").write_text("// stage")
+    with pytest.raises(ConfigError) as err:
+        _triton_family(tmp_path, text)
+    assert message in str(err.value)
+
+
+def test_the_defaults_nvcc_flags_stay_with_the_cuda_stages(family):
+    (family / "t.py").write_text("# a Triton stage")
+    registry = load(family, "defaults: {compile_options: {nvcc_flags: [-lineinfo]}}\n"
+                            "stages:\n  - {id: a}\n  - {id: t, backend: triton}\n")
+    assert registry.get("a").nvcc_flags == ("-lineinfo",) and registry.get("t").nvcc_flags == ()
+
+
+def test_a_triton_stage_defines_become_python_values_for_its_knobs():
+    from stagelab.core.triton_stage import knob_value
+
+    assert knob_value("4") == 4 and knob_value("True") is True and knob_value("0.5") == 0.5
+    assert knob_value("fp16") == "fp16" and knob_value("'x'") == "x"

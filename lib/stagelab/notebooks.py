@@ -70,6 +70,15 @@ def profile_intro(family: Family) -> str:
             f"problem: {family.notebook_profile_focus}; the `.ncu-rep` "
             "files go with the record. Skipped without a GPU.")
 
+# The build cell's words, by the stage's backend (stages.yaml `backend:`).
+BUILD_INTROS = {
+    "cuda": ("## 1. Build\nnvcc compiles the torch-free `.cu`; cpp_extension links the family's "
+             "binding. Cached by source hash, options and architecture."),
+    "triton": ("## 1. Build\nTriton compiles the stage file's kernels ahead of time for the registry's "
+               "architecture (its `compile_specs()`, with the knobs set); the file's launcher runs them. Cached by "
+               "source hash, knobs and architecture."),
+}
+
 
 def _step_cells(step: str, intro: str) -> list:
     """A step that is one call on the run (skipped at once without a GPU): its intro and the call."""
@@ -97,13 +106,12 @@ def _opening_cells(stage: Stage, family: Family, explore: Path | None) -> list:
     ]
 
 
-def _measuring_cells(family: Family) -> list:
+def _measuring_cells(stage: Stage, family: Family) -> list:
     """Sections 1 to 4: build, resources, correctness (sanitizer, stress), timing (profile)."""
     from nbformat.v4 import new_code_cell, new_markdown_cell
 
     return [
-        new_markdown_cell("## 1. Build\nnvcc compiles the torch-free `.cu`; cpp_extension links the family's "
-                          "binding. Cached by source hash, options and architecture."),
+        new_markdown_cell(BUILD_INTROS[stage.backend]),
         new_code_cell("build = run.build()\nprint(build.module.stage_config())\n"
                       "print('cached' if build.cached else 'compiled', f'in {build.seconds:.1f}s, key {build.key}')"),
         new_markdown_cell("## 2. Resources\nRegisters, shared memory, stack and spills per kernel instance, "
@@ -171,7 +179,7 @@ def stage_notebook(registry: Registry, stage: Stage):
 
     family = load_family(registry.family)
     explore = explore_path(registry, stage)
-    cells = _opening_cells(stage, family, explore) + _measuring_cells(family)
+    cells = _opening_cells(stage, family, explore) + _measuring_cells(stage, family)
     if explore:
         cells += explore_cells(explore) + _outcome_cells(6)
     else:

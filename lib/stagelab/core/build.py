@@ -9,6 +9,8 @@ the architectures and the tool versions, so an unchanged stage never recompiles:
 2. torch.utils.cpp_extension.load (ninja) compiles binding.cpp and links it with
    that object and libcudart into an importable module named <stage>_<key>.
    The binding needs no CUDA-enabled torch, so this step runs everywhere too.
+
+A `backend: triton` stage is built by core.build_triton instead, into the same BuildResult.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 
+from .build_triton import build_triton_stage, triton_source_hash
 from .errors import BuildError
 from .paths import build_dir
 from .registry import Registry, Stage
@@ -56,6 +59,8 @@ def _torch_version() -> str:
 
 def source_hash(stage: Stage, registry: Registry) -> str:
     """The source alone: the stage file, the shared headers and the binding."""
+    if stage.backend == "triton":
+        return triton_source_hash(stage, registry)
     digest = hashlib.sha256()
     for path in [stage.source, *registry.header_files(), registry.binding]:
         digest.update(path.name.encode())
@@ -160,6 +165,8 @@ def import_module_file(name: str, path: Path) -> ModuleType:
 
 def build_stage(stage: Stage, registry: Registry, *, load: bool = True) -> BuildResult:
     """Compile (or reuse) a stage; raises BuildError carrying the compiler log."""
+    if stage.backend == "triton":
+        return BuildResult(**build_triton_stage(stage, registry, load=load))
     if "#include <torch" in stage.source.read_text():
         raise BuildError(f"{stage.source.name} includes torch headers", "stage sources must stay torch-free")
     started = time.perf_counter()

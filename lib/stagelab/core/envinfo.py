@@ -1,10 +1,11 @@
-"""What machine a number came from: GPU, clocks, driver, CUDA, torch, git state."""
+"""What machine a number came from: GPU, clocks, driver, CUDA, torch, Triton, git state."""
 
 from __future__ import annotations
 
 import os
 import platform
 import subprocess
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 from .paths import repo_root
@@ -94,6 +95,10 @@ def software_versions() -> dict[str, str]:
         versions["nvcc"] = nvcc_version()
     except Exception:  # no toolkit: the build step reports that on its own
         versions["nvcc"] = "none"
+    try:
+        versions["triton"] = version("triton")  # read without importing it (seconds)
+    except PackageNotFoundError:  # only `backend: triton` stages need it
+        versions["triton"] = "none"
     try:
         import mlflow
 

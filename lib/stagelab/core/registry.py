@@ -1,7 +1,8 @@
 """The stage registry (kernels/<family>/stages.yaml): load, validate, look up.
 
-A stage is one .cu file (stem = stage id) plus what the lab needs to judge it:
-its parent, compile options, target architectures, the hypothesis it tests,
+A stage is one source file (stem = stage id: a .cu file, or a Triton .py file for
+`backend: triton`) plus what the lab needs to judge it: its backend, its parent,
+compile options, target architectures, the hypothesis it tests,
 the minimum gain over its parent that counts as a pass, and resource gates.
 """
 
@@ -15,8 +16,9 @@ from typing import Any
 from .errors import ConfigError
 from .yaml_file import check_keys, read_yaml
 from .family_sources import discover_families, family_source, selected_family
-from .registry_fields import (DEFAULT_KEYS, ID_RE, STAGE_KEYS, TOP_KEYS, ResourceGates, parse_arch,
-                              parse_compile_options, parse_gates, parse_input_kind, parse_min_gain)
+from .registry_fields import (DEFAULT_BACKEND, DEFAULT_KEYS, ID_RE, SOURCE_SUFFIXES, STAGE_KEYS, TOP_KEYS,
+                              ResourceGates, parse_arch, parse_backend, parse_compile_options, parse_gates,
+                              parse_input_kind, parse_min_gain)
 from .space import SearchSpace, parse_search_space, parse_variants
 
 
@@ -44,6 +46,9 @@ class Stage:
     # family's problem_features, e.g. sdpa's [gqa, cross_length, bshd]); none by default: the lab skips
     # a problem that needs another, before any launch.
     supports: tuple[str, ...] = ()
+    # How it is built (registry_fields.SOURCE_SUFFIXES): "cuda" (nvcc and the family's binding) or
+    # "triton" (core.build_triton; its defines set the file's KNOBS).
+    backend: str = DEFAULT_BACKEND
 
     def with_defines(self, overrides: dict[str, Any] | None) -> "Stage":
         """A copy with knob overrides (e.g. a notebook sweeping BLOCK_N)."""
@@ -64,7 +69,7 @@ class Stage:
 class Registry:
     family: str
     directory: Path
-    binding: Path
+    binding: Path | None  # None in a family without cuda stages: only they link a binding
     stages: dict[str, Stage]
 
     def get(self, stage_id: str) -> Stage:
@@ -132,7 +137,8 @@ def _defaults(path: Path, raw: dict) -> Stage:
     """The file's defaults, as a template Stage every entry starts from."""
     defaults = check_keys(f"{path}: defaults", raw.get("defaults") or {}, DEFAULT_KEYS)
     defines, flags = parse_compile_options(f"{path}: defaults", defaults.get("compile_options") or {})
-    return Stage(id="", title="", parent=None, source=path, defines=defines, nvcc_flags=flags,
+    backend = parse_backend(f"{path}: defaults", defaults.get("backend", DEFAULT_BACKEND))
+    return Stage(id="", title="", parent=None, source=path, defines=defines, nvcc_flags=flags, backend=backend,
                  arch=parse_arch(f"{path}: defaults", defaults.get("arch", ["sm_90a"])),
                  min_gain=parse_min_gain(f"{path}: defaults", defaults.get("min_gain", 0.0)),
                  gates=parse_gates(f"{path}: defaults", defaults.get("gates") or {}, ResourceGates()))
@@ -145,18 +151,23 @@ def _stage(path: Path, index: int, entry: Any, base: Stage) -> Stage:
     if not isinstance(stage_id, str) or not ID_RE.match(stage_id):
         raise ConfigError(f"{where}: 'id' must be a name of letters, digits and underscores")
     where = f"{path}: stage {stage_id}"
-    source = path.parent / f"{stage_id}.cu"
+    backend = parse_backend(where, entry["backend"]) if "backend" in entry else base.backend
+    source = path.parent / f"{stage_id}{SOURCE_SUFFIXES[backend]}"
     if not source.is_file():
-        raise ConfigError(f"{where}: source file {source.name} does not exist in {path.parent}")
+        raise ConfigError(f"{where}: source file {source.name} does not exist in {path.parent} "
+                          f"(a {backend} stage's source is <id>{SOURCE_SUFFIXES[backend]})")
     defines, flags = parse_compile_options(where, entry.get("compile_options") or {})
     defines = {**base.defines, **defines}
+    if backend != "cuda" and flags:
+        raise ConfigError(f"{where}.compile_options.nvcc_flags: a {backend} stage is not built by nvcc")
     return Stage(
         id=stage_id,
         title=str(entry.get("title") or stage_id),
         parent=entry.get("parent"),
         source=source,
         defines=defines,
-        nvcc_flags=base.nvcc_flags + flags,
+        # The defaults' nvcc flags are for the family's cuda stages; a stage of another backend has none.
+        nvcc_flags=base.nvcc_flags + flags if backend == "cuda" else (),
         arch=parse_arch(where, entry["arch"]) if "arch" in entry else base.arch,
         hypothesis=str(entry.get("hypothesis") or "").strip(),
         changes=str(entry.get("changes") or "").strip(),
@@ -166,6 +177,7 @@ def _stage(path: Path, index: int, entry: Any, base: Stage) -> Stage:
         variants=parse_variants(where, entry.get("variants"), defines),
         input_kind=parse_input_kind(where, entry.get("inputs")),
         supports=_supports(where, entry.get("supports")),
+        backend=backend,
     )
 
 
@@ -177,13 +189,20 @@ def _supports(where: str, raw: Any) -> tuple[str, ...]:
     return tuple(names)
 
 
+def _binding(path: Path, raw: dict, stages: dict[str, Stage]) -> Path | None:
+    """The family's torch binding: needed when a stage is cuda, or when the file names one."""
+    if "binding" not in raw and all(s.backend != "cuda" for s in stages.values()):
+        return None
+    binding = path.parent / raw.get("binding", "binding.cpp")
+    if not binding.is_file():
+        raise ConfigError(f"{path}: binding file {binding.name} does not exist in {path.parent}")
+    return binding
+
+
 def load_registry(path: Path | str) -> Registry:
     """Read and validate a stages.yaml; every error names the file and the key."""
     path = Path(path)
     raw = _read_yaml(path)
-    binding = path.parent / raw.get("binding", "binding.cpp")
-    if not binding.is_file():
-        raise ConfigError(f"{path}: binding file {binding.name} does not exist in {path.parent}")
     entries = raw.get("stages")
     if not isinstance(entries, list) or not entries:
         raise ConfigError(f"{path}: 'stages' must be a non-empty list")
@@ -198,7 +217,7 @@ def load_registry(path: Path | str) -> Registry:
         if stage.parent is not None and stage.parent not in stages:
             raise ConfigError(f"{path}: stage {stage.id}: parent {stage.parent!r} is not a stage in this registry")
     registry = Registry(family=raw.get("family") or path.parent.name, directory=path.parent,
-                        binding=binding, stages=stages)
+                        binding=_binding(path, raw, stages), stages=stages)
     for stage in stages.values():
         try:
             registry.lineage(stage.id)

@@ -1,5 +1,6 @@
-"""One stages.yaml entry, field by field: allowed keys, resource gates, architectures, compile
-options, min_gain and input kind. Every error names the file, the stage and the key.
+"""One stages.yaml entry, field by field: allowed keys, the build backend, resource gates,
+architectures, compile options, min_gain and input kind. Every error names the file, the stage and
+the key.
 """
 
 from __future__ import annotations
@@ -12,9 +13,13 @@ from .errors import ConfigError
 from .yaml_file import check_keys
 
 TOP_KEYS = {"family", "binding", "defaults", "stages"}
-STAGE_KEYS = {"id", "title", "parent", "changes", "compile_options", "arch", "hypothesis", "min_gain", "gates",
-              "search_space", "variants", "inputs", "supports"}
-DEFAULT_KEYS = {"compile_options", "arch", "min_gain", "gates"}
+STAGE_KEYS = {"id", "title", "parent", "changes", "backend", "compile_options", "arch", "hypothesis", "min_gain",
+              "gates", "search_space", "variants", "inputs", "supports"}
+DEFAULT_KEYS = {"backend", "compile_options", "arch", "min_gain", "gates"}
+# How a stage is built (stages.yaml `backend:`, cuda unless said), and the suffix of its source
+# file <stage id><suffix>: nvcc with the family's torch binding, or a Triton file (core.build_triton).
+SOURCE_SUFFIXES = {"cuda": ".cu", "triton": ".py"}
+DEFAULT_BACKEND = "cuda"
 _COMPILE_KEYS = {"defines", "nvcc_flags"}
 _GATE_KEYS = {"max_registers", "max_shared_memory_bytes", "spills_allowed", "sass_require", "sass_forbid",
               "ptxas_forbid", "ncu", "helper_kernels"}
@@ -88,6 +93,12 @@ def parse_ncu_gates(where: str, raw: Any) -> tuple[tuple[str, float], ...]:
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
             raise ConfigError(f"{where}.gates.ncu.{key}: expected a fraction of peak in (0, 1], got {value!r}")
     return tuple(sorted((key, float(value)) for key, value in raw.items()))
+
+
+def parse_backend(where: str, raw: Any) -> str:
+    if not isinstance(raw, str) or raw not in SOURCE_SUFFIXES:
+        raise ConfigError(f"{where}.backend: expected one of {sorted(SOURCE_SUFFIXES)}, got {raw!r}")
+    return raw
 
 
 def parse_arch(where: str, raw: Any) -> tuple[str, ...]:

@@ -16,7 +16,8 @@ from .errors import BuildError
 from .toolchain import cuda_home
 
 FUNCTION_RE = re.compile(r"^\s*Function\s*:\s*(\S+)")
-_ARCH_RE = re.compile(r"arch\s*=\s*(sm_\w+)")
+# An object's listing says `arch = sm_90a` per embedded cubin, a bare cubin's only `code for sm_90a`.
+_ARCH_RE = re.compile(r"(?:arch\s*=|code for)\s*(sm_\w+)")
 # An instruction's mnemonic with its modifiers (LDG.E.128, HGMMA.64x128x16.F32), after any predicate.
 _INSTRUCTION_RE = re.compile(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P[T0-9]+\s+)?([A-Z][A-Z0-9_]*(?:\.[A-Za-z0-9_]+)*)")
 

@@ -97,8 +97,10 @@ def tensor_pipe(instructions: list[dict]) -> str:
 
 
 def kernel_regex(kernels: list[KernelResources]) -> str:
-    """The stage's kernel functions by base name (what ncu matches by default)."""
-    return "|".join(sorted({parse_mangled(k.mangled)[0] for k in kernels}))
+    """The stage's kernel functions by base name (what ncu matches by default: no namespace, no
+    template arguments), whole names only: ncu searches, so a Triton kernel named `_kernel` would
+    otherwise select torch's distribution_elementwise_grid_stride_kernel too (seen on an H200, ncu 2025)."""
+    return "^(" + "|".join(sorted({parse_mangled(k.mangled)[0] for k in kernels})) + ")$"
 
 
 def evaluate_ncu_gates(problems: list[ProblemProfile], gates: tuple[tuple[str, float], ...]) -> list[GateResult]:
