@@ -152,7 +152,7 @@ def test_triton_stage_compiles_for_sm90_without_spills_and_with_16_byte_loads(tm
 
     stage = _triton_stage()
     specs = stage.compile_specs()
-    assert sorted(s["name"] for s in specs) == ["bf16", "bf16.looped", "fp16", "fp16.looped"]
+    assert sorted(s["name"] for s in specs) == ["bf16", "bf16_looped", "fp16", "fp16_looped"]
     for spec in specs:
         names = list(spec["signature"])
         attrs = {(names.index(a),): [["tt.divisibility", 16]] for a in spec["divisible_by_16"]}

@@ -26,7 +26,7 @@ _STORAGE = {"fp16": "*fp16", "bf16": "*bf16"}
 # The arguments Triton's JIT specializes as multiples of 16 for 16-aligned tensors of a width divisible
 # by 16 (every model's hidden size): that specialization is what turns the loads into 16-byte ones, so
 # the instances compiled ahead of time take it too (as tt.divisibility=16 attributes).
-ALIGNED_ARGS = ("x_ptr", "w_ptr", "out_ptr", "x_row_stride", "out_row_stride", "cols")
+ALIGNED_ARGS = ["x_ptr", "w_ptr", "out_ptr", "x_row_stride", "out_row_stride", "cols"]
 
 
 @triton.jit
@@ -71,7 +71,7 @@ def compile_specs() -> list[dict]:
         signature = {"x_ptr": pointer, "w_ptr": pointer, "out_ptr": pointer, "x_row_stride": "i32",
                      "out_row_stride": "i32", "cols": "i32", "eps": "fp32", "BLOCK": "constexpr",
                      "ONE_PASS": "constexpr"}
-        for one_pass, suffix in ((True, ""), (False, ".looped")):
+        for one_pass, suffix in ((True, ""), (False, "_looped")):
             specs.append(dict(kernel=_rmsnorm_kernel, signature=signature, name=name + suffix,
                               constexprs={"BLOCK": _widest_block(), "ONE_PASS": one_pass},
                               num_warps=KNOBS["num_warps"], divisible_by_16=ALIGNED_ARGS))
