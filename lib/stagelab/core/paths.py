@@ -43,6 +43,13 @@ def build_dir() -> Path:
     return Path(os.environ.get("STAGELAB_BUILD_DIR", repo_root() / "build")).resolve()
 
 
+def binding_cache_dir() -> Path:
+    """Compiled family bindings (core.binding), keyed by content; $STAGELAB_BINDING_CACHE overrides,
+    so that builds into separate build folders (the tests') share one binding per family."""
+    env = os.environ.get("STAGELAB_BINDING_CACHE")
+    return Path(env).resolve() if env else build_dir() / "_binding"
+
+
 def mlruns_dir() -> Path:
     return repo_root() / "mlruns"
 
