@@ -1,7 +1,17 @@
+import os
 import shutil
 
 import pytest
 import torch
+
+from stagelab.core.paths import binding_cache_dir
+
+# One compiled torch binding per family for the whole suite (core.binding), also for the tests that
+# build into a fresh STAGELAB_BUILD_DIR of their own: each such build then costs its nvcc and a link
+# instead of ~40 s more. The checkout's own binding cache: keyed by content, so sharing it with the
+# user's builds, earlier runs and the other xdist worker is safe (a lock has one worker compile a
+# binding while the other waits). Set here, before any test, so child processes inherit it too.
+os.environ.setdefault("STAGELAB_BINDING_CACHE", str(binding_cache_dir()))
 
 
 # The files whose tests take longest on the 2-core machine (`pytest --durations`), longest first.

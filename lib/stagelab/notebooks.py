@@ -72,8 +72,8 @@ def profile_intro(family: Family) -> str:
 
 # The build cell's words, by the stage's backend (stages.yaml `backend:`).
 BUILD_INTROS = {
-    "cuda": ("## 1. Build\nnvcc compiles the torch-free `.cu`; cpp_extension links the family's "
-             "binding. Cached by source hash, options and architecture."),
+    "cuda": ("## 1. Build\nnvcc compiles the torch-free `.cu`; a plain link joins it to the family's "
+             "binding (compiled once per family). Cached by source hash, options and architecture."),
     "triton": ("## 1. Build\nTriton compiles the stage file's kernels ahead of time for the registry's "
                "architecture (its `compile_specs()`, with the knobs set); the file's launcher runs them. Cached by "
                "source hash, knobs and architecture."),

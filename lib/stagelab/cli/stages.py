@@ -40,7 +40,7 @@ def _cmd_resources(args) -> int:
     for stage_id in _stage_ids(args.stages, args.family):
         registry, stage = find_stage(stage_id)
         result = build_stage(stage, registry)
-        print(f"## {stage_id} ({'cached' if result.cached else 'built'}, key {result.key})")
+        print(f"## {stage_id} ({result.summary})")
         columns = ["registers", "total_shared_memory_bytes", "stack_frame_bytes", "spill_store_bytes",
                    "spill_load_bytes", "barriers"]
         table = pd.DataFrame([{"kernel": r.tag, **{c: r.as_row()[c] for c in columns}} for r in result.resources])
@@ -68,8 +68,7 @@ def _cmd_build(args) -> int:
             failed += 1
             print(f"{stage_ids[index]}: build failed\n{outcome}", flush=True)
         else:
-            print(f"{stage_ids[index]}: {'cached' if outcome.cached else 'built'} in {outcome.seconds:.1f}s "
-                  f"(key {outcome.key})", flush=True)
+            print(f"{stage_ids[index]}: {outcome.summary}", flush=True)
     return 1 if failed else 0
 
 

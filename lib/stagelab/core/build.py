@@ -1,14 +1,19 @@
-"""Build a stage: nvcc compiles its torch-free .cu, cpp_extension links the binding.
+"""Build a stage: nvcc compiles its torch-free .cu, then a plain link with the family's binding.
 
-Two steps, both cached under build/<stage>/<key>/ where the key hashes the
-stage source, the family's shared headers, the binding, the compile options,
-the architectures and the tool versions, so an unchanged stage never recompiles:
+Three steps; the stage's own are cached under build/<stage>/<key>/ where the key hashes the
+stage source, the family's shared headers, the binding, the compile options, the architectures
+and the tool versions, so an unchanged stage never recompiles:
 
-1. nvcc -c <stage>.cu --resource-usage -> an object file and the ptxas report.
+1. nvcc -c <stage>.cu --resource-usage -> an object file and the ptxas report (~2 s).
    This needs only nvcc, so it runs (and is gated) on machines with no GPU.
-2. torch.utils.cpp_extension.load (ninja) compiles binding.cpp and links it with
-   that object and libcudart into an importable module named <stage>_<key>.
-   The binding needs no CUDA-enabled torch, so this step runs everywhere too.
+2. The family's binding.cpp (torch/extension.h, ~40 s) compiled to an object once per family,
+   torch build and toolchain, and shared by every stage and knob (core.binding; its cache is
+   binding_cache_dir()). Cached, this step costs nothing.
+3. c++ -shared binding.o <stage>.o + torch's and cudart's libraries -> <stage>_<key>.so (<1 s),
+   imported under the unique name <stage>_<key>. The binding needs no CUDA-enabled torch, so
+   these steps run everywhere too.
+
+BuildResult.steps says what each step took (and whether the binding was cached).
 
 A `backend: triton` stage is built by core.build_triton instead, into the same BuildResult.
 """
@@ -16,30 +21,28 @@ A `backend: triton` stage is built by core.build_triton instead, into the same B
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import json
 import multiprocessing
-import os
 import platform
 import shutil
 import subprocess
-import sys
 import tempfile
 import time
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from types import ModuleType
 
 from .build_triton import build_triton_stage, triton_source_hash
+from .binding import MODULE_INIT_NAME, compile_binding, link_module, load_stage_module
 from .errors import BuildError
 from .paths import build_dir
 from .registry import Registry, Stage
 from .resources import KernelResources, parse_ptxas
 from .sass import object_sass, parse_sass
-from .toolchain import cuda_home, gencode_flags, nvcc_binary, nvcc_version
+from .toolchain import gencode_flags, nvcc_binary, nvcc_version
 
 BASE_NVCC_FLAGS = ("-O3", "-std=c++17", "-Xcompiler", "-fPIC", "--resource-usage")
 NVCC_TIMEOUT_S = 900
@@ -79,8 +82,29 @@ def build_key(stage: Stage, registry: Registry) -> str:
         "nvcc": nvcc_version(),
         "torch": _torch_version(),
         "python": platform.python_version(),
+        # modules linked to the shared binding export PyInit_<this>; older builds differ
+        "module_init": MODULE_INIT_NAME,
     }).encode())
     return digest.hexdigest()[:16]
+
+
+@dataclass
+class BuildSteps:
+    """Seconds spent by each step of a fresh build; the binding's is ~0 when it was cached."""
+
+    nvcc_seconds: float
+    binding_seconds: float
+    binding_cached: bool
+    link_seconds: float
+
+    def describe(self) -> str:
+        if not self.binding_cached:
+            binding = f"binding compiled {self.binding_seconds:.1f}s"
+        elif self.binding_seconds >= 1:  # another process was compiling it
+            binding = f"binding cached after waiting {self.binding_seconds:.1f}s"
+        else:
+            binding = "binding cached"
+        return f"nvcc {self.nvcc_seconds:.1f}s, {binding}, link {self.link_seconds:.1f}s"
 
 
 @dataclass
@@ -95,6 +119,14 @@ class BuildResult:
     seconds: float
     nvcc_command: list[str] = field(default_factory=list)
     module: ModuleType | None = None
+    steps: BuildSteps | None = None  # None when the stage itself came from the cache
+
+    @property
+    def summary(self) -> str:
+        """One line for logs: cached, or built in N s and what each step took."""
+        if self.cached or self.steps is None:
+            return f"cached ({self.seconds:.1f}s, key {self.key})"
+        return f"built in {self.seconds:.1f}s: {self.steps.describe()} (key {self.key})"
 
     def sass_listing(self) -> str:
         """The object's `cuobjdump -sass` listing (cached beside it)."""
@@ -126,41 +158,21 @@ def _compile_object(stage: Stage, registry: Registry, workdir: Path) -> tuple[Pa
     return obj, log, cmd
 
 
-def _link_extension(name: str, stage: Stage, registry: Registry, obj: Path, workdir: Path) -> Path:
-    import torch.utils.cpp_extension as cpp_extension
-
-    lib64 = cuda_home() / "lib64"
-    try:
-        cpp_extension.load(
-            name=name,
-            sources=[str(registry.binding)],
-            extra_include_paths=[str(registry.directory), str(cuda_home() / "include")],
-            extra_cflags=["-O2"],
-            extra_ldflags=[str(obj), f"-L{lib64}", "-lcudart", f"-Wl,-rpath,{lib64}"],
-            # The binding itself needs only cudart, so torch's CUDA libraries stay out of
-            # the link and the same build works against CPU-only torch.
-            with_cuda=False,
-            build_directory=str(workdir),
-            verbose=False,
-        )
-    except Exception as exc:  # cpp_extension raises RuntimeError carrying the ninja log
-        raise BuildError(f"linking the torch binding for {stage.id} failed", str(exc)) from exc
-    built = workdir / f"{name}.so"
-    if not built.is_file():
-        raise BuildError(f"cpp_extension finished but {built.name} is missing", "\n".join(os.listdir(workdir)))
-    return built
-
-
-def import_module_file(name: str, path: Path) -> ModuleType:
-    import torch  # noqa: F401  (loads libc10/libtorch that the module links against)
-
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    sys.modules[name] = module
-    return module
+def _fresh_build(stage: Stage, registry: Registry, key: str, workdir: Path) -> tuple[dict, BuildSteps]:
+    """nvcc, the family's binding (usually cached), the link: the files into `workdir`."""
+    name = f"{stage.id}_{key}"
+    started = time.perf_counter()
+    obj, log, cmd = _compile_object(stage, registry, workdir)
+    (workdir / "ptxas.log").write_text(log)
+    compiled = time.perf_counter()
+    binding = compile_binding(registry)
+    linked = time.perf_counter()
+    (workdir / "link.log").write_text(link_module(binding.path, obj, workdir / f"{name}.so", stage.id))
+    steps = BuildSteps(nvcc_seconds=compiled - started, binding_seconds=binding.seconds,
+                       binding_cached=binding.cached, link_seconds=time.perf_counter() - linked)
+    meta = {"stage": stage.id, "key": key, "source_hash": source_hash(stage, registry),
+            "nvcc_command": cmd, "module": f"{name}.so", "binding": str(binding.path), "steps": asdict(steps)}
+    return meta, steps
 
 
 def build_stage(stage: Stage, registry: Registry, *, load: bool = True) -> BuildResult:
@@ -175,17 +187,14 @@ def build_stage(stage: Stage, registry: Registry, *, load: bool = True) -> Build
     final = build_dir() / stage.id / key
     meta_path = final / "build.json"
     cached = meta_path.is_file()
+    steps = None
     if cached:
         meta = json.loads(meta_path.read_text())
     else:
         final.parent.mkdir(parents=True, exist_ok=True)
         workdir = Path(tempfile.mkdtemp(prefix=f".{key}.", dir=final.parent))
         try:
-            obj, log, cmd = _compile_object(stage, registry, workdir)
-            (workdir / "ptxas.log").write_text(log)
-            _link_extension(name, stage, registry, obj, workdir)
-            meta = {"stage": stage.id, "key": key, "source_hash": source_hash(stage, registry),
-                    "nvcc_command": cmd, "module": f"{name}.so"}
+            meta, steps = _fresh_build(stage, registry, key, workdir)
             (workdir / "build.json").write_text(json.dumps(meta, indent=2))
             try:
                 workdir.rename(final)
@@ -198,12 +207,12 @@ def build_stage(stage: Stage, registry: Registry, *, load: bool = True) -> Build
     result = BuildResult(
         stage_id=stage.id, key=key, source_hash=meta["source_hash"], directory=final, ptxas_log=log,
         resources=parse_ptxas(log), cached=cached, seconds=time.perf_counter() - started,
-        nvcc_command=meta["nvcc_command"],
+        nvcc_command=meta["nvcc_command"], steps=steps,
     )
     if load:
         from .family import load_family
 
-        result.module = import_module_file(name, final / meta["module"])
+        result.module = load_stage_module(name, final / meta["module"])
         attach_dynamic_shared_memory(result, load_family(registry.family))
     return result
 

@@ -55,6 +55,13 @@ def workspace_root() -> Path:
     return Path(env).resolve() if env else repo_root()
 
 
+def binding_cache_dir() -> Path:
+    """Compiled family bindings (core.binding), keyed by content; $STAGELAB_BINDING_CACHE overrides,
+    so that builds into separate build folders (the tests') share one binding per family."""
+    env = os.environ.get("STAGELAB_BINDING_CACHE")
+    return Path(env).resolve() if env else build_dir() / "_binding"
+
+
 def mlruns_dir() -> Path:
     return workspace_root() / "mlruns"
 
