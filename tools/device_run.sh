@@ -134,7 +134,11 @@ fi
 # REPORT=0 leaves the pages to the machine that imports the store (saves a minute of device time).
 if [ "${REPORT:-1}" = 1 ]; then
   python3 -m stagelab report --family sdpa --params acceptance long mission 2>&1 | tail -2
-  python3 -m stagelab report --family softmax --params softmax-acceptance 2>&1 | tail -2
+  # every other family on its own parameter files (Family.report_params); REPORT_FAMILIES adds
+  # families found on STAGELAB_FAMILY_PATH (e.g. REPORT_FAMILIES=silu for examples/families)
+  for family in softmax rmsnorm ${REPORT_FAMILIES:-}; do
+    python3 -m stagelab report --family "$family" 2>&1 | tail -2
+  done
 fi
 snapshot
 ls -la "$OUT"

@@ -21,6 +21,21 @@ def _default_params(family: str | None) -> str:
     return str(resolve_params_path(load_family(family).acceptance_params, *family_folders(family)))
 
 
+def _write_outside_notebooks(params: str) -> None:
+    """A family outside the checkout has no committed notebooks: its stages' notebooks are written
+    (rewritten where its registry changed) into its folder's notebooks/ before the batch runs them."""
+    from ..core.family_sources import family_folders, family_source, selected_family
+    from ..core.params import load_params
+    from ..core.paths import resolve_params_path
+    from ..notebooks import write_notebooks
+
+    family = load_params(resolve_params_path(params, *family_folders(selected_family()))).family.name
+    if not family_source(family).built_in:
+        written = write_notebooks(family=family)
+        if written:
+            print(f"stagelab: wrote the {family} notebooks of {', '.join(written)}", flush=True)
+
+
 def _cmd_run(args) -> int:
     from ..core.formatting import markdown
     from ..run.batch import run_batch
@@ -31,6 +46,7 @@ def _cmd_run(args) -> int:
     gpus = resolve_gpus(args.gpus)  # both checked before any work: a bad value is one line and exit 2
     shard = Shard.parse(args.shard) if args.shard is not None else None
     announce_store()
+    _write_outside_notebooks(params)
     summary = run_batch(args.stages or None, params, timeout_s=args.timeout, experiment=args.experiment,
                         kernel_name=args.kernel, resume=args.resume, gpus=gpus, shard=shard, steps=args.steps)
     shown = summary.drop(columns=["run_id"] + ([] if gpus else ["gpu"]))

@@ -18,7 +18,8 @@ from mlflow.utils.validation import MAX_EXPERIMENT_TAG_VAL_LENGTH
 from ..core.envinfo import gpu_label
 from ..core.family import Family, load_family
 from ..core.formatting import markdown
-from ..core.paths import repo_root
+from ..core.family_sources import family_folders
+from ..core.paths import repo_root, resolve_params_path, workspace_root
 from . import tracking
 from .tables import distribution_table, ladder_table, latest_runs, per_shape_table, rate_column
 
@@ -84,7 +85,7 @@ def _params_section(runs: pd.DataFrame, name: str, family: Family) -> tuple[list
     subset = runs[runs["tags.params_file"] == name]
     if subset.empty:
         return [f"## {name}", "", "_no finished runs on this GPU_", ""], pd.DataFrame()
-    params_file = repo_root() / "params" / f"{name}.yaml"
+    params_file = resolve_params_path(f"params/{name}.yaml", *family_folders(family.name))
     params = load_params(params_file) if params_file.is_file() else None
     mission = params.mission.tag if params else ""
     primary = params.timing.primary_mode if params else "cold"
@@ -102,6 +103,14 @@ def _params_section(runs: pd.DataFrame, name: str, family: Family) -> tuple[list
     return lines, shapes
 
 
+def results_dir(family: str) -> Path:
+    """docs/results/<family> of the checkout; results/<family> where the command runs for a store
+    kept outside it (a family outside the repo, run outside it)."""
+    if workspace_root() == repo_root():
+        return repo_root() / "docs" / "results" / family
+    return workspace_root() / "results" / family
+
+
 def write_report(params_names: list[str] | None = None, *, family: str = "sdpa", out_dir: str | Path | None = None,
                  experiment: str | None = None, gpu: str | None = None) -> Path:
     """The family's page on one GPU; `params_names` None: the family's own (Family.report_params)."""
@@ -109,7 +118,7 @@ def write_report(params_names: list[str] | None = None, *, family: str = "sdpa",
 
     fam = load_family(family)
     params_names = list(params_names or fam.report_params)
-    out = Path(out_dir) if out_dir else repo_root() / "docs" / "results" / fam.name
+    out = Path(out_dir) if out_dir else results_dir(fam.name)
     journals = write_journals(fam.name, out, experiment)  # the trials, whether or not stage runs exist yet
     runs, gpu = latest_runs(experiment or fam.experiment, params_names, gpu)
     label = gpu_label({"gpu": gpu})
