@@ -90,6 +90,7 @@ class RmsNormFamily(Family):
     acceptance_params = "params/rmsnorm-acceptance.yaml"
     try_params = "params/rmsnorm-try.yaml"
     long_params = "params/rmsnorm-long.yaml"
+    report_params = ("rmsnorm-acceptance", "rmsnorm-long")
     knob_example = '{"BLOCK_THREADS": 128}'
     # A row narrower than a warp, and one wider than a block's stride with an odd width.
     sanitize_problems = ({"shape": [5, 7]}, {"shape": [3, 4097]})
