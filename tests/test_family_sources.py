@@ -162,3 +162,15 @@ def test_another_checkout_is_named_not_used_silently(tmp_path):
     assert other_checkout_warning(ROOT) is None
     listed = stagelab("stages", "--family", "softmax", cwd=other)
     assert listed.returncode == 0 and listed.stderr.count("warning: running the code of checkout") == 1
+
+
+def test_the_example_family_is_what_new_family_writes(tmp_path):
+    """examples/families/silu is new-family's CUDA skeleton plus a Triton stage: the files the
+    skeleton wrote stay as it writes them (a change to the templates shows up here)."""
+    example = ROOT / "examples" / "families" / "silu"
+    written = write_family("silu", tmp_path, "cuda")
+    for path in sorted(p for p in written.rglob("*") if p.is_file() and p.name != "stages.yaml"):
+        relative = path.relative_to(written)
+        assert (example / relative).read_text() == path.read_text(), f"{relative} differs from the skeleton's"
+    skeleton_stages = (written / "stages.yaml").read_text()
+    assert (example / "stages.yaml").read_text().startswith(skeleton_stages.rstrip("\n"))

@@ -35,7 +35,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from types import ModuleType
 
-from .build_triton import build_triton_stage, triton_source_hash
+from .build_triton import build_triton_stage, files_digest, triton_source_hash
 from .binding import MODULE_INIT_NAME, compile_binding, link_module, load_stage_module
 from .errors import BuildError
 from .paths import build_dir
@@ -64,11 +64,7 @@ def source_hash(stage: Stage, registry: Registry) -> str:
     """The source alone: the stage file, the shared headers and the binding."""
     if stage.backend == "triton":
         return triton_source_hash(stage, registry)
-    digest = hashlib.sha256()
-    for path in [stage.source, *registry.header_files(), registry.binding]:
-        digest.update(path.name.encode())
-        digest.update(path.read_bytes())
-    return digest.hexdigest()
+    return files_digest([stage.source, *registry.header_files(), registry.binding])
 
 
 def build_key(stage: Stage, registry: Registry) -> str:

@@ -65,13 +65,18 @@ def helper_files(registry: Registry) -> list[Path]:
                   if p.is_file() and p.suffix in HELPER_SUFFIXES and p.resolve() not in sources)
 
 
-def triton_source_hash(stage: Stage, registry: Registry) -> str:
-    """The source alone: the stage file and the family folder's other .py and header files."""
+def files_digest(paths: list[Path]) -> str:
+    """sha256 over each file's name and bytes, in order: a build's source hash."""
     digest = hashlib.sha256()
-    for path in [stage.source, *helper_files(registry)]:
+    for path in paths:
         digest.update(path.name.encode())
         digest.update(path.read_bytes())
     return digest.hexdigest()
+
+
+def triton_source_hash(stage: Stage, registry: Registry) -> str:
+    """The source alone: the stage file and the family folder's other .py and header files."""
+    return files_digest([stage.source, *helper_files(registry)])
 
 
 def triton_build_key(stage: Stage, registry: Registry) -> str:

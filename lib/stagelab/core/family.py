@@ -62,8 +62,9 @@ class Problem(Protocol):
     def bytes_moved(self, element_bytes: int) -> float: ...
 
 
-class Family:
-    """Base class: a family overrides every method that raises NotImplementedError."""
+class FamilySettings:
+    """What a family states rather than computes: its name, dtypes, contenders, parameter files,
+    distributions, watched opcodes and the words its notebooks use (Family adds the methods)."""
 
     name: str = ""
     dtypes: dict[str, torch.dtype] = {}
@@ -103,6 +104,11 @@ class Family:
     # ... on <notebook_sanitize_problems>; ..." and "Nsight Compute ... problem: <notebook_profile_focus>; ...".
     notebook_sanitize_problems: str = "small problems of odd sizes"
     notebook_profile_focus: str = "DRAM, L2, occupancy, top stalls, bank conflicts"
+
+
+
+class Family(FamilySettings):
+    """Base class: a family overrides every method that raises NotImplementedError."""
 
     @property
     def report_params(self) -> tuple[str, ...]:
