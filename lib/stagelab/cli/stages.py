@@ -11,9 +11,10 @@ def _cmd_stages(args) -> int:
     for family, registry in all_registries().items():
         if args.family and family != args.family:
             continue
-        print(f"# {family}")
+        print(f"# {family} ({registry.directory})")
         for stage in registry.stages.values():
-            print(f"{stage.id:24s} parent={stage.parent or '-':22s} min_gain={stage.min_gain:.0%}  {stage.title}")
+            print(f"{stage.id:24s} {stage.backend:7s} parent={stage.parent or '-':22s} min_gain={stage.min_gain:.0%}  "
+                  f"{stage.title}")
     return 0
 
 
