@@ -13,10 +13,11 @@ import torch
 from stagelab.core.errors import ConfigError, InputError
 from stagelab.core.params import load_params
 from stagelab.core.paths import repo_root
-from stagelab.families.rmsnorm import EPS, FAMILY, Rows, rms_norm, validate_inputs
+from stagelab.families.rmsnorm import EPS, FAMILY, RmsNormProblem, rms_norm
 from stagelab.measure.checks import check_all, check_shape
 
 KERNELS = repo_root() / "kernels" / "rmsnorm"
+Rows = FAMILY.problem  # Rows(rows, cols): the problem a {shape: [rows, cols]} entry names
 PROBLEMS = [Rows(1, 1), Rows(3, 7), Rows(5, 1000), Rows(2, 4097)]
 
 
@@ -79,8 +80,11 @@ def test_planted_bugs_fail(bug, problem, distribution):
 
 
 def test_problem_floor_counts_the_weight_once():
-    assert Rows(4096, 1024).tag == "4096x1024"
+    """Tags, flops and bytes as published results and the page recorded them."""
+    (parsed,) = FAMILY.parse_problem("shapes[0]", {"shape": [4096, 1024]})
+    assert isinstance(parsed, RmsNormProblem) and parsed == Rows(4096, 1024) and parsed.tag == "4096x1024"
     assert Rows(2, 8).bytes_moved(2) == (2 * 2 + 1) * 8 * 2 and Rows(2, 8).flops() == 4 * 2 * 8
+    assert Rows(1023, 4096).bytes_moved(2) == 16769024.0 and Rows(1023, 4096).flops() == 16760832.0
 
 
 @pytest.mark.parametrize("name", ["rmsnorm-acceptance", "rmsnorm-long", "rmsnorm-try"])
@@ -90,8 +94,8 @@ def test_shipped_params_load(name):
 
 
 @pytest.mark.parametrize("body, message", [
-    ("shapes: [{shape: [3]}]", r"expected \[rows, cols\]"),
-    ("shapes: [{shape: [3, 0]}]", "shape.cols: expected a positive integer"),
+    ("shapes: [{shape: [3]}]", "expected a list of 2 sizes"),
+    ("shapes: [{shape: [3, 0]}]", r"shape\[1\]: expected a positive integer"),
     ("dtypes: [float32]\nshapes: [{shape: [3, 4]}]", "dtypes: 'float32' is not supported"),
     ("distributions: [peaky]\nshapes: [{shape: [3, 4]}]", "distributions: 'peaky' is not supported"),
 ])
@@ -102,20 +106,26 @@ def test_bad_params_are_named(tmp_path, body, message):
         load_params(path)
 
 
-def test_bad_inputs_are_named():
-    x = torch.zeros(2, 3, dtype=torch.float16)
-    with pytest.raises(InputError, match="on cpu"):
-        validate_inputs(x, torch.ones(3, dtype=torch.float16))
-    with pytest.raises(InputError, match="dtype torch.float32"):
-        validate_inputs(x.float(), torch.ones(3))
+@pytest.mark.parametrize("x, weight, out, message", [
+    (torch.zeros(2, 3).half(), torch.ones(3).half(), torch.zeros(2, 3).half(), "input 0 is on cpu; a stage runs on a CUDA"),
+    (torch.zeros(2, 3), torch.ones(3), torch.zeros(2, 3), r"x must be a \[rows, cols\] float16 or bfloat16.*float32"),
+    (torch.zeros(2, 3, 1).half(), torch.ones(3).half(), None, r"x must be a \[rows, cols\].*\(2, 3, 1\)"),
+    (torch.zeros(3, 2).half().t(), torch.ones(3).half(), None, r"last dim contiguous.*strides \(1, 2\)"),
+    (torch.zeros(2, 3).half(), torch.ones(4).half(), None, r"weight must be a contiguous \[cols\] = \[3\]"),
+    (torch.zeros(2, 3).half(), torch.ones(3, 2).half()[:, 0], None, r"weight must be a contiguous"),
+    (torch.zeros(2, 3).half(), torch.ones(3).bfloat16(), None, "weight is a bfloat16 tensor.*x is a float16"),
+])
+def test_bad_inputs_are_named(x, weight, out, message):
+    with pytest.raises(InputError, match=message):
+        FAMILY.check_inputs(x, weight, out=out)
 
 
 def test_contenders_say_why_they_cannot_run(monkeypatch):
     inputs = FAMILY.make_inputs(Rows(2, 8), torch.float16, 0, "cpu")
     monkeypatch.setitem(sys.modules, "liger_kernel", None)  # import fails as where it is not installed
-    with pytest.raises(RuntimeError, match="Liger-Kernel is not installed"):
+    with pytest.raises(RuntimeError, match=r"'liger' is not installed here: Liger-Kernel \(pip install"):
         FAMILY.contender("liger", Rows(2, 8), inputs)
-    with pytest.raises(RuntimeError, match="unknown rmsnorm contender 'apex'"):
+    with pytest.raises(RuntimeError, match="the rmsnorm family has no contender 'apex'"):
         FAMILY.contender("apex", Rows(2, 8), inputs)
 
 
@@ -128,7 +138,7 @@ def test_cuda_stage_builds_meets_its_gates_and_loads_16_bytes(tmp_path, monkeypa
     monkeypatch.setenv("STAGELAB_BUILD_DIR", str(tmp_path))
     registry = family_registry("rmsnorm")
     result = build_stage(registry.get("rms0_block"), registry)
-    report = resource_report(registry.get("rms0_block"), result)
+    report = resource_report(registry.get("rms0_block"), result, FAMILY.watched_opcodes)
     assert {r.tag for r in result.resources} == {f"rmsnorm_rms0_kernel.{t}.{p}.sm_90a" for t in ("fp16", "bf16")
                                                  for p in (1, 8)}
     assert report.gates and all(g.passed for g in report.gates), [g for g in report.gates if not g.passed]
@@ -192,8 +202,9 @@ def test_triton_launcher_reads_its_knobs_at_call_time(monkeypatch):
 # @triton.jit helpers of triton.language are decorated then).
 _INTERPRETED_CHECKS = f"""
 import importlib.util
-from stagelab.families.rmsnorm import EPS, FAMILY, Rows
+from stagelab.families.rmsnorm import EPS, FAMILY
 from stagelab.measure.checks import check_all
+Rows = FAMILY.problem
 spec = importlib.util.spec_from_file_location("rms1_triton", {str(KERNELS / "rms1_triton.py")!r})
 stage = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(stage)

@@ -4,7 +4,7 @@ block reduction. The sweep is logged with the run (`sweep_p50_us/block_threads/.
 # %%
 if run.explores:
     sizes = {f"BLOCK_THREADS={t}": run.variant(BLOCK_THREADS=t) for t in (128, 256, 512, 1024)}
-    problems = [run.params.mission, *[p for p in run.params.shapes if p.rows * p.cols >= 1 << 20]]
+    problems = [run.params.mission, *[p for p in run.params.shapes if p.elements >= 1 << 20]]
     by_size = run.sweep("block_threads", sizes, problems, repetitions=100)
     display(by_size.pivot_table(index="shape", columns="contender", values="gbps"))
     by_size.pivot_table(index="contender", columns="shape", values="gbps").plot(

@@ -5,11 +5,10 @@ library contenders side by side. The sweep is logged with the run.
 import pandas as pd
 
 from stagelab.explore import time_contender
-from stagelab.families.rmsnorm import Rows
 
 if run.explores:
     elements = 1 << 26
-    problems = [Rows(elements // cols, cols) for cols in (512, 2048, 8192, 16384, 65536)]
+    problems = [run.family.problem(elements // cols, cols) for cols in (512, 2048, 8192, 16384, 65536)]
     kernels = {"rms0 (CUDA, block per row)": run.parent_kernel(), "rms1 (Triton, row in registers)": run.kernel}
     widths = run.sweep("row_width", kernels, problems, repetitions=100)
     for name in run.family.contenders:

@@ -5,13 +5,15 @@ activations, reductions along the last dim, softmax. `TensorFamily` does the lab
 a family once:
 
 - problems are `{shape: [d0, d1, ...]}` entries of a parameter file (`ShapeProblem`);
-- a built stage is called as `module.forward(*inputs, out, stream)`, the same for a CUDA stage
-  (its torch binding) and a Triton stage (its launcher);
+- a built stage is called as `module.forward(*inputs, out, *launch_arguments, stream)`, the same
+  for a CUDA stage (its torch binding) and a Triton stage (its launcher);
 - contenders are plain functions of the inputs (`contender_functions`), timed beside the stage.
 
 What stays the family's own: `make_inputs` (fresh random inputs per seed) and `reference` (the
 function in any precision: float64 is the truth, the storage dtype is the low-precision
-yardstick the budget compares against).
+yardstick the budget compares against). Where the defaults do not fit, a family overrides
+`check_inputs` (what a stage's inputs must be), `launch_arguments` (scalars every launch passes,
+such as a norm's eps) or `problem_type` (a problem whose floor counts more than tensors of its shape).
 """
 
 from __future__ import annotations
@@ -47,7 +49,7 @@ class ShapeProblem:
         return math.prod(self.shape)
 
     def flops(self) -> float:
-        return self.flops_per_element * self.elements
+        return float(self.flops_per_element * self.elements)
 
     def bytes_moved(self, element_bytes: int) -> float:
         """The floor: each tensor of the problem's shape read or written once."""
@@ -66,15 +68,24 @@ def parse_shape(where: str, entry: Any, rank: int | None) -> tuple[int, ...]:
     return tuple(dims)
 
 
+def describe(value: Any) -> str:
+    """What an argument is, for an InputError that says what was passed instead."""
+    if not isinstance(value, torch.Tensor):
+        return f"a {type(value).__name__}"
+    return f"a {str(value.dtype).removeprefix('torch.')} tensor of shape {tuple(value.shape)} on {value.device}"
+
+
 class TensorKernel(BuiltKernel):
     """A built stage: `kernel(*inputs)` returns a new output; `.into(*inputs, out)` fills `out`."""
 
+    def __init__(self, module: ModuleType, stage_id: str, family: TensorFamily):
+        super().__init__(module, stage_id)
+        self.family = family  # whose check_inputs and launch_arguments every call uses
+
     def into(self, *tensors: torch.Tensor) -> None:
         *inputs, out = tensors
-        for tensor in tensors:
-            if not isinstance(tensor, torch.Tensor) or tensor.device.type != "cuda":
-                raise InputError(f"{self.stage_id}: every argument must be a CUDA tensor")
-        self.module.forward(*inputs, out, torch.cuda.current_stream(out.device).cuda_stream)
+        self.family.check_inputs(*inputs, out=out)
+        self.family.call_forward(self.module, inputs, out, torch.cuda.current_stream(out.device).cuda_stream)
 
     def __call__(self, *inputs: torch.Tensor) -> torch.Tensor:
         out = torch.empty_like(inputs[0])
@@ -94,13 +105,42 @@ class TensorFamily(Family):
     tensors_moved: int = 2
     # Library implementations timed beside the stage: name -> a function of the inputs.
     contender_functions: dict[str, Callable[..., torch.Tensor]] = {}
+    # Scalars every launch passes to `forward` after `out`, before the stream (a norm's eps): the
+    # stage's function takes them, its inputs do not (contenders bind their own).
+    launch_arguments: tuple = ()
+    # The problem a `{shape: [...]}` entry names; a subclass states a floor that counts more than
+    # `tensors_moved` tensors of the shape (a norm's weight, read once).
+    problem_type: type[ShapeProblem] = ShapeProblem
 
     @property
     def contenders(self) -> tuple[str, ...]:
         return tuple(self.contender_functions)
 
+    def problem(self, *shape: int) -> ShapeProblem:
+        """The problem of this shape, as a parameter file's `{shape: [...]}` names it (for notebooks'
+        own sweeps and tests, which build problems without a file)."""
+        return self.problem_type(tuple(shape), self.flops_per_element, self.tensors_moved)
+
     def parse_problem(self, where: str, entry: Any) -> list[ShapeProblem]:
-        return [ShapeProblem(parse_shape(where, entry, self.rank), self.flops_per_element, self.tensors_moved)]
+        return [self.problem(*parse_shape(where, entry, self.rank))]
+
+    def check_inputs(self, *inputs: Any, out: Any) -> None:
+        """InputError naming what is wrong, before a launch: a binding's own checks are only the
+        backstop, and a Triton launcher has none (a CPU pointer there is a crash, not an error).
+        By default: every argument a tensor, `out` like the first input with its last dim
+        contiguous, every tensor on CUDA (last, so the rest can be tested without a GPU)."""
+        named = {**{f"input {index}": value for index, value in enumerate(inputs)}, "out": out}
+        for name, value in named.items():
+            if not isinstance(value, torch.Tensor):
+                raise InputError(f"{name} must be a torch.Tensor; got {describe(value)}")
+        first = inputs[0]
+        if (out.shape, out.dtype, out.device) != (first.shape, first.dtype, first.device) or \
+                (out.dim() and out.stride(-1) != 1):
+            raise InputError(f"out must have input 0's shape, dtype and device and its last dim contiguous; "
+                             f"input 0 is {describe(first)}, out {describe(out)} with strides {out.stride()}")
+        for name, value in named.items():
+            if value.device.type != "cuda":
+                raise InputError(f"{name} is on {value.device}; a stage runs on a CUDA device")
 
     def atol_magnitude(self, reference: torch.Tensor) -> float:
         """The largest output sets the scale of the dtype's rounding."""
@@ -112,13 +152,17 @@ class TensorFamily(Family):
 
     def stage_kernel(self, module: ModuleType, stage_id: str, input_kind: str = "") -> TensorKernel:
         self.require_input_kind(input_kind)
-        return TensorKernel(module, stage_id)
+        return TensorKernel(module, stage_id, self)
+
+    def call_forward(self, module: ModuleType, inputs, out: torch.Tensor, stream: int) -> None:
+        """One call of a built stage: the one place its `forward` signature is spelled out."""
+        module.forward(*inputs, out, *self.launch_arguments, stream)
 
     def module_launch(self, module: ModuleType, problem, inputs, out: torch.Tensor, input_kind: str = ""):
         self.require_input_kind(input_kind)
 
         def launch() -> None:  # the stream is read at call time, so graph capture sees its own
-            module.forward(*inputs, out, torch.cuda.current_stream().cuda_stream)
+            self.call_forward(module, inputs, out, torch.cuda.current_stream().cuda_stream)
         return launch
 
     def contender(self, name: str, problem, inputs) -> Callable[[], None]:
