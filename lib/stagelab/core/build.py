@@ -13,9 +13,8 @@ and the tool versions, so an unchanged stage never recompiles:
    imported under the unique name <stage>_<key>. The binding needs no CUDA-enabled torch, so
    these steps run everywhere too.
 
-BuildResult.steps says what each step took (and whether the binding was cached).
-
-A `backend: triton` stage is built by core.build_triton instead, into the same BuildResult.
+BuildResult.steps says what each step took (and whether the binding was cached). A
+`backend: triton` stage is built by core.build_triton instead, into the same BuildResult.
 """
 
 from __future__ import annotations
