@@ -25,7 +25,7 @@ from .registry import Stage
 from .sass import pip_cuda_bins
 from .toolchain import cuda_home
 
-# The oldest CuTe DSL checked: fake tensors with symbolic shapes, --dump-dir, compiled.artifacts.
+# The oldest CuTe DSL checked (4.8.1): fake tensors with symbolic extents, cute.compile's --dump-dir.
 MIN_CUTLASS_DSL = (4, 8)
 PTXAS_FLAG_SETS = ((), ("-lineinfo",))
 _ANSI_RE = re.compile(r"\x1b\[[0-9;]*m")

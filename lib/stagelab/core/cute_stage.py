@@ -28,6 +28,7 @@ LANGUAGE = "CuTe DSL"
 def _check_spec(where: str, spec: Any) -> dict:
     spec = python_stage.check_spec_keys(where, spec, SPEC_KEYS, REQUIRED_SPEC_KEYS)
     function = spec["function"]
+    # CuTe marks what it decorates ("jit", "kernel"); any other callable goes on, for cute.compile to judge
     if not callable(function) or getattr(function, "_decorator_kind", "jit") != "jit":
         raise BuildError(f"{where}: 'function' is not a @cute.jit function",
                          f"{function!r}: give the @cute.jit host function that launches the @cute.kernel")
