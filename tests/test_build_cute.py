@@ -162,6 +162,15 @@ def test_the_example_family_s_cute_stage_meets_its_gates(build_folder):
     report = resource_report(stage, built, ())
     assert report.passed and {"sass_requires_LDG.E.128", "sass_requires_STG.E.128"} <= {g.gate for g in report.gates}
     assert [r.kernel.rsplit("<", 1)[1] for r in built.resources] == ["fp16>", "bf16>"]
+    # what its launcher refuses before any GPU work: nothing at a compiled function's call checks a
+    # tensor against the signature it was compiled for (docs/ARCHITECTURE.md, the cute backend)
+    import torch
+
+    halves = torch.zeros(2, 65, dtype=torch.float16)
+    with pytest.raises(ValueError, match="16-byte aligned"):
+        built.module.forward(halves[:, 1:], torch.zeros(2, 64, dtype=torch.float16), 0)
+    with pytest.raises(ValueError, match="float16 or bfloat16"):
+        built.module.forward(halves.float(), halves.float(), 0)
 
 
 def test_without_cute_dsl_a_cute_stage_is_a_build_error_and_its_siblings_build(build_folder, monkeypatch):
@@ -178,7 +187,7 @@ def test_without_cute_dsl_a_cute_stage_is_a_build_error_and_its_siblings_build(b
     monkeypatch.setattr(cute_compile, "version", without_cutlass)
     registry = load_registry(EXAMPLE / "stages.yaml")
     assert registry.get("s2_cute").backend == "cute" and source_hash(registry.get("s2_cute"), registry)
-    assert not build_stage(registry.get("s1_triton"), registry, load=False).resources == []
+    assert build_stage(registry.get("s1_triton"), registry, load=False).resources
     with pytest.raises(BuildError) as err:
         build_stage(registry.get("s2_cute"), registry)
     assert "nvidia-cutlass-dsl" in err.value.reason and "not installed" in err.value.reason
