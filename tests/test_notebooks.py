@@ -82,6 +82,6 @@ def test_the_build_cell_says_how_the_stage_is_built():
     registry = all_registries()["softmax"]
     stage = next(iter(registry.stages.values()))
     family = load_family("softmax")
-    for backend, words in (("cuda", "nvcc compiles"), ("triton", "Triton compiles")):
+    for backend, words in (("cuda", "nvcc compiles"), ("triton", "Triton compiles"), ("cute", "CuTe DSL compiles")):
         cells = _measuring_cells(replace(stage, backend=backend), family)
         assert any(words in "".join(cell["source"]) for cell in cells if cell["cell_type"] == "markdown")

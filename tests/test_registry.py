@@ -109,7 +109,7 @@ def test_a_triton_only_family_needs_no_binding(tmp_path):
     ("stages:\n  - {id: t, backend: triton}\n  - {id: a}\n", "binding file binding.cpp does not exist"),
     ("binding: b.cpp\nstages:\n  - {id: t, backend: triton}\n", "binding file b.cpp does not exist"),
     ("stages:\n  - {id: c, backend: triton}\n", "source file c.py does not exist"),
-    ("stages:\n  - {id: t, backend: rust}\n", "backend: expected one of ['cuda', 'triton'], got 'rust'"),
+    ("stages:\n  - {id: t, backend: rust}\n", "backend: expected one of ['cuda', 'cute', 'triton'], got 'rust'"),
     ("defaults: {backend: [triton]}\nstages:\n  - {id: t}\n", "defaults.backend: expected one of"),
     ("stages:\n  - {id: t, backend: triton, compile_options: {nvcc_flags: [-lineinfo]}}\n",
      "stage t.compile_options.nvcc_flags: a triton stage is not built by nvcc"),
@@ -129,7 +129,7 @@ def test_the_defaults_nvcc_flags_stay_with_the_cuda_stages(family):
 
 
 def test_a_triton_stage_defines_become_python_values_for_its_knobs():
-    from stagelab.core.triton_stage import knob_value
+    from stagelab.core.python_stage import knob_value
 
     assert knob_value("4") == 4 and knob_value("True") is True and knob_value("0.5") == 0.5
     assert knob_value("fp16") == "fp16" and knob_value("'x'") == "x"

@@ -77,6 +77,9 @@ BUILD_INTROS = {
     "triton": ("## 1. Build\nTriton compiles the stage file's kernels ahead of time for the registry's "
                "architecture (its `compile_specs()`, with the knobs set); the file's launcher runs them. Cached by "
                "source hash, knobs and architecture."),
+    "cute": ("## 1. Build\nCuTe DSL compiles the stage file's `@cute.jit` functions ahead of time for the registry's "
+             "architecture (its `compile_specs()`, with the knobs set); the file's launcher compiles them again for "
+             "this GPU and runs them. Cached by source hash, knobs and architecture."),
 }
 
 

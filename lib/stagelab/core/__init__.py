@@ -2,7 +2,7 @@
 
 Owns the errors, the repository paths, the metric names and units, the stage registry (stages.yaml,
 field by field) and its search spaces, the parameter files, the family protocol, the run's
-`StageContext`, the CUDA toolchain, the build backends (nvcc, Triton) with their cache, the ptxas
+`StageContext`, the CUDA toolchain, the build backends (nvcc, Triton, CuTe DSL) with their cache, the ptxas
 resource report and its gates, the SASS reader, the machine's environment, process-tree stopping
 and the formatting of numbers for people. It imports nothing else of stagelab (the families are
 found by name).

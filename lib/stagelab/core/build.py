@@ -14,7 +14,8 @@ and the tool versions, so an unchanged stage never recompiles:
    these steps run everywhere too.
 
 BuildResult.steps says what each step took (and whether the binding was cached). A
-`backend: triton` stage is built by core.build_triton instead, into the same BuildResult.
+`backend: triton` or `backend: cute` stage is a Python file built by core.build_triton or
+core.build_cute instead (both through core.python_build), into the same BuildResult.
 """
 
 from __future__ import annotations
@@ -23,9 +24,7 @@ import hashlib
 import json
 import multiprocessing
 import platform
-import shutil
 import subprocess
-import tempfile
 import time
 from collections import Counter
 from collections.abc import Iterator, Sequence
@@ -34,10 +33,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from types import ModuleType
 
-from .build_triton import build_triton_stage, files_digest, triton_source_hash
 from .binding import MODULE_INIT_NAME, compile_binding, link_module, load_stage_module
+from .build_cute import build_cute_stage
+from .build_folder import publish_build
+from .build_triton import build_triton_stage
 from .errors import BuildError
 from .paths import build_dir
+from .python_build import files_digest, python_source_hash
 from .registry import Registry, Stage
 from .resources import KernelResources, parse_ptxas
 from .sass import object_sass, parse_sass
@@ -45,6 +47,8 @@ from .toolchain import gencode_flags, nvcc_binary, nvcc_version
 
 BASE_NVCC_FLAGS = ("-O3", "-std=c++17", "-Xcompiler", "-fPIC", "--resource-usage")
 NVCC_TIMEOUT_S = 900
+# The backends whose stage is a Python file, by stages.yaml `backend:`; every other stage is cuda.
+PYTHON_BUILDERS = {"triton": build_triton_stage, "cute": build_cute_stage}
 
 
 def nvcc_command(stage: Stage, registry: Registry, output: Path) -> list[str]:
@@ -61,8 +65,8 @@ def _torch_version() -> str:
 
 def source_hash(stage: Stage, registry: Registry) -> str:
     """The source alone: the stage file, the shared headers and the binding."""
-    if stage.backend == "triton":
-        return triton_source_hash(stage, registry)
+    if stage.backend in PYTHON_BUILDERS:
+        return python_source_hash(stage, registry)
     return files_digest([stage.source, *registry.header_files(), registry.binding])
 
 
@@ -153,8 +157,8 @@ def _compile_object(stage: Stage, registry: Registry, workdir: Path) -> tuple[Pa
     return obj, log, cmd
 
 
-def _fresh_build(stage: Stage, registry: Registry, key: str, workdir: Path) -> tuple[dict, BuildSteps]:
-    """nvcc, the family's binding (usually cached), the link: the files into `workdir`."""
+def _fresh_build(stage: Stage, registry: Registry, key: str, workdir: Path) -> BuildSteps:
+    """nvcc, the family's binding (usually cached), the link: the files and build.json into `workdir`."""
     name = f"{stage.id}_{key}"
     started = time.perf_counter()
     obj, log, cmd = _compile_object(stage, registry, workdir)
@@ -167,13 +171,14 @@ def _fresh_build(stage: Stage, registry: Registry, key: str, workdir: Path) -> t
                        binding_cached=binding.cached, link_seconds=time.perf_counter() - linked)
     meta = {"stage": stage.id, "key": key, "source_hash": source_hash(stage, registry),
             "nvcc_command": cmd, "module": f"{name}.so", "binding": str(binding.path), "steps": asdict(steps)}
-    return meta, steps
+    (workdir / "build.json").write_text(json.dumps(meta, indent=2))
+    return steps
 
 
 def build_stage(stage: Stage, registry: Registry, *, load: bool = True) -> BuildResult:
     """Compile (or reuse) a stage; raises BuildError carrying the compiler log."""
-    if stage.backend == "triton":
-        return BuildResult(**build_triton_stage(stage, registry, load=load))
+    if stage.backend in PYTHON_BUILDERS:
+        return BuildResult(**PYTHON_BUILDERS[stage.backend](stage, registry, load=load))
     if "#include <torch" in stage.source.read_text():
         raise BuildError(f"{stage.source.name} includes torch headers", "stage sources must stay torch-free")
     started = time.perf_counter()
@@ -182,22 +187,8 @@ def build_stage(stage: Stage, registry: Registry, *, load: bool = True) -> Build
     final = build_dir() / stage.id / key
     meta_path = final / "build.json"
     cached = meta_path.is_file()
-    steps = None
-    if cached:
-        meta = json.loads(meta_path.read_text())
-    else:
-        final.parent.mkdir(parents=True, exist_ok=True)
-        workdir = Path(tempfile.mkdtemp(prefix=f".{key}.", dir=final.parent))
-        try:
-            meta, steps = _fresh_build(stage, registry, key, workdir)
-            (workdir / "build.json").write_text(json.dumps(meta, indent=2))
-            try:
-                workdir.rename(final)
-            except OSError:  # another process finished the same build first: keep theirs
-                shutil.rmtree(workdir, ignore_errors=True)
-        except BaseException:
-            shutil.rmtree(workdir, ignore_errors=True)
-            raise
+    steps = None if cached else publish_build(final, key, lambda workdir: _fresh_build(stage, registry, key, workdir))
+    meta = json.loads(meta_path.read_text())
     log = (final / "ptxas.log").read_text()
     result = BuildResult(
         stage_id=stage.id, key=key, source_hash=meta["source_hash"], directory=final, ptxas_log=log,

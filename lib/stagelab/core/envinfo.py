@@ -95,10 +95,12 @@ def software_versions() -> dict[str, str]:
         versions["nvcc"] = nvcc_version()
     except Exception:  # no toolkit: the build step reports that on its own
         versions["nvcc"] = "none"
-    try:
-        versions["triton"] = version("triton")  # read without importing it (seconds)
-    except PackageNotFoundError:  # only `backend: triton` stages need it
-        versions["triton"] = "none"
+    # read without importing them (seconds); only `backend: triton` and `backend: cute` stages need them
+    for key, package in (("triton", "triton"), ("cutlass_dsl", "nvidia-cutlass-dsl")):
+        try:
+            versions[key] = version(package)
+        except PackageNotFoundError:
+            versions[key] = "none"
     try:
         import mlflow
 

@@ -46,8 +46,8 @@ class Stage:
     # family's problem_features, e.g. sdpa's [gqa, cross_length, bshd]); none by default: the lab skips
     # a problem that needs another, before any launch.
     supports: tuple[str, ...] = ()
-    # How it is built (registry_fields.SOURCE_SUFFIXES): "cuda" (nvcc and the family's binding) or
-    # "triton" (core.build_triton; its defines set the file's KNOBS).
+    # How it is built (registry_fields.SOURCE_SUFFIXES): "cuda" (nvcc and the family's binding),
+    # "triton" or "cute" (core.build_triton, core.build_cute; their defines set the file's KNOBS).
     backend: str = DEFAULT_BACKEND
 
     def with_defines(self, overrides: dict[str, Any] | None) -> "Stage":

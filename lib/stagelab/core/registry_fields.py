@@ -17,8 +17,9 @@ STAGE_KEYS = {"id", "title", "parent", "changes", "backend", "compile_options", 
               "gates", "search_space", "variants", "inputs", "supports"}
 DEFAULT_KEYS = {"backend", "compile_options", "arch", "min_gain", "gates"}
 # How a stage is built (stages.yaml `backend:`, cuda unless said), and the suffix of its source
-# file <stage id><suffix>: nvcc with the family's torch binding, or a Triton file (core.build_triton).
-SOURCE_SUFFIXES = {"cuda": ".cu", "triton": ".py"}
+# file <stage id><suffix>: nvcc with the family's torch binding, a Triton file (core.build_triton) or a
+# CuTe DSL file (core.build_cute).
+SOURCE_SUFFIXES = {"cuda": ".cu", "triton": ".py", "cute": ".py"}
 DEFAULT_BACKEND = "cuda"
 _COMPILE_KEYS = {"defines", "nvcc_flags"}
 _GATE_KEYS = {"max_registers", "max_shared_memory_bytes", "spills_allowed", "sass_require", "sass_forbid",

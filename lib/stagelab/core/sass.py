@@ -60,7 +60,7 @@ def opcode_count(forms: Counter, name: str) -> int:
     return sum(n for form, n in forms.items() if base_opcode(form) == name)
 
 
-def _pip_cuda_bin() -> list[Path]:
+def pip_cuda_bins() -> list[Path]:
     """bin/ folders of NVIDIA's pip packages (nvidia-cuda-cuobjdump, -nvdisasm: the dev extra)."""
     import importlib.util
 
@@ -74,7 +74,7 @@ def cuobjdump() -> Path:
     candidates = [cuda_home() / "bin" / "cuobjdump"]
     if on_path := shutil.which("cuobjdump"):
         candidates.append(Path(on_path))
-    candidates += [b / "cuobjdump" for b in _pip_cuda_bin()]
+    candidates += [b / "cuobjdump" for b in pip_cuda_bins()]
     for candidate in candidates:
         if candidate.is_file() and os.access(candidate, os.X_OK):
             return candidate

@@ -1,19 +1,19 @@
 """Triton's ahead-of-time compile of one compile spec for one architecture, and ptxas's resource
 report on it: what core.build_triton files as a kernel instance. Neither needs a GPU.
 
-The report comes from a ptxas --verbose run of our own on Triton's PTX (Triton keeps its own run's
-report to itself), with the flags that reproduce Triton's cubin byte for byte, tried in turn; the
-build records whether one did, so the numbers are known to be those of the kernel Triton runs.
+The report comes from a ptxas --verbose run of our own on Triton's PTX (core.ptxas_replay: Triton
+keeps its own run's report to itself), with the flags that reproduce Triton's cubin byte for byte,
+tried in turn; the build records whether one did.
 """
 
 from __future__ import annotations
 
 import re
-import subprocess
 import traceback
 from pathlib import Path
 
 from .errors import BuildError
+from .ptxas_replay import ptx_target, replay
 from .registry import Stage
 from .toolchain import cuda_home
 
@@ -21,8 +21,6 @@ WARP_SIZE = 32
 # Triton's own ptxas flags (make_cubin in triton/backends/nvidia/compiler.py) by version; the first
 # set that reproduces its cubin is the one whose report the lab reads.
 PTXAS_FLAG_SETS = (("-lineinfo", "--regAllocOptLevel=2"), ("-lineinfo",))
-PTXAS_TIMEOUT_S = 600
-_PTX_TARGET_RE = re.compile(r"^\s*\.target\s+(sm_\w+)", re.M)
 
 
 def capability(arch: str) -> int:
@@ -79,23 +77,10 @@ def ptxas_binary(cc: int) -> str:
     raise BuildError("no ptxas found for the Triton build", "neither Triton's bundled ptxas nor $CUDA_HOME/bin/ptxas")
 
 
-def ptxas_report(compiled, ptx: Path, workdir: Path) -> tuple[str, bool]:
+def ptxas_report(compiled, ptx: Path) -> tuple[str, bool]:
     """ptxas --verbose's report on the PTX, and whether that run reproduced Triton's cubin."""
-    arch = _PTX_TARGET_RE.search(ptx.read_text())[1]
     metadata = compiled.metadata
     extra = [] if getattr(metadata, "enable_fp_fusion", True) else ["--fmad=false"]
     extra += (getattr(metadata, "ptx_options", None) or "").split()
-    attempt = workdir / "ptxas-reproduction.cubin"
-    logs = []
-    for flags in PTXAS_FLAG_SETS:
-        cmd = [ptxas_binary(capability(arch)), *flags, *extra, "-v", f"--gpu-name={arch}", ptx.name, "-o", attempt.name]
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=PTXAS_TIMEOUT_S, check=False, cwd=workdir)
-        logs.append(f"$ {' '.join(cmd)}\n{proc.stdout}{proc.stderr}")
-        if proc.returncode != 0:
-            raise BuildError(f"ptxas failed on {ptx.name} (exit {proc.returncode})", logs[-1])
-        reproduced = attempt.read_bytes() == compiled.asm["cubin"]
-        attempt.unlink()
-        if reproduced:
-            return logs[-1], True
-    return logs[0] + ("stagelab: no ptxas flag set tried reproduced Triton's cubin byte for byte; the numbers "
-                      "above may differ from those of the kernel Triton runs\n"), False
+    tool = ptxas_binary(capability(ptx_target(ptx)))
+    return replay(ptx, compiled.asm["cubin"], [[tool, *flags, *extra] for flags in PTXAS_FLAG_SETS], "Triton")
