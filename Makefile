@@ -85,7 +85,7 @@ wheelhouse: setup
 		"mlflow-skinny>=3,<4" sqlalchemy alembic papermill ipykernel tabulate \
 		nvidia-cuda-cuobjdump==13.2.86 nvidia-cuda-nvdisasm==13.2.86
 	# Liger-Kernel's Triton kernels: a contender of the rmsnorm family (pure Python, no deps taken)
-	$(PY) -m pip download -q --no-deps --only-binary=:all: -d $(WHEELHOUSE) "liger-kernel==0.6.4"
+	$(PY) -m pip download -q --no-deps --only-binary=:all: -d $(WHEELHOUSE) "liger-kernel==0.8.5"
 	$(PY) -m pip wheel -q --no-deps -w $(WHEELHOUSE) .
 	@du -sh $(WHEELHOUSE)
 
