@@ -87,6 +87,9 @@ wheelhouse: setup
 	# Liger-Kernel's Triton kernels: a contender of the rmsnorm family (pure Python, no deps taken)
 	$(PY) -m pip download -q --no-deps --only-binary=:all: -d $(WHEELHOUSE) "liger-kernel==0.8.5"
 	$(PY) -m pip wheel -q --no-deps -w $(WHEELHOUSE) .
+	# The kernel's debugger (5 MB) is optional to ipykernel and runs nowhere here: left out, so the
+	# wheelhouse and the tree stay under a device call's 64 MiB carry.
+	rm -f $(WHEELHOUSE)/debugpy-*.whl
 	@du -sh $(WHEELHOUSE)
 
 clean:
