@@ -17,7 +17,7 @@ WHEEL_PYTHON ?= 3.12
 WHEEL_PLATFORMS ?= manylinux_2_28_x86_64 manylinux_2_17_x86_64 manylinux2014_x86_64 any
 WHEELHOUSE ?= wheelhouse
 
-.PHONY: setup run test test-fast test-gpu ui server lab wheelhouse resources notebooks report clean FORCE
+.PHONY: setup run test test-kernels test-fast test-gpu ui server lab wheelhouse resources notebooks report clean FORCE
 
 # The torch spec in use, rewritten only when it changes, so a new TORCH_SPEC reinstalls torch.
 TORCH_STAMP := $(VENV)/.torch-spec
@@ -46,7 +46,12 @@ run: setup
 # longest files start first (tests/conftest.py).
 TEST_WORKERS ?= 2
 test: setup
-	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile -m "not kernels"
+
+# The sweep: every sdpa stage and variant compiled by nvcc and held to its gates (most of the suite's
+# CPU time, so apart from `make test`; CI runs both).
+test-kernels: setup
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile -m kernels
 
 # The edit loop: no kernel builds, no notebook executions (seconds, not minutes).
 test-fast: setup

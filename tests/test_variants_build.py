@@ -67,6 +67,7 @@ def test_every_registry_define_is_read_by_its_stage_code():
 
 
 @pytest.mark.slow
+@pytest.mark.kernels
 def test_every_variant_builds_within_its_gates(tmp_path, nvcc_available):
     """Every variant compiles; the ones that fail a resource gate are exactly the known ones."""
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
