@@ -78,6 +78,7 @@ def meets_its_gates_and_is_cached_again(stage, registry, built):
     assert {g.gate for g in tight.gates if not g.passed} == {"max_registers", "sass_requires_HGMMA"}
     again = build_stage(stage, registry)
     assert again.cached and again.key == built.key and again.resources == built.resources
+    assert again.summary.startswith("cached")
 
 
 def registers_are_those_of_the_cubins(built, cubins: tuple[str, ...]):

@@ -123,9 +123,10 @@ class BuildResult:
     @property
     def summary(self) -> str:
         """One line for logs: cached, or built in N s and what each step took."""
-        if self.cached or self.steps is None:
+        if self.cached:
             return f"cached ({self.seconds:.1f}s, key {self.key})"
-        return f"built in {self.seconds:.1f}s: {self.steps.describe()} (key {self.key})"
+        steps = f": {self.steps.describe()}" if self.steps else ""  # a Python stage's build is one step
+        return f"built in {self.seconds:.1f}s{steps} (key {self.key})"
 
     def sass_listing(self) -> str:
         """The object's `cuobjdump -sass` listing (cached beside it)."""
