@@ -174,3 +174,29 @@ def test_the_example_family_is_what_new_family_writes(tmp_path):
         assert (example / relative).read_text() == path.read_text(), f"{relative} differs from the skeleton's"
     skeleton_stages = (written / "stages.yaml").read_text()
     assert (example / "stages.yaml").read_text().startswith(skeleton_stages.rstrip("\n"))
+
+
+def test_a_patch_to_an_outside_family_applies_from_the_folder_holding_it(family_path):
+    """`stagelab try --patch` on a family outside the repo (not in a git work tree): the patch's
+    paths start at the folder that holds the family's folder, as `diff -ru` there writes them."""
+    import shutil
+
+    from stagelab.core.trial_spec import patched_copy
+
+    folder = write_family("myop", family_path, "cuda")
+    before = family_path / "before"
+    shutil.copytree(folder, before / "myop")
+    source = folder / "s0_naive.cu"
+    source.write_text(source.read_text().replace("1.0f + __expf(-v)", "1.0f + expf(-v)"))
+    patch = family_path / "exact_exp.diff"
+    diff = subprocess.run(["diff", "-ru", "before/myop", "myop"], cwd=family_path, capture_output=True, text=True).stdout
+    patch.write_text(diff.replace("--- before/myop/", "--- a/myop/").replace("+++ myop/", "+++ b/myop/"))
+    shutil.rmtree(folder)
+    shutil.copytree(before / "myop", folder)
+    registry, root, change = patched_copy(patch, find_stage("s0_naive", "myop")[0])
+    try:
+        patched = (root / "myop" / "s0_naive.cu").read_text()
+        assert "1.0f + expf(-v)" in patched and "__expf" not in patched
+        assert registry.family == "myop" and "+    out[i] = static_cast<T>(v / (1.0f + expf(-v)));" in change
+    finally:
+        shutil.rmtree(root)

@@ -63,13 +63,24 @@ class TrialSpec:
                 "patch": self.patch.name if self.patch else ""}
 
 
+def patch_root(directory: Path) -> Path:
+    """The folder a patch's paths start from: the checkout for its own families; for a family outside
+    it, the git work tree that holds the family's folder, else the folder holding that folder."""
+    directory = directory.resolve()
+    if directory.is_relative_to(repo_root().resolve()):
+        return repo_root().resolve()
+    proc = subprocess.run(["git", "rev-parse", "--show-toplevel"], cwd=directory, capture_output=True, text=True,
+                          check=False)
+    return Path(proc.stdout.strip()).resolve() if proc.returncode == 0 else directory.parent
+
+
 def patched_copy(patch: Path, registry: Registry) -> tuple[Registry, Path, str]:
     """The family's kernel folder copied to a temporary root (at the same relative path, so the
     patch's paths hold), the patch applied there with `git apply`; returns the patched registry,
     the root (the caller removes it) and the change as a unified diff of the files it touched."""
     if not patch.is_file():
         raise ConfigError(f"--patch: no such file {patch}")
-    relative = registry.directory.resolve().relative_to(repo_root().resolve())
+    relative = registry.directory.resolve().relative_to(patch_root(registry.directory))
     root = Path(tempfile.mkdtemp(prefix="stagelab-try-"))
     shutil.copytree(registry.directory, root / relative)
     # Outside any repository git apply patches the working files; a ceiling keeps it from finding one above /tmp.
