@@ -50,8 +50,9 @@ test: setup
 
 # The sweep: every sdpa stage and variant compiled by nvcc and held to its gates (most of the suite's
 # CPU time, so apart from `make test`; CI runs both).
+# --dist load: the stages of one file go to both workers (no module fixture to keep together here).
 test-kernels: setup
-	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile -m kernels
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist load -m kernels
 
 # The edit loop: no kernel builds, no notebook executions (seconds, not minutes).
 test-fast: setup
