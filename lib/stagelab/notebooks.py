@@ -16,7 +16,8 @@ from pathlib import Path
 
 from .core.errors import ConfigError
 from .core.family import Family, load_family
-from .core.paths import repo_root, stage_notebook_file
+from .core.family_sources import stage_notebook_file
+from .core.paths import repo_root
 from .core.registry import Registry, Stage, all_registries
 
 EXPLORE_SEPARATOR = "# %%\n"

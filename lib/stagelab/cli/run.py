@@ -10,26 +10,25 @@ from .workspace import add_family_option, announce_store
 NO_GPU = "no_gpu"
 
 
-def _default_params(family: str | None) -> str:
-    """The family's acceptance file (in its own folder for a family outside the repo)."""
+def _params_path(params: str | None, family: str | None):
+    """The parameter file, resolved once for the notebooks and the batch: the family's own folder
+    first (its acceptance file when none is named), then as given, then the repo root."""
     from ..core.family import load_family
     from ..core.family_sources import family_folders
     from ..core.paths import resolve_params_path
 
-    if family is None:
-        return "params/acceptance.yaml"
-    return str(resolve_params_path(load_family(family).acceptance_params, *family_folders(family)))
+    default = load_family(family).acceptance_params if family else "params/acceptance.yaml"
+    return resolve_params_path(params or default, *family_folders(family))
 
 
-def _write_outside_notebooks(params: str) -> None:
+def _write_outside_notebooks(params) -> None:
     """A family outside the checkout has no committed notebooks: its stages' notebooks are written
     (rewritten where its registry changed) into its folder's notebooks/ before the batch runs them."""
-    from ..core.family_sources import family_folders, family_source, selected_family
+    from ..core.family_sources import family_source
     from ..core.params import load_params
-    from ..core.paths import resolve_params_path
     from ..notebooks import write_notebooks
 
-    family = load_params(resolve_params_path(params, *family_folders(selected_family()))).family.name
+    family = load_params(params).family.name
     if not family_source(family).built_in:
         written = write_notebooks(family=family)
         if written:
@@ -42,7 +41,7 @@ def _cmd_run(args) -> int:
     from ..run.gpus import resolve_gpus
     from ..run.shard import Shard
 
-    params = args.params or _default_params(args.family)
+    params = _params_path(args.params, args.family)
     gpus = resolve_gpus(args.gpus)  # both checked before any work: a bad value is one line and exit 2
     shard = Shard.parse(args.shard) if args.shard is not None else None
     announce_store()

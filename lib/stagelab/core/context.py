@@ -48,9 +48,11 @@ class StageContext:
         holds the stage, else whichever family does)."""
         family = family or selected_family()
         run_params = load_params(resolve_params_path(params, *family_folders(family)))
-        if family is None and stage_id in family_registry(run_params.family.name).stages:
-            family = run_params.family.name
-        registry, stage = find_stage(stage_id, family)
+        registry = family_registry(family or run_params.family.name)
+        if registry.family == family or stage_id in registry.stages:
+            stage = registry.get(stage_id)
+        else:  # not in the parameter file's family: whichever family holds it (or a clear error)
+            registry, stage = find_stage(stage_id)
         if isinstance(defines, str):
             stage, defines = stage.variant(defines), None
         if steps is not None:

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import ConfigError
-from .paths import kernels_root
+from .paths import kernels_root, repo_root
 
 FAMILY_PATH_ENV = "STAGELAB_FAMILY_PATH"
 # The family a command's stage ids belong to (`--family NAME`; the CLI sets it, children inherit it).
@@ -173,6 +173,14 @@ def family_source(name: str) -> FamilySource:
         hint = "" if os.environ.get(FAMILY_PATH_ENV) else f" (a family outside the repo: set {FAMILY_PATH_ENV})"
         raise ConfigError(f"unknown kernel family {name!r}; known: {known}{hint}")
     return sources[name]
+
+
+def stage_notebook_file(registry, stage_id: str) -> Path:
+    """Where a stage's notebook is: notebooks/ of the checkout for a built-in family, the family
+    folder's notebooks/ for one found elsewhere (stagelab.notebooks writes both)."""
+    if family_source(registry.family).built_in:
+        return repo_root() / "notebooks" / f"{stage_id}.ipynb"
+    return Path(registry.directory) / "notebooks" / f"{stage_id}.ipynb"
 
 
 def selected_family() -> str | None:

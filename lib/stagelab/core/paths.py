@@ -21,22 +21,8 @@ def repo_root() -> Path:
     )
 
 
-def stage_notebook_file(registry, stage_id: str) -> Path:
-    """Where a stage's notebook is: notebooks/ of the checkout for its own families, the family
-    folder's notebooks/ for one outside it (stagelab.notebooks writes both)."""
-    directory = Path(registry.directory).resolve()
-    if directory.is_relative_to(kernels_root().resolve()):
-        return repo_root() / "notebooks" / f"{stage_id}.ipynb"
-    return directory / "notebooks" / f"{stage_id}.ipynb"
-
-
 def kernels_root() -> Path:
     return repo_root() / "kernels"
-
-
-def kernels_dir(family: str) -> Path:
-    """kernels/<family>: its stages, shared headers, binding and stages.yaml."""
-    return kernels_root() / family
 
 
 def build_dir() -> Path:

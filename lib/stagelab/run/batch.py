@@ -33,7 +33,8 @@ from .hang_exit import HANG_EXIT_NOTE, hang_exit
 from .gpus import Gpu
 from ..record.owner import heartbeat_tags
 from ..core.params import RunParams, load_params, with_steps
-from ..core.paths import resolve_params_path, runs_dir, stage_notebook_file
+from ..core.family_sources import stage_notebook_file
+from ..core.paths import resolve_params_path, runs_dir
 from .progress import BatchProgress
 from ..core.registry import Registry, family_registry
 from .repair import mark_killed, repair_stale_runs
