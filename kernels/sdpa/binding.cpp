@@ -13,6 +13,10 @@
 // null in every other stage's module, whose fp8_forward then says so.
 #pragma weak sdpa_fp8_forward
 #pragma weak sdpa_fp8_scratch_bytes
+// Launch plans: only stages that choose among kernel instances per problem define them.
+#pragma weak sdpa_launch_plan
+#pragma weak sdpa_launch_plans
+#pragma weak sdpa_last_launch_plan
 
 namespace {
 
@@ -122,6 +126,54 @@ int64_t dynamic_shared_memory_bytes(int64_t head_dim, int64_t dtype) {
   return sdpa_dynamic_shared_memory_bytes(static_cast<int32_t>(head_dim), static_cast<int32_t>(dtype));
 }
 
+
+// Launch plans (sdpa_api.h): only stages that choose among instances export them.
+std::vector<std::string> launch_plans() {
+  if (sdpa_launch_plans == nullptr) return {};
+  std::string text(static_cast<size_t>(sdpa_launch_plans(nullptr, 0)) + 1, '\0');
+  text.resize(static_cast<size_t>(sdpa_launch_plans(text.data(), static_cast<int32_t>(text.size()))));
+  std::vector<std::string> plans;
+  size_t begin = 0;
+  for (size_t end; (end = text.find('\n', begin)) != std::string::npos; begin = end + 1)
+    plans.push_back(text.substr(begin, end - begin));
+  if (begin < text.size()) plans.push_back(text.substr(begin));
+  return plans;
+}
+
+// The plan a problem of this shape takes on a device of `sms` SMs and `l2_bytes` of L2, without a GPU:
+// the plan reads shapes only, so the problem's tensors are a placeholder address that is never read.
+std::string launch_plan(int64_t batch, int64_t heads, int64_t kv_heads, int64_t seq_len, int64_t kv_seq_len,
+                        int64_t head_dim, int64_t dtype, bool causal, bool bshd, int64_t sms, int64_t l2_bytes) {
+  if (sdpa_launch_plan == nullptr) return "";
+  alignas(16) static const char placeholder[16] = {};
+  SdpaProblem problem{};
+  problem.q = problem.k = problem.v = placeholder;
+  problem.out = const_cast<char*>(placeholder);
+  const auto strides = [&](int64_t h, int64_t s) {  // contiguous bhsd, or bshd viewed as bhsd
+    return bshd ? SdpaTensorStrides{s * h * head_dim, head_dim, h * head_dim}
+                : SdpaTensorStrides{h * s * head_dim, s * head_dim, head_dim};
+  };
+  problem.q_strides = problem.out_strides = strides(heads, seq_len);
+  problem.k_strides = problem.v_strides = strides(kv_heads, kv_seq_len);
+  problem.batch = static_cast<int32_t>(batch);
+  problem.heads = static_cast<int32_t>(heads);
+  problem.seq_len = static_cast<int32_t>(seq_len);
+  problem.head_dim = static_cast<int32_t>(head_dim);
+  problem.softmax_scale = 1.0f;
+  problem.causal = causal ? 1 : 0;
+  problem.dtype = static_cast<int32_t>(dtype);
+  problem.kv_heads = static_cast<int32_t>(kv_heads);
+  problem.kv_seq_len = static_cast<int32_t>(kv_seq_len);
+  const SdpaDevice device{static_cast<int32_t>(sms), l2_bytes};
+  const int32_t length = sdpa_launch_plan(&problem, &device, nullptr, 0);
+  TORCH_CHECK_VALUE(length >= 0, "sdpa: the stage rejects this problem (launch_plan)");
+  std::string text(static_cast<size_t>(length) + 1, '\0');
+  text.resize(static_cast<size_t>(sdpa_launch_plan(&problem, &device, text.data(), static_cast<int32_t>(text.size()))));
+  return text;
+}
+
+std::string last_launch_plan() { return sdpa_last_launch_plan != nullptr ? std::string(sdpa_last_launch_plan()) : ""; }
+
 }  // namespace
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
@@ -131,6 +183,9 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("fp8_forward", &fp8_forward, "FP8 (e4m3) SDPA forward into a preallocated fp16/bf16 output",
         py::arg("q"), py::arg("k"), py::arg("v"), py::arg("q_descale"), py::arg("k_descale"),
         py::arg("v_descale"), py::arg("out"), py::arg("softmax_scale"), py::arg("causal"), py::arg("stream"));
+  m.def("launch_plans", &launch_plans, "every launch plan the stage's build can take (empty: one implicit plan)");
+  m.def("launch_plan", &launch_plan, "the launch plan a problem of this shape takes on a device of sms SMs and l2_bytes of L2");
+  m.def("last_launch_plan", &last_launch_plan, "the plan of this thread's last forward launch");
   m.def("has_fp8", &has_fp8, "whether the stage exports the FP8 entry points");
   m.def("stage_config", &stage_config, "the stage's compile-time configuration");
   m.def("dynamic_shared_memory_bytes", &dynamic_shared_memory_bytes,

@@ -59,6 +59,26 @@ extern "C" const char* sdpa_stage_config();
 // shared memory, so the resource gates need this to see the whole footprint.
 extern "C" int64_t sdpa_dynamic_shared_memory_bytes(int32_t head_dim, int32_t dtype);
 
+// ---------------------------------------------------------- launch plans --
+// Optional: a stage whose sdpa_forward chooses among several kernel instances and schedules
+// per problem exports its launch plans, so the lab can say which plan a problem takes (on the
+// CPU, `stagelab coverage`) and which plan each checked launch ran. A plan names the kernel
+// instance's parts, its scheduler and its split, e.g.
+//   "hd64 dense long.three_turns wgs=3 rows=192 keys=128 stages=3 q_buffers=2 turns=1
+//    multicast=1 epilogue=direct sched=mixed-snake split=1"
+// The device as the host's plan sees it.
+struct SdpaDevice {
+  int32_t sms;       // streaming multiprocessors
+  int64_t l2_bytes;  // L2 cache
+};
+// Writes the plan `problem` takes on `device` (NUL-terminated, truncated to capacity) and returns
+// its length, or -1 when the stage rejects the problem. Reads the problem's shape only.
+extern "C" int32_t sdpa_launch_plan(const SdpaProblem* problem, const SdpaDevice* device, char* out, int32_t capacity);
+// Every plan the stage's build can take, one per line; returns the length (as above).
+extern "C" int32_t sdpa_launch_plans(char* out, int32_t capacity);
+// The plan of this thread's last sdpa_forward that launched ("" before any).
+extern "C" const char* sdpa_last_launch_plan();
+
 // ------------------------------------------------------------------ FP8 --
 // An FP8 (e4m3) stage exports sdpa_fp8_forward and sdpa_fp8_scratch_bytes
 // besides the three above (whose sdpa_forward may reject every problem).

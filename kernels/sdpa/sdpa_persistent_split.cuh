@@ -124,15 +124,6 @@ static_assert(TURNS_PAST_MAX_SEQ == 0 || PINGPONG_MAX_SEQ > 0, "TURNS_PAST_MAX_S
 #define KV_MULTICAST 0
 #endif
 static_assert(KV_MULTICAST == 0 || KV_MULTICAST == 1, "KV_MULTICAST: 0 (off) or 1 (pairs of query heads)");
-// A turns launch, as a K/V multicast one where the build has it and the problem's groups pair up.
-template <typename T, int D, class Cfg>
-cudaError_t launch_turns(const SdpaProblem& p, cudaStream_t stream) {
-  if constexpr (KV_MULTICAST && D == 128) {
-    using Shared = sdpa_warpspec::KvMulticast<Cfg>;
-    if ((p.heads / p.kv_heads) % Shared::kMulticastCtas == 0) return sdpa_warpspec::launch<T, D, Shared>(p, 1, stream);
-  }
-  return sdpa_warpspec::launch<T, D, Cfg>(p, 1, stream);
-}
 // Whether two warpgroups of a long-policy launch may take turns: never at dense head_dim 128 (there the
 // turns measured slower, s8's trials). Up to PINGPONG_MAX_SEQ keys they do (before three warpgroups
 // are considered); past it only with TURNS_PAST_MAX_SEQ.
@@ -162,10 +153,10 @@ inline bool wgs3_pays_off(const SdpaProblem& p, int sms) {
 // launch it misses is in sdpa_warpspec_launch.cuh's comment).
 constexpr double kThreeTurnsMinGain = 1.02;
 template <typename T>
-inline bool three_turns_pay(const SdpaProblem& p, int sms) {
+inline bool three_turns_pay(const SdpaProblem& p, const SdpaDevice& device) {
   if (p.causal) return false;
   const auto plan = sdpa_warpspec::cached_three_turns_plan<ThreeTurnsConfig<64>::kBlockM>(
-      p, sms, sdpa_warpspec::kv_bytes_of<T, 64>(p), sdpa_warpspec::l2_cache_bytes());
+      p, device.sms, sdpa_warpspec::kv_bytes_of<T, 64>(p), static_cast<int>(device.l2_bytes));
   return plan.two_busiest > 0 && static_cast<double>(plan.busiest) * kThreeTurnsMinGain <= static_cast<double>(plan.two_busiest);
 }
 // Short: two blocks per SM of 2 warpgroups: 2 * 128 * (24 + 232) = 65536.
@@ -254,46 +245,7 @@ struct SmemOf {  // the largest footprint of the instances this build may launch
 
 }  // namespace
 
-extern "C" cudaError_t sdpa_forward(const SdpaProblem* problem, cudaStream_t stream) {
-  return sdpa_warpspec::forward(problem, [&](auto tag, auto hd) {
-    using T = typename decltype(tag)::type;
-    constexpr int D = decltype(hd)::value;
-    const int sms = sdpa_warpspec::sm_count();
-    if (sms <= 0) return cudaErrorNoDevice;
-    const Policy policy = pick_policy<D>(*problem, sms);
-    using sdpa_warpspec::launch;
-    using sdpa_warpspec::Unpaired;
-    if constexpr (kKeySplit && SHORT_POLICY_ONE_WAVE) {
-      if (policy == kFewLong) {
-        if constexpr (TURNS_PAST_MAX_SEQ) {
-          if (turns_allowed<D>(*problem)) return launch_turns<T, D, Unpaired<LongPingpongConfig<D>>>(*problem, stream);
-        }
-        return launch<T, D, Unpaired<LongConfig2<D>>>(*problem, 1, stream);
-      }
-    }
-    if (policy == kLong) {
-      const bool turns = turns_allowed<D>(*problem);
-      if constexpr (kThreeTurnsByModel && D == 64) {
-        if (turns && three_turns_pay<T>(*problem, sms)) return launch_turns<T, D, ThreeTurnsConfig<D>>(*problem, stream);
-      }
-      // Up to PINGPONG_MAX_SEQ keys the turns come first (they beat three warpgroups there, its trials).
-      if constexpr (kShortPingpong) {
-        if (turns && sdpa_warpspec::kv_len(*problem) <= PINGPONG_MAX_SEQ)
-          return launch_turns<T, D, LongPingpongConfig<D>>(*problem, stream);
-      }
-      constexpr bool two_wgs_by_build = kLongConsumerWGs<D> == 2;
-      const bool two_wgs = two_wgs_by_build || (D == 64 && CONSUMER_WGS_D64 == 0 && !wgs3_pays_off<D>(*problem, sms));
-      if constexpr (kShortPingpong && TURNS_PAST_MAX_SEQ) {
-        if (two_wgs && turns) return launch_turns<T, D, LongPingpongConfig<D>>(*problem, stream);
-      }
-      if (two_wgs) return launch<T, D, LongConfig2<D>>(*problem, 1, stream);
-      return launch<T, D, LongConfig<D>>(*problem, 1, stream);
-    }
-    if constexpr (kKeySplit) return launch<T, D, KeySplitConfig<D>>(*problem, 1, stream);
-    const int splits = SPLITS > 0 ? SPLITS : auto_splits(*problem, sms);
-    return launch<T, D, ShortConfig>(*problem, splits, stream);
-  });
-}
+#include "sdpa_persistent_plans.cuh"
 
 extern "C" const char* sdpa_stage_config() {
   return PERSISTENT_SPLIT_STAGE " long: persistent grid=SMs, longest-first, causal tiles in pairs, BLOCK_M=128"

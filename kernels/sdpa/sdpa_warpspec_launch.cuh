@@ -85,15 +85,14 @@ constexpr double kSnakeL2Share = 0.75;
 constexpr double kSnakeMinGain = 1.01;
 constexpr int kSnakeMaxItems = 16384;
 template <typename T, int D, class Cfg, bool kCausal>
-inline bool snake_pays(const Params& prm, int blocks) {
+inline bool snake_pays(const Params& prm, int blocks, int64_t l2_bytes) {
   if constexpr (!WorkOrder<Cfg, kCausal>::kMaySnake) {
     return false;
   } else {
     const SdpaProblem& p = prm.p;
     const int groups = prm.work_items / prm.m_tiles / Cfg::kMulticastCtas;
     if (prm.work_items > kSnakeMaxItems || blocks < 1 || groups < 1) return false;
-    const int l2_bytes = l2_cache_bytes();
-    if (l2_bytes == 0 || kv_bytes_of<T, D>(p) > kSnakeL2Share * l2_bytes) return false;
+    if (l2_bytes == 0 || kv_bytes_of<T, D>(p) > kSnakeL2Share * static_cast<double>(l2_bytes)) return false;
     const auto cost = [&](int q_tile) { return key_tiles<Cfg, kCausal>(p, q_tile) + 1; };  // + the item's own
     // pairs: block b takes units b, b + blocks, ...; a unit is query tiles j and m-1-j of one group
     const int pairs = sdpa_ceil_div(prm.m_tiles, 2);
@@ -214,9 +213,51 @@ inline TurnsPlan cached_three_turns_plan(const SdpaProblem& p, int sms, double k
   e = Entry{p.batch * p.heads, p.seq_len, sms, l2_bytes, kv_bytes, plan_three_turns<kBlockM>(p, sms, kv_bytes, l2_bytes)};
   return e.plan;
 }
+// The device the host's plans read: SMs and L2 (0 where they cannot be read).
+inline SdpaDevice this_device() { return SdpaDevice{sm_count(), l2_cache_bytes()}; }
+
+// A launch's per-problem choices, made on the host before it launches (and by the plan exports,
+// sdpa_launch_plan.cuh, for a device model without a GPU): the work items WorkOrder deals and how.
+struct Schedule {
+  int m_tiles = 0;       // items per (batch, head)
+  int big_tiles = 0;     // mixed tiles: each (batch, head)'s items of kBlockM rows (Params::big_tiles)
+  int turns_snake = 0;   // mixed tiles: big items then short ones, in a snake
+  int causal_snake = 0;  // causal: the longest-first snake instead of pairs (snake_pays)
+};
+// Persistent blocks (K/V multicast: clusters) the host's plan deals to. The launch sizes its grid by the
+// occupancy the driver reports (launch_instance); a plan made for a device model counts one block per SM
+// per kMinBlocks, and one cluster per kMulticastCtas SMs (no multicast build walks the snake).
+template <class Cfg>
+inline int planned_blocks(const SdpaDevice& device) {
+  return device.sms * Cfg::kMinBlocks / Cfg::kMulticastCtas;
+}
+template <typename T, int D, class Cfg>
+inline Schedule schedule_of(const SdpaProblem& p, const SdpaDevice& device) {
+  Schedule s;
+  s.m_tiles = sdpa_ceil_div(p.seq_len, Cfg::kBlockM);
+  if constexpr (kMixedTiles<Cfg, false>) {  // three warpgroups in turns: the host's cut and deal
+    if (!p.causal) {
+      const TurnsPlan plan = cached_three_turns_plan<Cfg::kBlockM>(p, device.sms, kv_bytes_of<T, D>(p),
+                                                                   static_cast<int>(device.l2_bytes));
+      s.m_tiles = plan.m_tiles;
+      s.big_tiles = plan.big_tiles;
+      s.turns_snake = plan.snake ? 1 : 0;
+    }
+  }
+  if constexpr (Cfg::kPersistent) {
+    if (p.causal) {
+      Params prm{};
+      prm.p = p;
+      prm.m_tiles = s.m_tiles;
+      prm.work_items = s.m_tiles * p.heads * p.batch;
+      s.causal_snake = snake_pays<T, D, Cfg, true>(prm, planned_blocks<Cfg>(device), device.l2_bytes) ? 1 : 0;
+    }
+  }
+  return s;
+}
+
 template <typename T, int D, class Cfg, bool kCausal, bool kScalePositive>
-cudaError_t launch_instance(const Params& prm_in, int splits, cudaStream_t stream) {
-  Params prm = prm_in;
+cudaError_t launch_instance(const Params& prm, int splits, cudaStream_t stream) {
   constexpr size_t smem = Layout<T, D, Cfg>::kSmemBytes;
   auto kernel = warpspec_kernel<T, D, Cfg, kCausal, kScalePositive>;
   const cudaError_t err = sdpa_set_smem(kernel, smem);
@@ -230,33 +271,27 @@ cudaError_t launch_instance(const Params& prm_in, int splits, cudaStream_t strea
       const cudaError_t occupancy = max_active_clusters(kernel, smem, Cfg::kThreads, kCtas, &resident);
       if (occupancy != cudaSuccess) return occupancy;
     }
-    prm.causal_snake = snake_pays<T, D, Cfg, kCausal>(prm, resident) ? 1 : 0;
     blocks = min(WorkOrder<Cfg, kCausal>::units(prm), resident) * kCtas;
   }
   const unsigned cluster = static_cast<unsigned>(kCtas > 1 ? kCtas : splits);
   return launch_kernel(kernel, dim3(static_cast<unsigned>(blocks)), Cfg::kThreads, smem, cluster, stream, prm);
 }
 
-// Tensor maps, work count and the (causal, scale sign) instance for one config.
+// Tensor maps, work count and the (causal, scale sign) instance for one config, dealt as `schedule` says.
 // splits: CTAs per work item (1 = no split; ignored by persistent configs).
 template <typename T, int D, class Cfg>
-cudaError_t launch(const SdpaProblem& p, int splits, cudaStream_t stream) {
+cudaError_t launch(const SdpaProblem& p, int splits, const Schedule& schedule, cudaStream_t stream) {
   if (splits < 1 || splits > kMaxClusterSplits) return cudaErrorInvalidValue;
   if (splits > 1 && (Cfg::kPersistent || Cfg::kKeySplit || !Layout<T, D, Cfg>::kCanSplit)) return cudaErrorInvalidValue;
   // K/V multicast: the two heads of a cluster read one K/V head
   if (Cfg::kMulticastCtas > 1 && (p.heads / p.kv_heads) % Cfg::kMulticastCtas != 0) return cudaErrorInvalidValue;
   Params prm{};
   prm.p = p;
-  prm.m_tiles = sdpa_ceil_div(p.seq_len, Cfg::kBlockM);
-  if constexpr (kMixedTiles<Cfg, false>) {  // three warpgroups in turns: the host's cut and deal
-    if (!p.causal) {
-      const TurnsPlan plan = cached_three_turns_plan<Cfg::kBlockM>(p, sm_count(), kv_bytes_of<T, D>(p), l2_cache_bytes());
-      prm.m_tiles = plan.m_tiles;
-      prm.big_tiles = plan.big_tiles;
-      prm.big_items = plan.big_tiles * p.heads * p.batch;
-      prm.turns_snake = plan.snake ? 1 : 0;
-    }
-  }
+  prm.m_tiles = schedule.m_tiles;
+  prm.big_tiles = schedule.big_tiles;
+  prm.big_items = schedule.big_tiles * p.heads * p.batch;
+  prm.turns_snake = schedule.turns_snake;
+  prm.causal_snake = schedule.causal_snake;
   prm.work_items = prm.m_tiles * p.heads * p.batch;
   const CUtensorMapDataType dtype = tensor_map_dtype(p.dtype);
   cudaError_t err = encode_tensor_map(&prm.q_map, p.q, p.q_strides, p, dtype, Cfg::kBlockM);
@@ -273,6 +308,11 @@ cudaError_t launch(const SdpaProblem& p, int splits, cudaStream_t stream) {
                     : launch_instance<T, D, Cfg, true, false>(prm, splits, stream);
   return positive ? launch_instance<T, D, Cfg, false, true>(prm, splits, stream)
                   : launch_instance<T, D, Cfg, false, false>(prm, splits, stream);
+}
+// The same, scheduled for this device.
+template <typename T, int D, class Cfg>
+cudaError_t launch(const SdpaProblem& p, int splits, cudaStream_t stream) {
+  return launch<T, D, Cfg>(p, splits, schedule_of<T, D, Cfg>(p, this_device()), stream);
 }
 
 // sdpa_forward's common front: validation, then (dtype, head_dim) dispatch to

@@ -1,0 +1,89 @@
+// sdpa_launch_plan.cuh -- a launch plan as text (sdpa_api.h's launch plans): the kernel instance's
+// parts, its scheduler and its split, for `stagelab coverage` on the CPU and for the check step,
+// which records the plan of every launch it checks. A stage whose sdpa_forward picks among several
+// instances exports them with SDPA_EXPORT_LAUNCH_PLANS (below).
+#pragma once
+
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include "sdpa_warpspec.cuh"
+
+namespace sdpa_warpspec {
+
+// How a launch of Cfg deals its items (WorkOrder, and the host's per-launch choice in Schedule).
+template <class Cfg>
+inline const char* scheduler_name(bool causal, const Schedule& s) {
+  if (!Cfg::kPersistent) return "grid";  // one block (or cluster) per item
+  if (causal) return !Cfg::kCausalPairs ? "stripes" : s.causal_snake ? "snake" : "pairs";
+  if (kMixedTiles<Cfg, false>) return s.turns_snake ? "mixed-snake" : "mixed-rotated";
+  return "stripes";
+}
+// Every name scheduler_name can give a launch of Cfg: fn(schedule) once for each.
+template <class Cfg, class Fn>
+inline void for_each_schedule(bool causal, Fn&& fn) {
+  Schedule s;
+  fn(s);
+  if (!Cfg::kPersistent) return;
+  if (causal && WorkOrder<Cfg, true>::kMaySnake) {
+    s.causal_snake = 1;
+    fn(s);
+  } else if (!causal && kMixedTiles<Cfg, false>) {
+    s.turns_snake = 1;
+    fn(s);
+  }
+}
+
+template <class Cfg>
+inline const char* epilogue_name(int splits) {
+  if (Cfg::kDeferEpilogue) return "deferred";     // O stored under the next item's first Q.K^T
+  if (Cfg::kKeySplit) return "key-split-merge";   // two warpgroups' partials merged in shared memory
+  return splits > 1 ? "cluster-combine" : "direct";
+}
+
+// "hd64 dense long.turns wgs=2 rows=128 keys=128 stages=3 q_buffers=2 turns=1 multicast=1
+//  epilogue=deferred sched=stripes split=1"
+template <int D, class Cfg>
+inline std::string plan_text(bool causal, const char* branch, int splits, const Schedule& s) {
+  char text[256];
+  std::snprintf(text, sizeof(text),
+                "hd%d %s %s wgs=%d rows=%d keys=%d stages=%d q_buffers=%d turns=%d multicast=%d epilogue=%s "
+                "sched=%s split=%d",
+                D, causal ? "causal" : "dense", branch, Cfg::kConsumerWGs, Cfg::kBlockM, Cfg::kBlockN, Cfg::kStages,
+                Cfg::kQStages, Cfg::kPingpong ? 1 : 0, Cfg::kMulticastCtas, epilogue_name<Cfg>(splits),
+                scheduler_name<Cfg>(causal, s), splits);
+  return text;
+}
+
+// Copies `text` into a caller's buffer of `capacity` bytes (truncated, NUL-terminated); its length.
+inline int32_t copy_plan_text(const std::string& text, char* out, int32_t capacity) {
+  if (out != nullptr && capacity > 0) {
+    const size_t n = text.size() < static_cast<size_t>(capacity - 1) ? text.size() : static_cast<size_t>(capacity - 1);
+    std::memcpy(out, text.data(), n);
+    out[n] = '\0';
+  }
+  return static_cast<int32_t>(text.size());
+}
+
+}  // namespace sdpa_warpspec
+
+// The three plan exports of sdpa_api.h over a stage's PLANS type:
+//   PLANS::describe(const SdpaProblem&, const SdpaDevice&) -> std::string   (the problem's plan)
+//   PLANS::declared() -> std::string                                         (every plan, one per line)
+//   PLANS::last() -> std::string                                             (this thread's last launch)
+#define SDPA_EXPORT_LAUNCH_PLANS(PLANS)                                                                      \
+  extern "C" int32_t sdpa_launch_plan(const SdpaProblem* problem, const SdpaDevice* device, char* out,       \
+                                      int32_t capacity) {                                                    \
+    if (problem == nullptr || device == nullptr || sdpa_check_problem(*problem) != cudaSuccess) return -1;   \
+    if (problem->head_dim != 64 && problem->head_dim != 128) return -1;                                      \
+    return sdpa_warpspec::copy_plan_text(PLANS::describe(*problem, *device), out, capacity);                 \
+  }                                                                                                          \
+  extern "C" int32_t sdpa_launch_plans(char* out, int32_t capacity) {                                        \
+    return sdpa_warpspec::copy_plan_text(PLANS::declared(), out, capacity);                                  \
+  }                                                                                                          \
+  extern "C" const char* sdpa_last_launch_plan() {                                                           \
+    thread_local std::string text;                                                                           \
+    text = PLANS::last();                                                                                    \
+    return text.c_str();                                                                                     \
+  }
