@@ -210,13 +210,19 @@ def test_sdpa_gets_a_lower_right_mask_only_where_the_lengths_differ():
 # -- stages refuse what they do not declare ---------------------------------------------------
 
 class RecordingModule:
-    """A stand-in for a built stage module: records what reaches the launch."""
+    """A stand-in for a built stage module: records what reaches the launch; a stage without launch plans."""
 
     def __init__(self):
         self.launched = []
 
     def forward(self, q, k, v, out, scale, causal, stream):
         self.launched.append(tuple(q.shape))
+
+    def launch_plans(self):
+        return []
+
+    def last_launch_plan(self):
+        return ""
 
 
 def test_a_stage_kernel_refuses_an_undeclared_problem_before_launch():

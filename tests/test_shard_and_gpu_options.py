@@ -114,6 +114,7 @@ def test_notebooks_side_by_side_share_the_cores(monkeypatch):
     (["pass", "no_gpu"], None),
     ([], None),  # a shard with nothing to run
     (["no_gpu", "incorrect", "error"], "2 stage(s) error, incorrect"),
+    (["pass", "uncovered"], "1 stage(s) uncovered"),  # a launch plan its checks never reached
     (["no_gpu", "no_gpu"], "no stage could be judged: all 2 are no_gpu (no CUDA GPU visible here)"),
 ])
 def test_strict_fails_on_a_broken_stage_and_on_a_batch_nothing_judged(outcomes, failure, monkeypatch, capsys):

@@ -1,6 +1,6 @@
 """The `stagelab` command: run stage notebooks, list stages, build, show resources, write reports,
 regenerate notebooks, open the MLflow UI, close runs left RUNNING, back up the store, try changes
-to a stage and read its journal."""
+to a stage and read its journal, and show which launch plans a parameter file's problems take."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import argparse
 import sys
 
 from ..core.errors import RunnerStopped, StagelabError
+from .coverage import add_parsers as add_coverage_parsers
 from .new_family import add_parsers as add_new_family_parsers
 from .pages import add_parsers as add_page_parsers
 from .run import add_parsers as add_run_parsers
@@ -22,8 +23,8 @@ from .tune import add_parsers as add_tune_parsers
 # The shell's convention for a process ended by signal N: exit status 128 + N (130 for SIGINT).
 SIGNAL_EXIT_BASE = 128
 # The command groups in the order `stagelab --help` lists them.
-COMMAND_GROUPS = (add_run_parsers, add_stage_parsers, add_page_parsers, add_tune_parsers, add_tool_parsers,
-                  add_store_parsers, add_trial_parsers, add_new_family_parsers)
+COMMAND_GROUPS = (add_run_parsers, add_stage_parsers, add_coverage_parsers, add_page_parsers, add_tune_parsers,
+                  add_tool_parsers, add_store_parsers, add_trial_parsers, add_new_family_parsers)
 
 
 def build_parser() -> argparse.ArgumentParser:

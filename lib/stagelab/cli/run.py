@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 
+from ..judge.outcome import UNCOVERED
 from .workspace import add_family_option, announce_store
 
 # The outcome of a stage built and gated on a machine without a GPU (judge.outcome).
@@ -56,13 +57,14 @@ def _cmd_run(args) -> int:
     return 1 if failure else 0
 
 
-# Outcomes --strict fails on: the stage is broken (or its notebook is).
-STRICT_BAD = ("error", "build_failed", "incorrect", "resource_fail")
+# Outcomes --strict fails on: the stage is broken (or its notebook is), or its checks missed a launch
+# plan the parameter file requires (its correctness is not established there).
+STRICT_BAD = ("error", "build_failed", "incorrect", UNCOVERED, "resource_fail")
 
 
 def strict_failure(outcomes: list[str]) -> str | None:
     """Why `stagelab run --strict` fails the batch, None when it passes: a stage that errs, fails to
-    build or its gates, or is incorrect; or no stage judged at all, every one `no_gpu` (a green exit
+    build or its gates, is incorrect or uncovered; or no stage judged at all, every one `no_gpu` (a green exit
     there would read as a checked kernel). An empty batch (a shard with nothing to run) passes."""
     bad = sorted({o for o in outcomes if o in STRICT_BAD})
     if bad:
@@ -82,8 +84,8 @@ def add_parsers(sub) -> None:
     run.add_argument("--timeout", type=int, default=None, help="seconds per notebook (default: the file's timeout_s)")
     run.add_argument("--experiment", default=None, help="MLflow experiment (default: stagelab-<family>)")
     run.add_argument("--kernel", default="python3", help="Jupyter kernel name")
-    run.add_argument("--strict", action="store_true", help="exit 1 when any stage errs, fails to build or its gates, or is incorrect, "
-                          "or when no stage could be judged (every one no_gpu)")
+    run.add_argument("--strict", action="store_true", help="exit 1 when any stage errs, fails to build or its gates, "
+                     "or is incorrect or uncovered, or when no stage could be judged (every one no_gpu)")
     run.add_argument("--resume", action="store_true",
                      help="skip stages that have a finished run of their current source on this parameter file")
     run.add_argument("--gpus", default=None, metavar="all|I,J,...",

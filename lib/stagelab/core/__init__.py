@@ -1,7 +1,8 @@
 """core: what a stage is and how it becomes a kernel, before anything runs on a GPU.
 
 Owns the errors, the repository paths, the metric names and units, the stage registry (stages.yaml,
-field by field) and its search spaces, the parameter files, the family protocol, the run's
+field by field) and its search spaces, the parameter files, the family protocol (with its launch-plan
+hooks and the plans a parameter file's problems take: launch_plans, coverage), the run's
 `StageContext`, the CUDA toolchain, the build backends (nvcc, Triton, CuTe DSL) with their cache, the ptxas
 resource report and its gates, the SASS reader, the machine's environment, process-tree stopping
 and the formatting of numbers for people. It imports nothing else of stagelab (the families are

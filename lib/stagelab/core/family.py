@@ -9,8 +9,8 @@ one `Family` object (`stagelab.families.<name>`, or the folder's family.py) that
 - which problems it solves (`parse_problem`: a params-file entry -> problems),
 - its storage dtypes and the library contenders it can be timed against,
 - how to make inputs, an output buffer and a reference in any precision,
-- how a built stage module is called, and how much launch-time shared
-  memory a kernel instance asks for (ptxas reports only static memory).
+- how a built stage module is called, how much launch-time shared memory a kernel instance
+  asks for (ptxas reports only static memory), and its launch plans (core.launch_plans).
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ import torch
 
 from .distributions import DEFAULT_DISTRIBUTION
 from .errors import ConfigError
+from .launch_plans import LaunchPlanHooks
 
 # A kernel as the checker and the timer see it: writes its result into `out`.
 KernelFn = Callable[..., None]
@@ -107,8 +108,8 @@ class FamilySettings:
 
 
 
-class Family(FamilySettings):
-    """Base class: a family overrides every method that raises NotImplementedError."""
+class Family(FamilySettings, LaunchPlanHooks):
+    """Base class: a family overrides every method that raises NotImplementedError (plans: LaunchPlanHooks)."""
 
     @property
     def report_params(self) -> tuple[str, ...]:
@@ -206,8 +207,8 @@ class Family(FamilySettings):
 
     def kind_checks(self, input_kind: str) -> Callable[..., list] | None:
         """The correctness checks of a stage of this input kind when the lab's float64-reference
-        budget (measure.checks.check_all) is not its judge: called as
-        checks(kernel_fn, problems, dtypes, seeds, device, progress=...). None: the lab's budget."""
+        budget (measure.checks.check_all) is not its judge: called as checks(kernel_fn, problems, dtypes,
+        seeds, device, progress=..., distributions=..., plan_of=...) (check_each's). None: the lab's budget."""
         return None
 
     def contender(self, name: str, problem: Problem, inputs: tuple[torch.Tensor, ...]) -> Callable[[], None]:

@@ -78,6 +78,12 @@ CHECK_WORST_RATIO = Metric("check_worst_ratio", "ratio", "worst error / budget o
                            "input distribution: check_worst_ratio/<distribution> (< 1 passes)")
 CHAINS_TOTAL = Metric("chains_total", "count", "dependent-launch chains run (stagelab.measure.chain), one per problem")
 CHAINS_FAILED = Metric("chains_failed", "count", "chains whose back-to-back links differed from the synchronised chain")
+# Launch plans (core.launch_plans): table results/launch_plans.csv|.md, per problem and dtype the plan its
+# checks took, then each declared plan no check reached.
+TABLE_LAUNCH_PLANS = "launch_plans"
+LAUNCH_PLANS_DECLARED = Metric("launch_plans_declared", "count", "launch plans the stage's build declares")
+LAUNCH_PLANS_REACHED = Metric("launch_plans_reached", "count", "declared launch plans at least one check took")
+LAUNCH_PLANS_UNDECLARED = Metric("launch_plans_undeclared", "count", "plans checks took that the build does not declare")
 
 # -- stress (stagelab.measure.stress): checks and chains again and again under perturbed timing ------------
 STRESS_ROUNDS = Metric("stress_rounds", "count", "rounds of checks and chains the stress step ran, over every "

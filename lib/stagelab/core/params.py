@@ -20,6 +20,8 @@
     steps: [sanitize, profile, explore, stress]  # optional steps this file runs (default none):
                                      # each costs minutes per stage on a GPU, so a file opts in
     stress: {rounds: 10, delay_ns: 2000, sides: [producer, consumer, poison, poison_freed], load: true}  # stress.py
+    coverage: every_plan             # optional: a stage's checks must reach every launch plan its build
+                                     # declares, or its run is `uncovered`, not `pass` (launch_plans.py)
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from typing import Any
 from .errors import ConfigError
 from .yaml_file import check_keys, read_yaml
 from .family import DEFAULT_DISTRIBUTION, Family, Problem, load_family
+from .launch_plans import coverage_rule
 from .stress_spec import StressSpec, parse_stress
 
 # How a stage may be timed (measure.timing): launches apart with the L2 flushed, back to back,
@@ -43,7 +46,7 @@ MIN_REPETITIONS = 100
 DEFAULT_FAMILY = "sdpa"
 
 _TOP_KEYS = {"description", "family", "dtypes", "seeds", "distributions", "shapes", "mission", "timing", "timeout_s",
-             "steps", "stress", "timed"}
+             "steps", "stress", "timed", "coverage"}
 # Steps a parameter file may switch on: compute-sanitizer (sanitize.py), Nsight Compute (profile.py)
 # the stage notebook's own exploration cells (notebooks/explore/<stage>.py: variant sweeps) and the
 # stress rounds under perturbed timing (stress.py; the file's `stress:` mapping tunes them).
@@ -83,6 +86,7 @@ class RunParams:
     distributions: tuple[str, ...] = (DEFAULT_DISTRIBUTION,)
     stress: StressSpec = StressSpec()
     timed: tuple[Problem, ...] = ()  # timed instead of `shapes` when given
+    coverage: str = ""               # launch_plans.EVERY_PLAN, or '' for no coverage rule
 
     @property
     def name(self) -> str:
@@ -205,6 +209,7 @@ def load_params(path: Path | str) -> RunParams:
                                      family),
         stress=parse_stress(f"{path}: stress", raw.get("stress")),
         timed=_problem_list(path, "timed", raw["timed"], family) if "timed" in raw else (),
+        coverage=coverage_rule(f"{path}: coverage", raw.get("coverage")),
     )
 
 

@@ -3,8 +3,17 @@
 from __future__ import annotations
 
 from ..core import metrics
+from ..core.launch_plans import EVERY_PLAN
 from .outcome import Evidence, Outcome, decide
-from ..measure.results import StageResults
+from ..measure.results import CheckReport, StageResults
+
+
+def plan_gaps(checks: CheckReport | None) -> str:
+    """The launch plans the checks missed, where the parameter file asked `coverage: every_plan`
+    ('' otherwise, and for a stage without plans whose launches took none)."""
+    if checks is None or checks.coverage != EVERY_PLAN:
+        return ""
+    return checks.plan_gaps().describe()
 
 
 def evidence(results: StageResults, *, gpu_available: bool, has_parent: bool, min_gain: float) -> Evidence:
@@ -21,6 +30,7 @@ def evidence(results: StageResults, *, gpu_available: bool, has_parent: bool, mi
         checks_skipped=len(results.checks.skipped) if results.checks else 0,
         sanitize_passed=sanitize.passed if sanitize else None,
         sanitize_failures=sanitize.failures() if sanitize else "",
+        plan_gaps=plan_gaps(results.checks),
         ncu_gates_passed=profile.gates_passed if profile else None,
         has_parent=has_parent,
         speedup_vs_parent=timing.speedup_geomean(metrics.PARENT) if timing and has_parent else None,

@@ -11,6 +11,9 @@ Precedence, first match wins:
                   any input distribution (a fast wrong kernel is a failure; the reason names the
                   distributions that failed), or the stress step caught a check or chain failing
                   under perturbed timing (reason `ordering: ...`, stagelab.measure.stress)
+  uncovered       correct on every check, but on a parameter file asking `coverage: every_plan` the
+                  checks did not reach every launch plan the stage's build declares (or took one it
+                  does not declare): the reason names the plans (core.launch_plans)
   resource_fail   (again, once a GPU ran) an Nsight Compute gate failed (e.g. tensor_util_min)
   valid_negative  correct, but its gain over the parent is below the registry's min_gain
   pass            correct, within its gates, and (when it has a parent) faster by min_gain
@@ -28,8 +31,11 @@ from dataclasses import dataclass
 HANG = "hang"
 INCORRECT = "incorrect"
 ORDERING = "ordering"
+# Correct where checked, but the checks missed a launch plan the parameter file's coverage rule requires.
+UNCOVERED = "uncovered"
 
-OUTCOMES = ("build_failed", "resource_fail", "no_gpu", "incorrect", "valid_negative", "pass", "error", "killed")
+OUTCOMES = ("build_failed", "resource_fail", "no_gpu", "incorrect", UNCOVERED, "valid_negative", "pass", "error",
+            "killed")
 
 
 @dataclass(frozen=True)
@@ -45,6 +51,7 @@ class Evidence:
     checks_skipped: int = 0                  # problems the stage does not take (never launched)
     sanitize_passed: bool | None = None      # None: not sanitized (no GPU, no compute-sanitizer)
     sanitize_failures: str = ""              # which tools failed, for the reason
+    plan_gaps: str = ""                      # launch plans the coverage rule required and the checks missed
     ncu_gates_passed: bool | None = None     # None: no ncu gates, or not profiled
     has_parent: bool = False
     speedup_vs_parent: float | None = None   # geometric mean over timed shapes, parent_p50 / stage_p50
@@ -76,6 +83,9 @@ def decide(e: Evidence) -> Outcome:
         return Outcome("incorrect", f"at least one correctness check failed{detail}")
     if e.stress_passed is False:
         return Outcome("incorrect", f"{ORDERING}: {e.stress_failures}")
+    if e.plan_gaps:
+        return Outcome(UNCOVERED, f"correct where checked, but the checks did not cover every launch plan "
+                                  f"({e.plan_gaps})")
     if e.ncu_gates_passed is False:
         return Outcome("resource_fail", "an Nsight Compute gate failed on the profiled problems")
     if not e.has_parent:

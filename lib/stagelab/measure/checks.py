@@ -4,24 +4,22 @@ A kernel passes a check when, on fresh random inputs,
 
     max|out - ref| <= 2 * max|out_lowprec - ref| + atol
 
-where ref is the family's function in float64 and out_lowprec the same function
-computed plainly in the input dtype (what a straightforward fp16/bf16
-implementation gets wrong), atol is twice the dtype's own rounding error at the
-family's output magnitude, nothing non-finite appears, and a second launch on
-the same inputs gives the same bits. The output is poisoned with NaN before each
-launch, so an element the kernel never wrote fails as non-finite. Every (problem, dtype,
-seed) is checked on each named input distribution the parameter file asks for (the
-family's `make_inputs`: e.g. sdpa's `large`, logits in the hundreds), with the same budget;
+where ref is the family's function in float64 and out_lowprec the same function computed plainly in the input
+dtype (what a straightforward fp16/bf16 implementation gets wrong), atol is twice the dtype's own rounding
+error at the family's output magnitude, nothing non-finite appears, and a second launch on the same inputs
+gives the same bits. The output is poisoned with NaN before each launch, so an element the kernel never wrote
+fails as non-finite. Every (problem, dtype, seed) is checked on each named input distribution the parameter
+file asks for (the family's `make_inputs`: e.g. sdpa's `large`, logits in the hundreds), with the same budget;
 each result carries its distribution.
 
-The pieces (error_budget, poisoned_launch, judge_launches, check_each) serve any judgement
-of this kind: families/sdpa/fp8 uses them with a plain FP8 emulation as out_lowprec.
+The pieces (error_budget, poisoned_launch, judge_launches, check_each) serve any judgement of this kind:
+families/sdpa/fp8 uses them with a plain FP8 emulation as out_lowprec.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import math
@@ -32,6 +30,8 @@ from ..core.errors import KernelCrash, KernelHang
 from ..core.distributions import DEFAULT_DISTRIBUTION, stage_distributions
 from ..core.family import Family, KernelFn, Problem
 from .watchdog import synchronize
+
+PlanOf = Callable[[], str] | None  # reads the stage's last launch plan (Family.last_launch_plan)
 
 
 def rounding_atol(ref: torch.Tensor, dtype: torch.dtype, magnitude: float) -> float:
@@ -93,10 +93,12 @@ class CheckResult:
     passed: bool
     reason: str
     distribution: str = DEFAULT_DISTRIBUTION  # the named input distribution the inputs were drawn from
+    plan: str = ""  # the launch plan its launches took (core.launch_plans): launch_plans table, not this one's
 
     def as_row(self) -> dict:
         """The result as a table row, its distribution beside the seed."""
         row = asdict(self)
+        row.pop("plan")
         distribution = row.pop("distribution")
         ordered = {}
         for key, value in row.items():
@@ -194,10 +196,10 @@ def _context_lost(exc: Exception) -> bool:
 def check_each(check: Callable[[Problem, str, int, str], CheckResult], shapes: Iterable[Problem],
                dtypes: Iterable[str], seeds: Iterable[int], progress: Callable[[str], None] | None = None,
                result_type: type[CheckResult] = CheckResult,
-               distributions: Iterable[str] = (DEFAULT_DISTRIBUTION,)) -> list[CheckResult]:
-    """`check(problem, dtype_name, seed, distribution)` on every combination; a launch that raises
-    is recorded as a failed check (of result_type), not propagated; a hang (KernelHang) is, since the
-    CUDA context it leaves cannot run another check."""
+               distributions: Iterable[str] = (DEFAULT_DISTRIBUTION,), plan_of: PlanOf = None) -> list[CheckResult]:
+    """`check(problem, dtype_name, seed, distribution)` on every combination; a launch that raises is recorded
+    as a failed check (of result_type), not propagated; a hang (KernelHang) is, since the CUDA context it
+    leaves cannot run another check. `plan_of()` after each check that launched fills its `plan`."""
     distributions = tuple(distributions)
     results = []
     for shape in shapes:
@@ -207,40 +209,42 @@ def check_each(check: Callable[[Problem, str, int, str], CheckResult], shapes: I
                     if progress:
                         progress(f"{shape.tag} {dtype_name} seed {seed} {distribution}")
                     try:
-                        results.append(check(shape, dtype_name, seed, distribution))
+                        result = check(shape, dtype_name, seed, distribution)
                     except KernelHang:
                         raise
                     except Exception as exc:  # a crashing kernel is a failed check with its message
                         results.append(result_type.crashed(shape, dtype_name, seed, exc, distribution))
                         if _context_lost(exc):
                             raise  # the CUDA context is gone; nothing after this can be trusted
+                    else:  # outside the try: a broken plan hook is no failed check
+                        results.append(result if plan_of is None else replace(result, plan=plan_of()))
     return results
 
 
 def check_all(family: Family, kernel: KernelFn, shapes: Iterable[Problem], dtypes: Iterable[str],
               seeds: Iterable[int], device: torch.device | str,
               progress: Callable[[str], None] | None = None,
-              distributions: Iterable[str] = (DEFAULT_DISTRIBUTION,)) -> list[CheckResult]:
-    """Every (problem, dtype, seed, input distribution) of one family's kernel."""
+              distributions: Iterable[str] = (DEFAULT_DISTRIBUTION,), plan_of: PlanOf = None) -> list[CheckResult]:
+    """Every (problem, dtype, seed, input distribution) of one family's kernel (plan_of: check_each)."""
     distributions = tuple(distributions)
     for distribution in distributions:  # a misspelt name fails before any launch
         family.require_distribution(distribution)
 
     def check(shape: Problem, dtype_name: str, seed: int, distribution: str) -> CheckResult:
         return check_shape(family, kernel, shape, dtype_name, seed, device, distribution)
-    return check_each(check, shapes, dtypes, seeds, progress, distributions=distributions)
+    return check_each(check, shapes, dtypes, seeds, progress, distributions=distributions, plan_of=plan_of)
 
 
 def check_stage(family: Family, kernel: Any, problems: list[Problem], dtypes, seeds, device,
                 progress: Callable[[str], None] | None = None,
-                distributions: Iterable[str] = (DEFAULT_DISTRIBUTION,)) -> list[CheckResult]:
+                distributions: Iterable[str] = (DEFAULT_DISTRIBUTION,), plan_of: PlanOf = None) -> list[CheckResult]:
     """The correctness checks of a family's stage_kernel on each requested distribution that applies
     to its input kind: the kind's own checks where the family has some (Family.kind_checks), else
     the lab's float64-reference budget."""
     family.require_input_kind(kernel.input_kind)
     applicable = stage_distributions(family, distributions, kernel.input_kind)
     own_checks = family.kind_checks(kernel.input_kind)
+    options = dict(progress=progress, distributions=applicable, plan_of=plan_of)
     if own_checks is not None:
-        return own_checks(kernel.into, problems, dtypes, seeds, device, progress=progress, distributions=applicable)
-    return check_all(family, kernel.into, problems, dtypes, seeds, device, progress=progress,
-                     distributions=applicable)
+        return own_checks(kernel.into, problems, dtypes, seeds, device, **options)
+    return check_all(family, kernel.into, problems, dtypes, seeds, device, **options)

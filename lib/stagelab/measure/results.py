@@ -9,6 +9,7 @@ import pandas as pd
 
 from ..core import metrics
 from ..core.build import BuildResult
+from ..core.launch_plans import PlanGaps
 from .chain import ChainResult
 from .checks import CheckResult
 from .profile import ProfileReport
@@ -54,6 +55,10 @@ class CheckReport:
     # problems the stage does not take (stages.yaml `supports:`), by tag -> why: never launched, so
     # neither passed nor failed
     skipped: dict[str, str] = field(default_factory=dict)
+    # the launch plans the stage's build declares (core.launch_plans; () without plans), and the
+    # parameter file's coverage rule ('' or launch_plans.EVERY_PLAN) that the judge applies to them
+    declared_plans: tuple[str, ...] = ()
+    coverage: str = ""
 
     @property
     def passed(self) -> bool | None:
@@ -106,10 +111,35 @@ class CheckReport:
         lines += ["  FAIL " + r.describe() for r in failed[:most_failures]]
         if len(failed) > most_failures:
             lines.append(f"  ... and {len(failed) - most_failures} more failed checks (the correctness table has all)")
-        return lines
+        return lines + ([self.plans_line()] if self.declared_plans else [])
 
     def chain_frame(self) -> pd.DataFrame:
         return pd.DataFrame([c.as_row() for c in self.chains])
+
+    def plan_gaps(self) -> PlanGaps:
+        """Declared plans no check reached, and plans checks took that the build does not declare."""
+        return PlanGaps.of(self.declared_plans, (r.plan for r in self.results))
+
+    def plans_frame(self) -> pd.DataFrame:
+        """The launch_plans table: per (problem, dtype, plan) the distributions and checks that took it,
+        then each declared plan no check reached (no problem, 0 checks); empty without plans."""
+        taken: dict[tuple[str, str, str], list[str]] = {}
+        for r in self.results:
+            if r.plan:
+                taken.setdefault((r.shape, r.dtype, r.plan), []).append(r.distribution)
+        rows = [{"shape": shape, "dtype": dtype, "distributions": ", ".join(dict.fromkeys(names)),
+                 "checks": len(names), "plan": plan} for (shape, dtype, plan), names in taken.items()]
+        rows += [{"shape": "", "dtype": "", "distributions": "", "checks": 0, "plan": plan}
+                 for plan in self.plan_gaps().unreached]
+        return pd.DataFrame(rows)
+
+    def plans_line(self) -> str:
+        """For a person: how many declared plans the checks reached ('' for a stage without plans)."""
+        if not self.declared_plans:
+            return ""
+        gaps = self.plan_gaps()
+        line = f"launch plans: the checks reached {gaps.reached} of the {gaps.declared} declared"
+        return line + (f" ({gaps.describe()})" if gaps else "")
 
 
 def contender_name(label: str, library_prefix: str) -> str:

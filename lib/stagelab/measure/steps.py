@@ -58,9 +58,10 @@ def check_step(ctx: StageContext, built: Built) -> CheckReport:
     file that applies to the stage's inputs; then one chain of dependent launches per problem in
     the first dtype (stagelab.measure.chain: what a launch that may start before its predecessor ends must
     get right). A problem the stage does not declare it takes (stages.yaml `supports:`) is skipped
-    with the reason, before any launch."""
-    p = ctx.params
-    kernel = ctx.family.stage_kernel(built.stage.module, ctx.stage.id, ctx.stage.input_kind)
+    with the reason, before any launch. Each check keeps the launch plan its launches took, the
+    report the plans the build declares and the file's coverage rule (core.launch_plans)."""
+    p, family, module = ctx.params, ctx.family, built.stage.module
+    kernel = family.stage_kernel(module, ctx.stage.id, ctx.stage.input_kind)
     distributions = stage_distributions(ctx.family, p.distributions, ctx.stage.input_kind)
     shapes, skipped = split_supported(ctx.family, p.shapes, ctx.stage.supports)
     bar = progress_bar(desc=f"{ctx.stage.id} checks",
@@ -70,12 +71,15 @@ def check_step(ctx: StageContext, built: Built) -> CheckReport:
         bar.set_postfix_str(label)
         bar.update(1)
 
-    results = check_stage(ctx.family, kernel, shapes, p.dtypes, p.seeds, ctx.device, progress=step,
-                          distributions=distributions) if shapes else []
-    chains = check_chains(ctx.family, built.stage.module, shapes, p.dtypes[0], input_kind=ctx.stage.input_kind,
-                          progress=step)
+    def plan_of() -> str:  # read after each check's launches: the plan they took
+        return family.last_launch_plan(module)
+
+    results = check_stage(family, kernel, shapes, p.dtypes, p.seeds, ctx.device, progress=step,
+                          distributions=distributions, plan_of=plan_of) if shapes else []
+    chains = check_chains(family, module, shapes, p.dtypes[0], input_kind=ctx.stage.input_kind, progress=step)
     bar.close()
-    return CheckReport(results, chains, skipped)
+    return CheckReport(results, chains, skipped, declared_plans=family.declared_launch_plans(module),
+                       coverage=p.coverage)
 
 
 def _contenders(ctx: StageContext, builds: dict[str, BuildResult | None], shape, inputs,

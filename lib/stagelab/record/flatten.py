@@ -37,8 +37,18 @@ def resource_metrics(report: ResourceReport) -> dict[str, float]:
 INFINITE_RATIO = 1e9
 
 
+def plan_metrics(report: CheckReport) -> dict[str, float]:
+    """How many launch plans the build declares and the checks reached (nothing without plans)."""
+    gaps = report.plan_gaps()
+    if not report.declared_plans and not gaps:
+        return {}
+    return {m.LAUNCH_PLANS_DECLARED.key(): gaps.declared, m.LAUNCH_PLANS_REACHED.key(): gaps.reached,
+            m.LAUNCH_PLANS_UNDECLARED.key(): len(gaps.undeclared)}
+
+
 def check_metrics(report: CheckReport) -> dict[str, float]:
     out: dict[str, float] = {m.PROBLEMS_SKIPPED.key(): len(report.skipped)} if report.skipped else {}
+    out |= plan_metrics(report)
     if report.chains:
         out[m.CHAINS_TOTAL.key()] = len(report.chains)
         out[m.CHAINS_FAILED.key()] = sum(not c.passed for c in report.chains)

@@ -131,6 +131,7 @@ class MlflowRecorder(StressAndHangRecords):
         run_id = self._run()
         write_table(self.artifacts, "correctness", report.frame())
         write_table(self.artifacts, "dependent_launches", report.chain_frame())
+        write_table(self.artifacts, metrics.TABLE_LAUNCH_PLANS, report.plans_frame())
         if report.skipped:
             (self.artifacts / "checks_skipped.json").write_text(json.dumps(report.skipped, indent=2))
         tracking.log_metrics(run_id, flatten.check_metrics(report))

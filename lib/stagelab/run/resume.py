@@ -4,7 +4,7 @@ source hash (core.sources): the stage, the family's headers and binding, and the
 so a fix to the reference or the inputs runs the stages again.
 
 "Finished" is MLflow's FINISHED status: a run the notebook itself closed (pass, valid_negative,
-incorrect, resource_fail, no_gpu). Runs that erred, failed to build or were killed are run again.
+incorrect, uncovered, resource_fail, no_gpu). Runs that erred, failed to build or were killed are run again.
 """
 
 from __future__ import annotations

@@ -10,6 +10,7 @@ import pandas as pd
 
 from ..core import metrics as m
 from ..core.formatting import latency
+from ..judge.outcome import UNCOVERED
 from ..record import tracking
 from ..record.recorder import write_table
 from .store import TuneStore
@@ -24,9 +25,9 @@ def parent_outcome(result: TuneResult) -> tuple[str, str]:
         return "pass", f"best {result.elites[0].label}: {latency(result.elites[0].score_us)} (geometric-mean p50)"
     if not result.gpu_available:
         return "no_gpu", "every configuration built and gated; checking and timing need a GPU"
-    for outcome in ("incorrect", "resource_fail", "build_failed"):
+    for outcome in ("incorrect", UNCOVERED, "resource_fail", "build_failed"):
         if counts[outcome]:
-            return outcome, f"no configuration was correct ({dict(counts)})"
+            return outcome, f"no configuration was correct and covered ({dict(counts)})"
     return "error", f"the tune ended before any configuration was measured ({dict(counts)})"
 
 

@@ -13,14 +13,15 @@ from typing import Any
 import torch
 
 from ...core.family import DEFAULT_DISTRIBUTION, Family, KernelFn
+from ...core.launch_plans import DeviceModel
 from ...core.supports import declared_supports
 from .contenders import FA4, SDPA_BACKENDS
 from .contenders import contender as library_contender
 from .distributions import DISTRIBUTIONS, FP8_ONLY
 from .inputs import FA3_ATOL_MAGNITUDE, FAMILY_NAME, call_plain, make_inputs
-from .kernel import KERNEL_DTYPE_CODES, SUPPORTED_TORCH_DTYPES, StageKernel
+from .kernel import DTYPE_CODES, KERNEL_DTYPE_CODES, SUPPORTED_TORCH_DTYPES, StageKernel
 from .reference import attention, default_scale
-from .shapes import PROBLEM_FEATURES, SUPPORTED_HEAD_DIMS, Shape, parse_shapes
+from .shapes import BSHD, PROBLEM_FEATURES, SUPPORTED_HEAD_DIMS, Shape, parse_shapes
 
 # The input kind of an FP8 stage (stages.yaml `inputs: fp8`): e4m3 inputs quantized per (batch, head),
 # called as kernel(fp8_inputs, out, softmax_scale, causal) and judged by the FP8 budget (fp8/budget.py).
@@ -142,6 +143,19 @@ class SdpaFamily(Family):
         if query is None or head_dim is None or not template_args or template_args[0] not in KERNEL_DTYPE_CODES:
             return None
         return int(query(head_dim, KERNEL_DTYPE_CODES[template_args[0]]))
+
+    # -- launch plans: the persistent stages' host plans, exported by the binding (kernels/sdpa) ------
+    def declared_launch_plans(self, module: ModuleType) -> tuple[str, ...]:
+        return tuple(module.launch_plans())
+
+    def launch_plan_of(self, module: ModuleType, problem: Shape, dtype: str, device: DeviceModel) -> str:
+        """The binding's host plan; the dtype matters only through K/V's bytes (what fits in L2)."""
+        return module.launch_plan(problem.batch, problem.heads, problem.kv_heads, problem.seq_len, problem.kv_seq_len,
+                                  problem.head_dim, DTYPE_CODES[dtype], problem.causal, problem.layout == BSHD,
+                                  device.sms, device.l2_bytes)
+
+    def last_launch_plan(self, module: ModuleType) -> str:
+        return module.last_launch_plan()
 
 
 FAMILY = SdpaFamily()

@@ -17,6 +17,8 @@ from .shapes import BHSD, BSHD, CROSS_LENGTH, GQA, PROBLEM_FEATURES, SUPPORTED_H
 SUPPORTED_TORCH_DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16}
 # The binding's dtype codes (SdpaDtype in kernels/sdpa/sdpa_api.h) by kernel template argument.
 KERNEL_DTYPE_CODES = {"fp16": 0, "bf16": 1}
+# The same codes by parameter-file dtype name (the binding's launch_plan takes them).
+DTYPE_CODES = {"float16": KERNEL_DTYPE_CODES["fp16"], "bfloat16": KERNEL_DTYPE_CODES["bf16"]}
 
 def tensor_layout(t: torch.Tensor) -> str | None:
     """bhsd for a contiguous [B, H, S, D] tensor, bshd for a [B, H, S, D] view of contiguous

@@ -101,8 +101,10 @@ def check_fp8_shape(kernel: Fp8KernelFn, shape: Shape, dtype_name: str, seed: in
 def check_fp8_all(kernel: Fp8KernelFn, shapes: Iterable[Shape], dtypes: Iterable[str], seeds: Iterable[int],
                   device: torch.device | str, fp16_kernel: KernelFn | None = None,
                   progress: Callable[[str], None] | None = None,
-                  distributions: Iterable[str] = (DEFAULT_DISTRIBUTION,)) -> list[CheckResult]:
-    """Every (problem, output dtype, seed, input distribution); a launch that raises is a failed check."""
+                  distributions: Iterable[str] = (DEFAULT_DISTRIBUTION,),
+                  plan_of: Callable[[], str] | None = None) -> list[CheckResult]:
+    """Every (problem, output dtype, seed, input distribution); a launch that raises is a failed check
+    (plan_of: measure.checks.check_each)."""
     distributions = tuple(distributions)
     unknown = [d for d in distributions if d not in DISTRIBUTIONS]  # a misspelt name fails before any launch
     if unknown:
@@ -112,4 +114,4 @@ def check_fp8_all(kernel: Fp8KernelFn, shapes: Iterable[Shape], dtypes: Iterable
     def check(shape: Shape, dtype_name: str, seed: int, distribution: str) -> CheckResult:
         return check_fp8_shape(kernel, shape, dtype_name, seed, device, fp16_kernel, distribution)
     return check_each(check, shapes, dtypes, seeds, progress, result_type=Fp8CheckResult,
-                      distributions=distributions)
+                      distributions=distributions, plan_of=plan_of)
