@@ -8,8 +8,11 @@ What it is
   ThreeTurnsConfig and three_turns_pay; sdpa_warpspec.cuh's turn_barrier):
   the turns go round three warpgroups as FlashAttention-3's warp scheduler
   barriers do (warpgroup c waits on its own barrier and, its GEMMs issued,
-  arrives on c+1's), and the blocks walk each (batch, head)'s query tiles
-  rotated by the round its first item falls in (rotated_query_tile).
+  arrives on c+1's). WorkOrder's mixed tiles (sdpa_warpspec_config.cuh's
+  mixed_item) deal each (batch, head)'s items rotated by the round its first
+  item falls in, or, where the host's plan_three_turns finds it better and
+  K/V fit in L2, cut each head into 192-row and 128-row items and deal all
+  big ones first, then the short ones, in a snake.
 
 Changes vs parent s17_interleaved_softmax, and why
   - With two warpgroups at head_dim 64 a key tile's softmax (the timeline
@@ -26,8 +29,10 @@ Changes vs parent s17_interleaved_softmax, and why
     them.
   - The host compares the busiest block of both launches, tile costs
     calibrated on s17's trials (three_turns_pay's comment); three
-    warpgroups where that gains at least 2%, two elsewhere (ViT's 197
-    rows, SDXL's 4096 on 132 SMs, every causal launch).
+    warpgroups where that gains at least 2% (BERT-base 512 in rotated
+    rounds, SDXL self-attention in the snake of big and short items), two
+    elsewhere (ViT's 197 rows, every causal launch). `stagelab coverage
+    s18_three_turns` prints which plan each problem takes.
 
 Knobs: s17's (s17_interleaved_softmax.cu), and
   WS_TURNS_WGS_D64=0   2: two warpgroups everywhere (s17); 3: three on

@@ -65,7 +65,7 @@ extern "C" int64_t sdpa_dynamic_shared_memory_bytes(int32_t head_dim, int32_t dt
 // CPU, `stagelab coverage`) and which plan each checked launch ran. A plan names the kernel
 // instance's parts, its scheduler and its split, e.g.
 //   "hd64 dense long.three_turns wgs=3 rows=192 keys=128 stages=3 q_buffers=2 turns=1
-//    multicast=1 epilogue=direct sched=mixed-snake split=1"
+//    kv_multicast=off epilogue=direct sched=mixed-snake split=1"
 // The device as the host's plan sees it.
 struct SdpaDevice {
   int32_t sms;       // streaming multiprocessors

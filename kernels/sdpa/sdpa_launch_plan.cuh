@@ -42,16 +42,17 @@ inline const char* epilogue_name(int splits) {
   return splits > 1 ? "cluster-combine" : "direct";
 }
 
-// "hd64 dense long.turns wgs=2 rows=128 keys=128 stages=3 q_buffers=2 turns=1 multicast=1
-//  epilogue=deferred sched=stripes split=1"
+// "hd64 dense long.turns wgs=2 rows=128 keys=128 stages=3 q_buffers=2 turns=1 kv_multicast=off
+//  epilogue=deferred sched=stripes split=1" (kv_multicast=x2: a cluster of two CTAs shares each K/V tile)
 template <int D, class Cfg>
 inline std::string plan_text(bool causal, const char* branch, int splits, const Schedule& s) {
+  static_assert(Cfg::kMulticastCtas == 1 || Cfg::kMulticastCtas == 2, "K/V multicast: off or clusters of two");
   char text[256];
   std::snprintf(text, sizeof(text),
-                "hd%d %s %s wgs=%d rows=%d keys=%d stages=%d q_buffers=%d turns=%d multicast=%d epilogue=%s "
+                "hd%d %s %s wgs=%d rows=%d keys=%d stages=%d q_buffers=%d turns=%d kv_multicast=%s epilogue=%s "
                 "sched=%s split=%d",
                 D, causal ? "causal" : "dense", branch, Cfg::kConsumerWGs, Cfg::kBlockM, Cfg::kBlockN, Cfg::kStages,
-                Cfg::kQStages, Cfg::kPingpong ? 1 : 0, Cfg::kMulticastCtas, epilogue_name<Cfg>(splits),
+                Cfg::kQStages, Cfg::kPingpong ? 1 : 0, Cfg::kMulticastCtas == 2 ? "x2" : "off", epilogue_name<Cfg>(splits),
                 scheduler_name<Cfg>(causal, s), splits);
   return text;
 }
