@@ -72,6 +72,24 @@ def test_acceptance_takes_every_plan_of_s18_three_warpgroups_included(capsys, nv
     assert "every declared plan is taken by a problem of the file" in out
 
 
+# Every stage that compiles the persistent dispatch (sdpa_persistent_plans.cuh) declares its plans.
+PLANNED_STAGES = sorted(path.stem for path in (ROOT / "kernels" / "sdpa").glob("s*.cu")
+                        if '#include "sdpa_persistent_split.cuh"' in path.read_text())
+
+
+def test_the_persistent_stages_are_found():
+    assert {"s8_persistent_split", "s12_one_wave", "s14_kv_multicast", S18} <= set(PLANNED_STAGES)
+
+
+@pytest.mark.slow
+@pytest.mark.kernels
+@pytest.mark.parametrize("stage", [s for s in PLANNED_STAGES if s != S18])
+def test_acceptance_takes_every_plan_of_each_persistent_stage(capsys, nvcc_available, stage):
+    code, out, _ = coverage(capsys, stage, "--params", "params/acceptance.yaml")
+    assert code == 0, out
+    assert "every declared plan is taken by a problem of the file" in out
+
+
 @pytest.mark.slow
 @pytest.mark.kernels
 def test_a_file_missing_a_declared_plan_fails_naming_it(capsys, tmp_path, nvcc_available):
