@@ -57,7 +57,12 @@ def test_acceptance_has_the_issue_shapes():
     long_items = {Shape(1, 7, 4099, 64, False), Shape(2, 5, 3001, 128, True)}
     long_items |= {Shape(1, 8, 1100, 64, c, kv_heads=4, kv_seq_len=2501) for c in (False, True)}
     long_items |= {Shape(1, 8, 1500, 128, c, kv_heads=2, kv_seq_len=4001, layout="bshd") for c in (False, True)}
-    assert shapes == expected | general | long_items
+    # issue 43: the launch plans no problem above takes (`stagelab coverage`)
+    plans = {Shape(1, 1, 64, 128, False), Shape(1, 132, 64, 128, True), Shape(1, 132, 64, 128, True, kv_heads=66),
+             Shape(8, 12, 128, 128, True), Shape(1, 66, 192, 64, True), Shape(2, 8, 2945, 64, True),
+             Shape(1, 4, 4099, 64, True), Shape(4, 16, 576, 64, False), Shape(1, 683, 2945, 64, False)}
+    plans |= {Shape(1, 8, 2100, 64, c) for c in (False, True)}
+    assert shapes == expected | general | long_items | plans
 
 
 def test_causal_list_expands():
