@@ -6,7 +6,7 @@ build and the trial's, the instructions from a pingpong turn's barrier to its fi
 similar the trial's opcode sequence is to the default's (1.000: the same sequence)
 (stagelab.core.sass_loops).
 
-    python tools/sass_loops.py s17_interleaved_softmax -D WS_SOFTMAX_INTERLEAVE=1 [--kernel halfLi64E]
+    python tools/sass_loops.py s8_persistent_split -D WS_PDL=0 [--kernel halfLi64E]
     python tools/sass_loops.py s17_interleaved_softmax --listing TRIAL.sass [--reference DEFAULT.sass]
 
 A removed knob's patch (docs/results/sdpa/history/patches/) is judged by its listing: apply it to

@@ -1,5 +1,5 @@
 """How evenly s8's persistent long policy spreads causal work over the SMs: item by item, in causal
-pairs (WorkOrder's kPairs, the default) and in WS_CAUSAL_ORDER=1's longest-first snake (kSnake): the
+pairs (WorkOrder's kPairs, the default) and in a CausalSnake recipe's longest-first snake (kSnake): the
 derivation behind the numbers in s8's trials and the snake's.
 
     python tools/schedule_balance.py                 # long.yaml's causal shapes, 132 SMs

@@ -42,17 +42,10 @@ Run:  stagelab run --stages s0_baseline      (resources only, no GPU: stagelab r
 #include "sdpa_export.cuh"
 #include "sdpa_rowsplit.cuh"
 
-#ifndef BLOCK_M
-#define BLOCK_M 64
-#endif
-#ifndef BLOCK_N
-#define BLOCK_N 64
-#endif
-#ifndef THREADS_PER_ROW
-#define THREADS_PER_ROW 4
-#endif
-#ifndef KEY_CHUNK
-#define KEY_CHUNK 16
+// The tunables: stages.yaml's compile_options.defines give their values (the registry is
+// their one source); a build without them stops here.
+#if !defined(BLOCK_M) || !defined(BLOCK_N) || !defined(THREADS_PER_ROW) || !defined(KEY_CHUNK)
+#error "s0_baseline: build with its registry defines (BLOCK_M, BLOCK_N, THREADS_PER_ROW, KEY_CHUNK)"
 #endif
 
 namespace {

@@ -39,5 +39,11 @@ Scope: head_dim 64 and 128, fp16 and bf16, causal or not, kv_heads dividing
 Run: stagelab run --stage s10_general --params params/models.yaml
 */
 #define SDPA_GENERAL_PROBLEM 1
-#define PERSISTENT_SPLIT_STAGE "s10_general"
 #include "sdpa_persistent_split.cuh"
+
+namespace {
+using namespace sdpa_persistent;
+using S10 = Compose<Recipe>;
+}  // namespace
+
+SDPA_PERSISTENT_STAGE("s10_general", S10)

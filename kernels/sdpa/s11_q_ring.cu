@@ -32,8 +32,11 @@ Scope: as s10_general.
 Run: stagelab run --stage s11_q_ring --params params/models.yaml
 */
 #define SDPA_GENERAL_PROBLEM 1
-#ifndef Q_STAGES
-#define Q_STAGES 2
-#endif
-#define PERSISTENT_SPLIT_STAGE "s11_q_ring"
 #include "sdpa_persistent_split.cuh"
+
+namespace {
+using namespace sdpa_persistent;
+using S11 = Compose<Recipe, QRing>;
+}  // namespace
+
+SDPA_PERSISTENT_STAGE("s11_q_ring", S11)

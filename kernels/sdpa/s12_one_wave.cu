@@ -36,11 +36,11 @@ Scope: as s10_general.
 Run: stagelab run --stage s12_one_wave --params params/models.yaml
 */
 #define SDPA_GENERAL_PROBLEM 1
-#ifndef Q_STAGES
-#define Q_STAGES 2
-#endif
-#ifndef SHORT_POLICY_ONE_WAVE
-#define SHORT_POLICY_ONE_WAVE 1
-#endif
-#define PERSISTENT_SPLIT_STAGE "s12_one_wave"
 #include "sdpa_persistent_split.cuh"
+
+namespace {
+using namespace sdpa_persistent;
+using S12 = Compose<Recipe, QRing, OneWaveShort>;
+}  // namespace
+
+SDPA_PERSISTENT_STAGE("s12_one_wave", S12)

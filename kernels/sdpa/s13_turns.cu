@@ -36,14 +36,11 @@ Scope: as s10_general.
 Run: stagelab run --stage s13_turns --params params/models.yaml
 */
 #define SDPA_GENERAL_PROBLEM 1
-#ifndef Q_STAGES
-#define Q_STAGES 2
-#endif
-#ifndef SHORT_POLICY_ONE_WAVE
-#define SHORT_POLICY_ONE_WAVE 1
-#endif
-#ifndef TURNS_PAST_MAX_SEQ
-#define TURNS_PAST_MAX_SEQ 1
-#endif
-#define PERSISTENT_SPLIT_STAGE "s13_turns"
 #include "sdpa_persistent_split.cuh"
+
+namespace {
+using namespace sdpa_persistent;
+using S13 = Compose<Recipe, QRing, OneWaveShort, TurnsPastMaxSeq>;
+}  // namespace
+
+SDPA_PERSISTENT_STAGE("s13_turns", S13)

@@ -42,17 +42,11 @@ other problems run s13's code.
 Run: stagelab run --stage s14_kv_multicast --params params/models.yaml
 */
 #define SDPA_GENERAL_PROBLEM 1
-#ifndef Q_STAGES
-#define Q_STAGES 2
-#endif
-#ifndef SHORT_POLICY_ONE_WAVE
-#define SHORT_POLICY_ONE_WAVE 1
-#endif
-#ifndef TURNS_PAST_MAX_SEQ
-#define TURNS_PAST_MAX_SEQ 1
-#endif
-#ifndef KV_MULTICAST
-#define KV_MULTICAST 1
-#endif
-#define PERSISTENT_SPLIT_STAGE "s14_kv_multicast"
 #include "sdpa_persistent_split.cuh"
+
+namespace {
+using namespace sdpa_persistent;
+using S14 = Compose<Recipe, QRing, OneWaveShort, TurnsPastMaxSeq, KvMulticastTurns>;
+}  // namespace
+
+SDPA_PERSISTENT_STAGE("s14_kv_multicast", S14)

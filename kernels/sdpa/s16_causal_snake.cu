@@ -38,17 +38,11 @@ Scope: as s10_general.
 Run: stagelab run --stage s16_causal_snake --params params/causal_long.yaml
 */
 #define SDPA_GENERAL_PROBLEM 1
-#ifndef Q_STAGES
-#define Q_STAGES 2
-#endif
-#ifndef SHORT_POLICY_ONE_WAVE
-#define SHORT_POLICY_ONE_WAVE 1
-#endif
-#ifndef TURNS_PAST_MAX_SEQ
-#define TURNS_PAST_MAX_SEQ 1
-#endif
-#ifndef WS_CAUSAL_ORDER
-#define WS_CAUSAL_ORDER 1
-#endif
-#define PERSISTENT_SPLIT_STAGE "s16_causal_snake"
 #include "sdpa_persistent_split.cuh"
+
+namespace {
+using namespace sdpa_persistent;
+using S16 = Compose<Recipe, QRing, OneWaveShort, TurnsPastMaxSeq, CausalSnake>;
+}  // namespace
+
+SDPA_PERSISTENT_STAGE("s16_causal_snake", S16)

@@ -37,20 +37,11 @@ Scope: as s10_general.
 Run: stagelab run --stage s17_interleaved_softmax --params params/causal_long.yaml
 */
 #define SDPA_GENERAL_PROBLEM 1
-#ifndef Q_STAGES
-#define Q_STAGES 2
-#endif
-#ifndef SHORT_POLICY_ONE_WAVE
-#define SHORT_POLICY_ONE_WAVE 1
-#endif
-#ifndef TURNS_PAST_MAX_SEQ
-#define TURNS_PAST_MAX_SEQ 1
-#endif
-#ifndef WS_CAUSAL_ORDER
-#define WS_CAUSAL_ORDER 1
-#endif
-#ifndef WS_SOFTMAX_INTERLEAVE
-#define WS_SOFTMAX_INTERLEAVE 2
-#endif
-#define PERSISTENT_SPLIT_STAGE "s17_interleaved_softmax"
 #include "sdpa_persistent_split.cuh"
+
+namespace {
+using namespace sdpa_persistent;
+using S17 = Compose<Recipe, QRing, OneWaveShort, TurnsPastMaxSeq, CausalSnake, InterleavedSoftmaxD128>;
+}  // namespace
+
+SDPA_PERSISTENT_STAGE("s17_interleaved_softmax", S17)

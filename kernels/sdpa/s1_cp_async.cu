@@ -35,17 +35,10 @@ Run:  stagelab run --stages s1_cp_async      (resources only, no GPU: stagelab r
 #include "sdpa_export.cuh"
 #include "sdpa_rowsplit.cuh"
 
-#ifndef THREADS_PER_ROW
-#define THREADS_PER_ROW 4
-#endif
-#ifndef BLOCK_M
-#define BLOCK_M 64
-#endif
-#ifndef KEY_CHUNK
-#define KEY_CHUNK 16
-#endif
-#ifndef BLOCK_N
-#define BLOCK_N 64
+// The tunables: stages.yaml's compile_options.defines give their values (the registry is
+// their one source); a build without them stops here.
+#if !defined(THREADS_PER_ROW) || !defined(BLOCK_M) || !defined(KEY_CHUNK) || !defined(BLOCK_N)
+#error "s1_cp_async: build with its registry defines (THREADS_PER_ROW, BLOCK_M, KEY_CHUNK, BLOCK_N)"
 #endif
 
 namespace {

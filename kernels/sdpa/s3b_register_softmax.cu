@@ -60,17 +60,10 @@ Run:  stagelab run --stages s3b_register_softmax   (resources only, no GPU: stag
 #include "sdpa_mma.cuh"
 #include "sdpa_mma_blocks.cuh"
 
-#ifndef BLOCK_N
-#define BLOCK_N 64
-#endif
-#ifndef BLOCK_M
-#define BLOCK_M 64
-#endif
-#ifndef NUM_WARPS
-#define NUM_WARPS 4
-#endif
-#ifndef Q_IN_REGISTERS
-#define Q_IN_REGISTERS 1
+// The tunables: stages.yaml's compile_options.defines give their values (the registry is
+// their one source); a build without them stops here.
+#if !defined(BLOCK_N) || !defined(BLOCK_M) || !defined(NUM_WARPS) || !defined(Q_IN_REGISTERS)
+#error "s3b_register_softmax: build with its registry defines (BLOCK_N, BLOCK_M, NUM_WARPS, Q_IN_REGISTERS)"
 #endif
 
 namespace {

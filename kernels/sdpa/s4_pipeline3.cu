@@ -63,23 +63,11 @@ Run:  stagelab run --stages s4_pipeline3      (resources only, no GPU: stagelab 
 #include "sdpa_mma.cuh"
 #include "sdpa_mma_blocks.cuh"
 
-#ifndef PIPELINE_STAGES
-#define PIPELINE_STAGES 3
-#endif
-#ifndef BLOCK_N
-#define BLOCK_N 64
-#endif
-#ifndef WARP_M_TILES
-#define WARP_M_TILES 1
-#endif
-#ifndef BLOCK_M
-#define BLOCK_M 64
-#endif
-#ifndef Q_IN_REGISTERS
-#define Q_IN_REGISTERS 1
-#endif
-#ifndef NUM_WARPS
-#define NUM_WARPS 4
+// The tunables: stages.yaml's compile_options.defines give their values (the registry is
+// their one source); a build without them stops here.
+#if !defined(PIPELINE_STAGES) || !defined(BLOCK_N) || !defined(WARP_M_TILES) || !defined(BLOCK_M) || \
+    !defined(Q_IN_REGISTERS) || !defined(NUM_WARPS)
+#error "s4_pipeline3: build with its registry defines (PIPELINE_STAGES, BLOCK_N, WARP_M_TILES, BLOCK_M, Q_IN_REGISTERS, NUM_WARPS)"
 #endif
 
 namespace {

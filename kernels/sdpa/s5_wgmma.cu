@@ -115,23 +115,11 @@ Build / resources:
 #define NUM_WARPGROUPS_D64 NUM_WARPGROUPS
 #define NUM_WARPGROUPS_D128 NUM_WARPGROUPS
 #endif
-#ifndef NUM_WARPGROUPS_D64
-#define NUM_WARPGROUPS_D64 1
-#endif
-#ifndef NUM_WARPGROUPS_D128
-#define NUM_WARPGROUPS_D128 1
-#endif
-#ifndef BLOCK_N_D64
-#define BLOCK_N_D64 128
-#endif
-#ifndef BLOCK_N_D128
-#define BLOCK_N_D128 48
-#endif
-#ifndef PIPELINE_STAGES
-#define PIPELINE_STAGES 2
-#endif
-#ifndef QK_BEFORE_PV
-#define QK_BEFORE_PV 0
+// The tunables: stages.yaml's compile_options.defines give their values (the registry is
+// their one source); a build without them stops here.
+#if !defined(NUM_WARPGROUPS_D64) || !defined(NUM_WARPGROUPS_D128) || !defined(BLOCK_N_D64) || \
+    !defined(BLOCK_N_D128) || !defined(PIPELINE_STAGES) || !defined(QK_BEFORE_PV)
+#error "s5_wgmma: build with its registry defines (NUM_WARPGROUPS_D64, NUM_WARPGROUPS_D128, BLOCK_N_D64, BLOCK_N_D128, PIPELINE_STAGES, QK_BEFORE_PV)"
 #endif
 
 namespace {

@@ -39,7 +39,12 @@ Build / SASS (BAR.SYNC / BAR.ARV around HGMMA):
 
 #include "sdpa_api.h"
 #include "sdpa_warpspec.cuh"
-#include "sdpa_warpspec_knobs.cuh"
+// The tunables: stages.yaml's compile_options.defines give their values (the registry is
+// their one source); a build without them stops here.
+#if !defined(BLOCK_N_D64) || !defined(BLOCK_N_D128) || !defined(STAGES_D64) || !defined(STAGES_D128) || \
+    !defined(PRODUCER_REGS) || !defined(CONSUMER_REGS)
+#error "s7_pingpong: build with its registry defines (BLOCK_N_D64, BLOCK_N_D128, STAGES_D64, STAGES_D128, PRODUCER_REGS, CONSUMER_REGS)"
+#endif
 
 namespace {
 

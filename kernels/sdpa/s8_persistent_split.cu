@@ -69,5 +69,31 @@ Build / SASS (UTMALDG, HGMMA, SYNCS, USETMAXREG; LDS/LD through mapa for DSMEM):
   nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a --resource-usage \
        -cubin -I kernels/sdpa kernels/sdpa/s8_persistent_split.cu -o /tmp/s8.cubin
 */
-#define PERSISTENT_SPLIT_STAGE "s8_persistent_split"
 #include "sdpa_persistent_split.cuh"
+
+// s8's tunables: stages.yaml's compile_options.defines give their values (its search space and
+// variants the others); the file states none, so a build without them is an error, not a default.
+#if !defined(KEY_SPLIT_WGS) || !defined(KEY_SPLIT_BLOCK_N) || !defined(SPLITS) || !defined(CONSUMER_WGS_D64) || \
+    !defined(PINGPONG_MAX_SEQ) || !defined(WS_PDL) || !defined(WS_RESCALE_THRESHOLD_D128) || !defined(FORCE_POLICY)
+#error "s8_persistent_split: build it with its registry defines (stagelab build s8_persistent_split)"
+#endif
+
+namespace {
+using namespace sdpa_persistent;
+struct S8 : Recipe {
+  struct Body : Recipe::Body {
+    static_assert(WS_PDL >= 0 && WS_PDL <= 2, "WS_PDL: 0 (plain launch), 1 (early trigger) or 2 (late trigger)");
+    static constexpr Pdl kPdl = static_cast<Pdl>(WS_PDL);
+    static constexpr int kRescaleThresholdD128 = WS_RESCALE_THRESHOLD_D128;
+  };
+  static constexpr int kKeySplitWgs = KEY_SPLIT_WGS;
+  static constexpr int kKeySplitBlockN = KEY_SPLIT_BLOCK_N;
+  static constexpr int kSplits = SPLITS;
+  static constexpr int kLongWgs64 = CONSUMER_WGS_D64;
+  static constexpr int kTurnsMaxSeq = PINGPONG_MAX_SEQ;
+  static_assert(FORCE_POLICY >= 0 && FORCE_POLICY <= 2, "FORCE_POLICY: 0 by shape, 1 long, 2 short");
+  static constexpr Policy kForcePolicy = static_cast<Policy>(FORCE_POLICY);
+};
+}  // namespace
+
+SDPA_PERSISTENT_STAGE("s8_persistent_split", S8)

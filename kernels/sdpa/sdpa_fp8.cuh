@@ -37,6 +37,12 @@ namespace sdpa_fp8 {
 
 using namespace sdpa_wgmma;
 using namespace sdpa_tma;
+
+// Programmatic dependent launch, s9's WS_PDL (s9_fp8.cu): 0 off, 1 the trigger after the prologue, 2
+// before the epilogue (sdpa_warpspec::Pdl).
+static_assert(WS_PDL >= 0 && WS_PDL <= 2, "WS_PDL: 0 (plain launch), 1 (early trigger) or 2 (late trigger)");
+constexpr sdpa_warpspec::Pdl kPdl = static_cast<sdpa_warpspec::Pdl>(WS_PDL);
+constexpr bool kPdlOn = kPdl != sdpa_warpspec::Pdl::kOff;
 using sdpa_warpspec::kBarBytes;
 using sdpa_warpspec::WorkTile;
 
@@ -139,7 +145,7 @@ __global__ void __launch_bounds__(kTransposeThreads) transpose_v_kernel(const ui
   const int key0 = static_cast<int>(blockIdx.x) * kTransposeKeys;
   const int h = static_cast<int>(blockIdx.y), b = static_cast<int>(blockIdx.z);
   const uint8_t* v_head = sdpa_head_ptr(v, vs, b, h);
-  if constexpr (sdpa_warpspec::kPdl) {  // V may be the previous kernel's output, Vt its input
+  if constexpr (kPdlOn) {  // V may be the previous kernel's output, Vt its input
     grid_dependency_wait();
     grid_launch_dependents();  // the attention kernel's prologue may start beside this pass
   }
@@ -191,7 +197,7 @@ __global__ void __launch_bounds__(kWidenThreads) widen_qk_kernel(const uint8_t* 
   const int b = static_cast<int>(blockIdx.z) - (is_k ? batches : 0), h = static_cast<int>(blockIdx.y);
   const int64_t head_elems = static_cast<int64_t>(seq_len) * D;
   const int64_t i = (static_cast<int64_t>(blockIdx.x) * kWidenThreads + threadIdx.x) * kWidenBytes;
-  if constexpr (sdpa_warpspec::kPdl) {  // Q and K may be the previous kernel's output, the scratch its input
+  if constexpr (kPdlOn) {  // Q and K may be the previous kernel's output, the scratch its input
     grid_dependency_wait();
     grid_launch_dependents();
   }
@@ -237,7 +243,7 @@ __device__ __forceinline__ void produce(const Params& prm, uint32_t s_base) {
   prefetch_tensor_map(&prm.ws.k_map);
   prefetch_tensor_map(&prm.ws.v_map);
   // Q, K and V (or the pre-pass's Vt) are earlier kernels' outputs
-  if constexpr (sdpa_warpspec::kPdl) grid_dependency_wait();
+  if constexpr (kPdlOn) grid_dependency_wait();
   int ring = 0;  // K/V tiles issued so far: the ring position carries across work items (kPersistent)
   sdpa_warpspec::WorkOrder<Cfg, kCausal>::for_each(prm.ws, 0, kNoSplit, [&](const WorkTile& wt, int local) {
     // every S of the previous item has completed (ConsumerSync::release_q)
@@ -513,7 +519,7 @@ struct Consumer : ConsumerSync<D, Cfg> {
         release(sdpa_warpspec::kEmptyV, ring + j);
       }
       ring += tiles;
-      if constexpr (sdpa_warpspec::kPdlLateTrigger) grid_launch_dependents();
+      if constexpr (kPdl == sdpa_warpspec::Pdl::kLateTrigger) grid_launch_dependents();
       if (wg_q0 < p.seq_len) {
         T* o_g = sdpa_head_ptr(static_cast<T*>(p.out), p.out_strides, wt.b, wt.h) +
                  static_cast<int64_t>(wt.q_begin) * p.out_strides.seq;
@@ -570,7 +576,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) fp8_kernel(const __grid_cons
   }
   if constexpr (Cfg::kRowSumMma) write_sum_rows<D, Cfg>(smem);
   __syncthreads();  // the last block-wide barrier: roles diverge below
-  if constexpr (sdpa_warpspec::kPdlEarlyTrigger) grid_launch_dependents();
+  if constexpr (kPdl == sdpa_warpspec::Pdl::kEarlyTrigger) grid_launch_dependents();
   // Broadcast so ptxas can prove every role branch warp-uniform (sdpa_warpspec.cuh).
   const int wg = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x) / kWarpgroupThreads, 0);
   if (wg == 0) {
@@ -585,7 +591,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) fp8_kernel(const __grid_cons
   } else {
     setmaxnreg_inc<Cfg::kConsumerRegs>();
     // the descales and O's buffer belong to earlier kernels until the pre-pass is done
-    if constexpr (sdpa_warpspec::kPdl) grid_dependency_wait();
+    if constexpr (kPdlOn) grid_dependency_wait();
     Consumer<T, D, Cfg, kCausal, kScalePositive> consumer(prm, s_base, smem, wg - 1);
     consumer.run();
   }
@@ -664,7 +670,7 @@ cudaError_t launch_instance(const Params& prm, cudaStream_t stream) {
                          ? min(sdpa_warpspec::WorkOrder<Cfg, kCausal>::units(prm.ws), sdpa_warpspec::sm_count())
                          : prm.ws.work_items;
   return sdpa_warpspec::launch_kernel(kernel, dim3(static_cast<unsigned>(blocks)), Cfg::kThreads, smem,
-                                      sdpa_warpspec::kPlainGrid, stream, prm);
+                                      sdpa_warpspec::kPlainGrid, kPdlOn, stream, prm);
 }
 
 // The pre-pass into the scratch, then the attention kernel reading it (or,
@@ -678,7 +684,7 @@ cudaError_t launch(const SdpaFp8Problem& f, cudaStream_t stream) {
     const dim3 grid(static_cast<unsigned>(sdpa_ceil_div<int64_t>(per_head_threads, kWidenThreads)), p.heads, 2 * p.batch);
     constexpr size_t kNoSmem = 0;
     err = sdpa_warpspec::launch_kernel(widen_qk_kernel<D>, grid, kWidenThreads, kNoSmem, sdpa_warpspec::kPlainGrid,
-                                       stream, static_cast<const uint8_t*>(p.q), p.q_strides,
+                                       kPdlOn, stream, static_cast<const uint8_t*>(p.q), p.q_strides,
                                        static_cast<const uint8_t*>(p.k), p.k_strides,
                                        qk16_base(f, Cfg::kVtInKernel, 0), p.seq_len);
     if (err != cudaSuccess) return err;
@@ -688,7 +694,7 @@ cudaError_t launch(const SdpaFp8Problem& f, cudaStream_t stream) {
     const dim3 grid(static_cast<unsigned>(s_pad / kTransposeKeys), p.heads, p.batch);
     constexpr size_t kStaticSmemOnly = 0;
     err = sdpa_warpspec::launch_kernel(transpose_v_kernel<D>, grid, kTransposeThreads, kStaticSmemOnly,
-                                       sdpa_warpspec::kPlainGrid, stream, static_cast<const uint8_t*>(p.v),
+                                       sdpa_warpspec::kPlainGrid, kPdlOn, stream, static_cast<const uint8_t*>(p.v),
                                        p.v_strides, static_cast<uint8_t*>(f.scratch), p.seq_len,
                                        static_cast<int>(s_pad));
     if (err != cudaSuccess) return err;

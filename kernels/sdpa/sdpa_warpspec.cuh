@@ -92,7 +92,7 @@ __device__ __forceinline__ void produce(const Params& prm, uint32_t s_base, int 
   prefetch_tensor_map(&prm.q_map);
   prefetch_tensor_map(&prm.k_map);
   prefetch_tensor_map(&prm.v_map);
-  if constexpr (kPdl) grid_dependency_wait();  // Q, K, V may be the previous kernel's output
+  if constexpr (kPdlOn<Cfg>) grid_dependency_wait();  // Q, K, V may be the previous kernel's output
   WS_STAMP_IF(true, kProducerGo);
   int ring = 0;  // K/V tiles issued so far: the ring position carries across work items
   WorkOrder<Cfg, kCausal>::for_each(prm, split, splits, [&](const WorkTile& wt, int local) {
@@ -149,7 +149,7 @@ __device__ __forceinline__ void bar_arrive(int id, int threads) {
 template <typename T, int D, class Cfg, bool kCausal, bool kScalePositive>
 struct Consumer {
   using L = Layout<T, D, Cfg>;
-  using Tile = WgAttentionTile<T, D, Cfg::kBlockN, kCausal, kScalePositive, kRescaleThresholdOf<D>>;
+  using Tile = WgAttentionTile<T, D, Cfg::kBlockN, kCausal, kScalePositive, kRescaleThresholdOf<Cfg, D>>;
   static constexpr int kStages = Cfg::kStages;
   static constexpr int kBlockN = Cfg::kBlockN;
   static constexpr int kTurnThreads = 2 * kWarpgroupThreads;  // the warpgroup whose turn ends and the next one
@@ -221,10 +221,13 @@ struct Consumer {
     return make_desc_mnmajor(s_base + L::kVOffset + (index % kStages) * L::kKVBytes, kBlockN * kSw128RowBytes);
   }
 
-  // WS_SOFTMAX_INTERLEAVE on the configs whose consumers hold 240 registers (the short policy's 232
-  // spilled a register with it at head_dim 128); 2: at head_dim 128 only.
-  static constexpr bool kInterleave = kSoftmaxInterleave && Cfg::kConsumerRegs >= 240 &&
-                                      (WS_SOFTMAX_INTERLEAVE == 1 || D == 128);
+  // The interleaved softmax order on the configs whose consumers hold 240 registers (the short
+  // policy's 232 spilled a register with it at head_dim 128); kInterleavedD128: at head_dim 128 only.
+  static constexpr bool kInterleave = Cfg::kConsumerRegs >= 240 &&
+                                      (Cfg::kSoftmaxOrder == SoftmaxOrder::kInterleaved ||
+                                       (Cfg::kSoftmaxOrder == SoftmaxOrder::kInterleavedD128 && D == 128));
+  // n8 tiles whose exponentials softmax_interleaved computes before the P.V's wait.
+  static constexpr int kSoftmaxEarlyTiles = 2;
 
   // Tile j of the item sits at ring index ring + j. The first tile: S only.
   // A warpgroup with no tile still takes the turn. The wgmma issue and its
@@ -256,23 +259,22 @@ struct Consumer {
   // issued back to back; softmax(idx) under the P.V.
   __device__ __forceinline__ void middle_tile(int idx, int key0) {
     WS_TILE_BEGIN();
-    if constexpr (Cfg::kPingpong && !kRescaleInTurn && !kInterleave) {  // the other warpgroup's GEMMs cover it
+    if constexpr (Cfg::kPingpong && !kInterleave) {  // the other warpgroup's GEMMs cover it
       fence_regs(tile.o_acc);
       tile.rescale_o();
     }
     WS_TILE_STEP(kTileRescale);
-    if constexpr (!kWaitKInTurn) wait_full(kFullK, idx);  // FlashAttention-3 waits before its turn
+    wait_full(kFullK, idx);  // FlashAttention-3 waits before its turn
     WS_TILE_STEP(kTileKWait);
     turn_begin();
     WS_TILE_STEP(kTileTurnWait);
-    if constexpr (kWaitKInTurn) wait_full(kFullK, idx);
     fence_regs(tile.s_acc);
     fence_regs(tile.p_frag);
     fence_regs(tile.o_acc);
     wgmma_fence();  // p_frag (and a rescaled o_acc) were written by ordinary instructions
     tile.template issue_qk<Cfg::kBlockM>(desc_q(), desc_k(idx));
     wgmma_commit();
-    if constexpr ((!Cfg::kPingpong || kRescaleInTurn) && !kInterleave) {  // under S(idx) on the tensor cores
+    if constexpr (!Cfg::kPingpong && !kInterleave) {  // under S(idx) on the tensor cores
       fence_regs(tile.o_acc);
       tile.rescale_o();
       fence_regs(tile.o_acc);
@@ -520,7 +522,7 @@ struct Consumer {
       WS_STAMP_IF(ctid == 0, kQLanded);
       WS_STAMP_ITEM_IF(ctid == 0, kItemQLanded, item);
       ring += mainloop(wt, ring);
-      if constexpr (kPdlLateTrigger) grid_launch_dependents();
+      if constexpr (Cfg::kPdl == Pdl::kLateTrigger) grid_launch_dependents();
       if constexpr (Cfg::kKeySplit) {
         merge_and_store(wt);
       } else if constexpr (Cfg::kDeferEpilogue) {  // stored by the next item's first_tile, or below
@@ -575,7 +577,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) warpspec_kerne
   // K/V multicast: the peer's copies and releases land on our barriers, so both CTAs' inits come first.
   if constexpr (Cfg::kMulticastCtas > 1) cluster_sync();
   WS_STAMP_IF(threadIdx.x == 0, kPrologue);
-  if constexpr (kPdlEarlyTrigger) grid_launch_dependents();
+  if constexpr (Cfg::kPdl == Pdl::kEarlyTrigger) grid_launch_dependents();
   // Broadcast so ptxas can prove every role branch warp-uniform (wgmma and
   // setmaxnreg under a divergent-looking branch get serialized or ignored).
   const int wg = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x) / kWarpgroupThreads, 0);
@@ -590,7 +592,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) warpspec_kerne
   } else {
     setmaxnreg_inc<Cfg::kConsumerRegs>();
     // O's stores must not land before the previous grid is done with the buffer
-    if constexpr (kPdl) grid_dependency_wait();
+    if constexpr (kPdlOn<Cfg>) grid_dependency_wait();
     WS_STAMP_IF(threadIdx.x == kWarpgroupThreads, kConsumerGo);
     Consumer<T, D, Cfg, kCausal, kScalePositive> consumer(prm, s_base, smem, wg - 1);
     consumer.run(split, splits);

@@ -1,6 +1,6 @@
 // sdpa_warpspec_config.cuh -- the compile-time half of sdpa_warpspec.cuh: the
-// register budget, the build-wide knobs the kernel reads (conditional O rescale,
-// programmatic dependent launch, s7's turn details), Config (a stage's policy),
+// register budget, the body policies a Config inherits (conditional O rescale,
+// programmatic dependent launch, causal order, softmax order), Config (a stage's policy),
 // KeySplit, the shared-memory Layout, and the work order (which items a block
 // takes, in which order). sdpa_warpspec.cuh holds the kernel, and
 // sdpa_warpspec_launch.cuh the host side.
@@ -50,73 +50,46 @@ constexpr int fit_consumer_regs(int consumer_wgs, int producer_regs, int min_blo
   const int fit = (per_block / kWarpgroupThreads - producer_regs) / consumer_wgs / kRegGranule * kRegGranule;
   return wanted < fit ? wanted : fit;
 }
-// Pingpong details, measured in s7's notebook: where K(n)'s wait and O's
-// rescale sit relative to a warpgroup's turn.
-#ifndef WS_WAIT_K_IN_TURN
-#define WS_WAIT_K_IN_TURN 0
-#endif
-#ifndef WS_RESCALE_IN_TURN
-#define WS_RESCALE_IN_TURN 0
-#endif
-// Conditional O rescale at head_dim 128 (sdpa_wgmma_tile.cuh's kRescaleThreshold, log2 units;
-// 0 = every tile, the default here; s8 turns it on, where it measured faster). head_dim 64
-// rescales every tile.
-#ifndef WS_RESCALE_THRESHOLD_D128
-#define WS_RESCALE_THRESHOLD_D128 0
-#endif
-static_assert(WS_RESCALE_THRESHOLD_D128 >= 0 && WS_RESCALE_THRESHOLD_D128 <= 15,
-              "WS_RESCALE_THRESHOLD_D128: 0 (off) to 15 (p < 2^15 keeps fp16's 65504 clear)");
-template <int D>
-constexpr int kRescaleThresholdOf = D == 64 ? 0 : WS_RESCALE_THRESHOLD_D128;
-// Programmatic dependent launch (sdpa_tma.cuh): launched with programmatic stream
-// serialization, every block waits for the previous grid before its first global access and
-// lets the next launch in (launch_dependents), so the next launch's block dispatch and prologue
-// overlap this one's tail. 1: the trigger right after the prologue (the next grid's blocks take
-// any free slot at once, beside running blocks); 2: after the consumers' first work item's key
-// tiles, before its epilogue (they arrive as this grid's blocks finish). 0 (the default here):
-// plain launches.
-#ifndef WS_PDL
-#define WS_PDL 0
-#endif
-static_assert(WS_PDL >= 0 && WS_PDL <= 2, "WS_PDL: 0 (plain launch), 1 (PDL, early trigger) or 2 (PDL, late trigger)");
-constexpr bool kPdl = WS_PDL != 0;
-constexpr bool kPdlEarlyTrigger = WS_PDL == 1;
-constexpr bool kPdlLateTrigger = WS_PDL == 2;
-// The order persistent causal blocks take their items in (WorkOrder). 0 (the default here): causal
-// pairs striped over the blocks, every unit about m+1 key tiles long, so a launch of U units runs
-// ceil(U / blocks) of them on its busiest block. 1: per launch, where the host's model says it pays
-// (snake_pays in sdpa_warpspec_launch.cuh), one list of every item, longest first (all (batch,
-// head)s' last query tiles, then the ones before), dealt to the blocks in a snake (round k forward
-// when k is even, backward when odd): the list ends in its shortest items, and each block's items
-// of two consecutive rounds sum to about the same (tools/schedule_balance.py).
-#ifndef WS_CAUSAL_ORDER
-#define WS_CAUSAL_ORDER 0
-#endif
-static_assert(WS_CAUSAL_ORDER == 0 || WS_CAUSAL_ORDER == 1, "WS_CAUSAL_ORDER: 0 (causal pairs) or 1 (the snake where it pays)");
-constexpr bool kCausalSnake = WS_CAUSAL_ORDER == 1;
+// The kernel body's policies a Config inherits (its Body parameter): each names one way the body
+// may run, and a stage's composition picks them (PlainBody: s6 and s7; the persistent stages'
+// Recipe, sdpa_persistent_recipe.cuh). Every choice is a type member, so the kernel a stage builds is
+// fixed by its Config and nothing else.
+//
+// Programmatic dependent launch (sdpa_tma.cuh): launched with programmatic stream serialization,
+// every block waits for the previous grid before its first global access and lets the next launch
+// in (launch_dependents), so the next launch's block dispatch and prologue overlap this one's tail.
+// kEarlyTrigger: the trigger right after the prologue (the next grid's blocks take any free slot at
+// once, beside running blocks); kLateTrigger: after the consumers' first work item's key tiles,
+// before its epilogue (they arrive as this grid's blocks finish).
+enum class Pdl : int { kOff, kEarlyTrigger, kLateTrigger };
 // The order of a consumer's softmax on a key tile whose predecessor's P.V still runs (sdpa_warpspec.cuh's
-// middle_tile). 0 (the default here): softmax(), then the P.V's wait below a basic-block boundary, then
-// pack_p(), and O's rescale before the next P.V. 1: FlashAttention-4's order, softmax_interleaved in
-// sdpa_wgmma_tile.cuh: WS_SOFTMAX_EARLY_TILES n8 tiles' exponentials, the wait, O's rescale, and the
-// other exponentials with P's packing and the row sums interleaved. 2: that order at head_dim 128 only.
-#ifndef WS_SOFTMAX_INTERLEAVE
-#define WS_SOFTMAX_INTERLEAVE 0
-#endif
-#ifndef WS_SOFTMAX_EARLY_TILES
-#define WS_SOFTMAX_EARLY_TILES 2
-#endif
-static_assert(WS_SOFTMAX_INTERLEAVE >= 0 && WS_SOFTMAX_INTERLEAVE <= 2, "WS_SOFTMAX_INTERLEAVE: 0, 1 or 2 (head_dim 128 only)");
-constexpr bool kSoftmaxInterleave = WS_SOFTMAX_INTERLEAVE != 0;
-constexpr int kSoftmaxEarlyTiles = WS_SOFTMAX_EARLY_TILES;
-constexpr bool kWaitKInTurn = WS_WAIT_K_IN_TURN != 0;
-constexpr bool kRescaleInTurn = WS_RESCALE_IN_TURN != 0;
+// middle_tile). kPlain: softmax(), then the P.V's wait below a basic-block boundary, then pack_p(),
+// and O's rescale before the next P.V. kInterleaved: FlashAttention-4's order, softmax_interleaved
+// in sdpa_wgmma_tile.cuh: a few n8 tiles' exponentials, the wait, O's rescale, and the other
+// exponentials with P's packing and the row sums interleaved. kInterleavedD128: that order at
+// head_dim 128 only.
+enum class SoftmaxOrder : int { kPlain, kInterleaved, kInterleavedD128 };
+struct PlainBody {
+  static constexpr Pdl kPdl = Pdl::kOff;
+  // Conditional O rescale at head_dim 128 (sdpa_wgmma_tile.cuh's kRescaleThreshold, log2 units; 0:
+  // every tile). head_dim 64 rescales every tile.
+  static constexpr int kRescaleThresholdD128 = 0;
+  // Persistent causal blocks: causal pairs (WorkOrder), or, per launch where the host's model says it
+  // pays (snake_pays in sdpa_warpspec_launch.cuh), the longest-first snake.
+  static constexpr bool kCausalSnake = false;
+  static constexpr SoftmaxOrder kSoftmaxOrder = SoftmaxOrder::kPlain;
+};
+template <class Body>
+constexpr bool kPdlOn = Body::kPdl != Pdl::kOff;
+template <class Body, int D>
+constexpr int kRescaleThresholdOf = D == 64 ? 0 : Body::kRescaleThresholdD128;
 
 struct Params {
   SdpaProblem p;
   CUtensorMap q_map, k_map, v_map;
   int m_tiles;     // query tiles per (batch, head)
   int work_items;  // m_tiles * heads * batch
-  int causal_snake;  // WS_CAUSAL_ORDER=1: this launch walks the longest-first snake (the host's snake_pays)
+  int causal_snake;  // Cfg::kCausalSnake: this launch walks the longest-first snake (the host's snake_pays)
   // Three warpgroups taking turns, non-causal (kMixedTiles): each (batch, head)'s first big_tiles items
   // hold kBlockM rows, its other m_tiles - big_tiles one warpgroup's fewer; turns_snake 1: every
   // big item first, then the short ones, dealt in a snake; 0: stripes, rotated (the host's plan_three_turns).
@@ -140,8 +113,8 @@ __device__ __forceinline__ int kv_head(const SdpaProblem& p, int h) {
 }
 
 template <int kConsumerWGs_, int kBlockN_, int kStages_, bool kPingpong_, bool kPersistent_, int kMinBlocks_,
-          int kProducerRegs_, int kConsumerRegs_>
-struct Config {
+          int kProducerRegs_, int kConsumerRegs_, class Body = PlainBody>
+struct Config : Body {
   static constexpr int kConsumerWGs = kConsumerWGs_;
   static constexpr int kBlockN = kBlockN_;
   static constexpr int kStages = kStages_;
@@ -169,6 +142,8 @@ struct Config {
   static_assert(kBlockM <= kMaxTmaBoxRows, "Q is loaded as one TMA box of kBlockM rows per column block");
   static_assert(!kPingpong || kConsumerWGs >= 2, "pingpong needs two or three consumer warpgroups");
   static_assert(kStages >= 2, "a buffer is refilled while the other is read: >= 2 per ring");
+  static_assert(Body::kRescaleThresholdD128 >= 0 && Body::kRescaleThresholdD128 <= 15,
+                "kRescaleThresholdD128: 0 (every tile) to 15 (p < 2^15 keeps fp16's 65504 clear)");
   static_assert(kBlockN == 64 || kBlockN == 128 || kBlockN == 176 || kBlockN == 192,
                 "BLOCK_N: 64, 128, 176 or 192 (TMA box rows <= 256, a wgmma N with a wrapper)");
   static_assert(kWarpgroupThreads * (kProducerRegs + kConsumerWGs * kConsumerRegs) <=
@@ -347,7 +322,7 @@ __device__ __forceinline__ int cta_bh(const Params& prm, int group_bh) {
   return (group_bh / groups) * prm.p.heads + (group_bh % groups) * kCtas + static_cast<int>(cluster_ctarank());
 }
 
-// Three warpgroups taking turns (WS_TURNS_WGS_D64), non-causal: each (batch, head)'s rows cut into
+// Three warpgroups taking turns, non-causal: each (batch, head)'s rows cut into
 // Params::big_tiles items of kBlockM rows, then items of one warpgroup's fewer; one list of every
 // (batch, head)'s big items, then every one's short items, dealt round by round to the blocks, round
 // k forward, or with Params::turns_snake backward when k is odd (the host's plan_three_turns picks
@@ -404,9 +379,9 @@ __device__ __forceinline__ WorkTile decode_work(const Params& prm, int w, int sp
 // mean, and s8 measured 342 TFLOP/s there against 582 dense (H100).
 template <class Cfg, bool kCausal>
 struct WorkOrder {
-  // A build with WS_CAUSAL_ORDER=1 walks pairs or the snake by Params::causal_snake.
+  // A Config with kCausalSnake walks pairs or the snake by Params::causal_snake.
   static constexpr bool kPairs = Cfg::kPersistent && kCausal && Cfg::kCausalPairs;
-  static constexpr bool kMaySnake = kPairs && kCausalSnake;
+  static constexpr bool kMaySnake = kPairs && Cfg::kCausalSnake;
   __host__ __device__ static bool snake(const Params& prm) { return kMaySnake && prm.causal_snake != 0; }
   static constexpr int kCtas = Cfg::kMulticastCtas;  // a K/V multicast cluster walks one unit (cta_bh)
 

@@ -17,11 +17,11 @@ inline int sm_count() {
 }
 
 // One launch of `kernel` in thread-block clusters of `cluster_x` blocks (kPlainGrid: no cluster
-// attribute at all), with programmatic stream serialization when the build asks for PDL (WS_PDL).
+// attribute at all), with programmatic stream serialization when `pdl` (the Config's Pdl policy).
 constexpr unsigned kPlainGrid = 0;
 template <typename... KernelParams, typename... Args>
 cudaError_t launch_kernel(void (*kernel)(KernelParams...), dim3 grid, int threads, size_t smem, unsigned cluster_x,
-                          cudaStream_t stream, Args... args) {
+                          bool pdl, cudaStream_t stream, Args... args) {
   cudaLaunchConfig_t config{};
   config.gridDim = grid;
   config.blockDim = dim3(static_cast<unsigned>(threads));
@@ -33,7 +33,7 @@ cudaError_t launch_kernel(void (*kernel)(KernelParams...), dim3 grid, int thread
     attrs[count].id = cudaLaunchAttributeClusterDimension;
     attrs[count++].val.clusterDim = {cluster_x, 1, 1};
   }
-  if constexpr (kPdl) {
+  if (pdl) {
     attrs[count].id = cudaLaunchAttributeProgrammaticStreamSerialization;
     attrs[count++].val.programmaticStreamSerializationAllowed = 1;
   }
@@ -73,7 +73,7 @@ inline double kv_bytes_of(const SdpaProblem& p) {
   return 2.0 * p.batch * p.kv_heads * static_cast<double>(kv_len(p)) * D * sizeof(T);
 }
 
-// WS_CAUSAL_ORDER=1: whether this causal launch walks the longest-first snake instead of causal
+// Cfg::kCausalSnake: whether this causal launch walks the longest-first snake instead of causal
 // pairs on `blocks` persistent blocks. The snake runs every (batch, head)'s items at once where
 // pairs run a few heads' at a time, so it goes only where all of K and V fit in kSnakeL2Share of
 // L2: Llama-3-8B's 8k prefill (34 MB of K/V) gained 2.6% with it on the H100, (4,16,4096,128)
@@ -274,7 +274,7 @@ cudaError_t launch_instance(const Params& prm, int splits, cudaStream_t stream) 
     blocks = min(WorkOrder<Cfg, kCausal>::units(prm), resident) * kCtas;
   }
   const unsigned cluster = static_cast<unsigned>(kCtas > 1 ? kCtas : splits);
-  return launch_kernel(kernel, dim3(static_cast<unsigned>(blocks)), Cfg::kThreads, smem, cluster, stream, prm);
+  return launch_kernel(kernel, dim3(static_cast<unsigned>(blocks)), Cfg::kThreads, smem, cluster, kPdlOn<Cfg>, stream, prm);
 }
 
 // Tensor maps, work count and the (causal, scale sign) instance for one config, dealt as `schedule` says.

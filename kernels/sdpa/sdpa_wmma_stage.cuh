@@ -33,11 +33,10 @@
 
 // The WMMA stages' knobs (-D overrides), read by SDPA_WMMA_CONFIG and the
 // stages' traits: BLOCK_N keys per K/V tile, NUM_WARPS warps of 16 query rows.
-#ifndef BLOCK_N
-#define BLOCK_N 64
-#endif
-#ifndef NUM_WARPS
-#define NUM_WARPS 4
+// The tunables: stages.yaml's compile_options.defines give their values (the registry is
+// their one source); a build without them stops here.
+#if !defined(BLOCK_N) || !defined(NUM_WARPS)
+#error "s2_wmma and s3a_no_sp: build with its registry defines (BLOCK_N, NUM_WARPS)"
 #endif
 
 template <class Tr, int D>

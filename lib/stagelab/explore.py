@@ -99,3 +99,56 @@ def show_sweep(frame: pd.DataFrame, *, value: str, title: str):
     display(frame.pivot_table(index="shape", columns="contender", values=value))
     return frame.pivot_table(index="contender", columns="shape", values=value).plot(
         kind="bar", ylabel=SWEEP_AXIS_LABELS.get(value, value), title=title)
+
+
+def part_gain(run) -> pd.DataFrame:
+    """What the stage's own part bought, per problem: its p50 against its parent's in this run's timing
+    (the parent is the stage without the part), primary mode, with the launch plan the stage took
+    there where its family reports plans. Empty before `run.time()` or for a stage without a parent."""
+    from .core import metrics
+
+    speedups = run.speedups()
+    if speedups.empty or run.parent is None:
+        return pd.DataFrame()
+    column = metrics.speedup(run.parent.id).name
+    primary = run.results.timing.primary_mode
+    frame = speedups[speedups["mode"] == primary][["shape", "stage_p50_us", column]]
+    frame = frame.rename(columns={column: f"parent_p50 / {run.stage.id}_p50"}).reset_index(drop=True)
+    plans = _plans_by_shape(run)
+    if plans:
+        frame["plan"] = frame["shape"].map(plans).fillna("")
+    return frame
+
+
+def _plans_by_shape(run) -> dict[str, str]:
+    """The launch plan each timed problem takes on this machine's model of the GPU (empty where the
+    stage reports none)."""
+    from .core.launch_plans import device_model
+
+    built = run.results.built
+    if built is None:
+        return {}
+    module, device, dtype = built.stage.module, device_model(), run.params.dtypes[0]
+    plans = {}
+    for shape in run.params.timed_shapes():
+        try:
+            plan = run.family.launch_plan_of(module, shape, dtype, device)
+        except ValueError:  # a problem the stage rejects has no plan
+            continue
+        if plan:
+            plans[shape.tag] = plan
+    return plans
+
+
+def show_part_gain(run, *, title: str):
+    """part_gain as a notebook shows it: the table, then a bar chart of the ratio per problem (above 1:
+    the part made the stage faster there). Returns the chart's axes, or None with nothing timed."""
+    from IPython.display import display
+
+    frame = part_gain(run)
+    if frame.empty:
+        print("nothing timed against the parent: run.time() first")
+        return None
+    display(frame)
+    ratio = [c for c in frame.columns if c.startswith("parent_p50")][0]
+    return frame.plot(x="shape", y=ratio, kind="bar", legend=False, ylabel=ratio, title=title)

@@ -1,15 +1,10 @@
-The two launch policies forced on every timed problem (`FORCE_POLICY` 1: the persistent long
-policy, 2: the short policy's key split) against the automatic choice (`default`): whether s8's
-rule (at least one wave of 128-row work items takes the long policy) still picks the faster one
-when the problem is grouped-query, cross-length or strided. Each is a trial run of its own
-(`stagelab journal s10_general`).
+s10 is s8's composition on the general problem (grouped-query attention, Sq != Sk, BSHD views): on
+s8's own problems it should time as s8 does. Its time against s8's per timed problem, from this
+run's timing, with the launch plan s10 takes there.
 # %%
-from stagelab.explore import show_sweep, try_variants
+from stagelab.explore import show_part_gain
 
 if run.explores:
-    variants = {"long policy": {"FORCE_POLICY": 1}, "short policy": {"FORCE_POLICY": 2}}
-    policies = try_variants(run, "policy", variants, repetitions=100,
-                            hypothesis="s8's policy rule picks the faster policy on the general problems too")
-    show_sweep(policies, value="p50_us", title="s10: time by launch policy")
+    show_part_gain(run, title="s10 vs s8: the general problem's cost")
 else:
     print(run.exploration_skipped())

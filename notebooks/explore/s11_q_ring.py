@@ -1,13 +1,10 @@
-One Q buffer (`Q_STAGES=1`, s10's schedule in s11's build) against two (`default`) on every timed
-problem: the stage's hypothesis per shape, with the work items per SM beside it, since the gain
-should follow how many item boundaries each SM crosses. A trial run of its own
-(`stagelab journal s11_q_ring`).
+What `QRing` (two Q buffers) bought: s11 against s10, which is s11 without it, per timed problem
+from this run's timing, with the launch plan s11 takes there. Only long-policy launches of
+several items per block should gain; the short policy is s10's.
 # %%
-from stagelab.explore import show_sweep, try_variants
+from stagelab.explore import show_part_gain
 
 if run.explores:
-    one_buffer = try_variants(run, "q_stages", {"one Q buffer": {"Q_STAGES": 1}}, repetitions=100,
-                              hypothesis="the second Q buffer is what makes s11 faster than s10")
-    show_sweep(one_buffer, value="p50_us", title="s11: time with one and two Q buffers")
+    show_part_gain(run, title="s11 vs s10: two Q buffers")
 else:
     print(run.exploration_skipped())

@@ -1,12 +1,10 @@
-s11's rule (`SHORT_POLICY_ONE_WAVE=0`: the key split whenever the long items do not fill the SMs)
-against s12's (`default`) on every timed problem; only problems with fewer 128-row items than SMs
-and more key-split blocks than SMs should move. A trial run of its own (`stagelab journal s12_one_wave`).
+What `OneWaveShort` bought: s12 against s11 (s12 without it) per timed problem, with the launch
+plan s12 takes there. Only the problems whose key-split blocks exceed one wave, or whose long
+items are fewer than the SMs, change policy; the rest run s11's launch.
 # %%
-from stagelab.explore import show_sweep, try_variants
+from stagelab.explore import show_part_gain
 
 if run.explores:
-    rule = try_variants(run, "policy_rule", {"s11's rule": {"SHORT_POLICY_ONE_WAVE": 0}}, repetitions=100,
-                        hypothesis="the one-wave rule is what makes s12 faster than s11 on few long items")
-    show_sweep(rule, value="p50_us", title="s12: time by policy rule")
+    show_part_gain(run, title="s12 vs s11: the one-wave rule")
 else:
     print(run.exploration_skipped())

@@ -1,13 +1,10 @@
-s12's rule (`TURNS_PAST_MAX_SEQ=0`: turns only up to PINGPONG_MAX_SEQ keys) against s13's (`default`)
-on every timed problem; only launches of two warpgroups past 2048 keys (head_dim 64 where three
-warpgroups do not pay, causal head_dim 128, the few-items launch) should move. A trial run of its
-own (`stagelab journal s13_turns`).
+What `TurnsPastMaxSeq` bought: s13 against s12 (s13 without it) per timed problem, with the launch
+plan s13 takes there. Only two-warpgroup launches past 2048 keys (and the few-items launch) take
+turns where s12 did not.
 # %%
-from stagelab.explore import show_sweep, try_variants
+from stagelab.explore import show_part_gain
 
 if run.explores:
-    rule = try_variants(run, "turns_rule", {"s12's rule": {"TURNS_PAST_MAX_SEQ": 0}}, repetitions=100,
-                        hypothesis="the turns past 2048 keys are what make s13 faster than s12 on long items")
-    show_sweep(rule, value="p50_us", title="s13: time by turns rule")
+    show_part_gain(run, title="s13 vs s12: turns past 2048 keys")
 else:
     print(run.exploration_skipped())

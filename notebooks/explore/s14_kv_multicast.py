@@ -1,12 +1,10 @@
-s13's launches (`KV_MULTICAST=0`: each query head reads its K/V tiles alone) against s14's (`default`)
-on every timed problem; only grouped-query problems at head_dim 128 whose two warpgroups take turns
-should move. A trial run of its own (`stagelab journal s14_kv_multicast`).
+What `KvMulticastTurns` bought: s14 against s13 (s14 without it) per timed problem, with the
+launch plan s14 takes there. Only head_dim-128 grouped-query launches that take turns run as
+multicast pairs (`kv_multicast=on` in the plan); the rest are s13's launches.
 # %%
-from stagelab.explore import show_sweep, try_variants
+from stagelab.explore import show_part_gain
 
 if run.explores:
-    sharing = try_variants(run, "kv_sharing", {"s13's launches": {"KV_MULTICAST": 0}}, repetitions=100,
-                           hypothesis="the multicast K/V tiles are what make s14 faster than s13 on grouped queries")
-    show_sweep(sharing, value="p50_us", title="s14: time by K/V sharing")
+    show_part_gain(run, title="s14 vs s13: K/V multicast")
 else:
     print(run.exploration_skipped())

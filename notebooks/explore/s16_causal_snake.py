@@ -1,13 +1,10 @@
-s13's causal pairs everywhere (`WS_CAUSAL_ORDER=0`) against s16's choice per launch (`default`: the
-longest-first snake where the balance model and L2 allow) on every timed problem; only the launches
-the host moves to the snake (Llama-3-8B's 8k prefill) should differ, the rest run the same pairs. A
-trial run of its own (`stagelab journal s16_causal_snake`).
+What `CausalSnake` bought: s16 against s13 (s16 without it) per timed problem, with the launch
+plan s16 takes there: only the causal launches the host moves to the snake (`sched=snake`,
+Llama-3-8B's 8k prefill) should differ; the rest run s13's pairs.
 # %%
-from stagelab.explore import show_sweep, try_variants
+from stagelab.explore import show_part_gain
 
 if run.explores:
-    order = try_variants(run, "causal_order", {"s13's pairs": {"WS_CAUSAL_ORDER": 0}}, repetitions=100,
-                         hypothesis="the snake, where the host takes it, is what makes s16 faster than s13")
-    show_sweep(order, value="p50_us", title="s16: time by the causal item order")
+    show_part_gain(run, title="s16 vs s13: the causal snake")
 else:
     print(run.exploration_skipped())

@@ -5,7 +5,7 @@
 // and every block's phase stamps written as CSV for tools/timeline_report.py.
 //
 //   nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -DWS_TIMELINE=1 \
-//        -DSTAGE_SOURCE='"s8_persistent_split.cu"' -I kernels/sdpa \
+//        -DSTAGE_SOURCE='"s18_three_turns.cu"' -I kernels/sdpa \
 //        -o /tmp/sdpa_timeline tools/microbench/sdpa_timeline.cu
 //   /tmp/sdpa_timeline B H S D [causal=0] [launches=20] > timeline.csv
 //   python3 tools/timeline_report.py timeline.csv --plot timeline.png
@@ -25,7 +25,7 @@
 #include <vector>
 
 #ifndef STAGE_SOURCE
-#define STAGE_SOURCE "s8_persistent_split.cu"
+#define STAGE_SOURCE "s18_three_turns.cu"
 #endif
 #include STAGE_SOURCE
 
