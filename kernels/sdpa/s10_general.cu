@@ -30,7 +30,7 @@ Changes vs parent s8_persistent_split, and why
   - Without SDPA_GENERAL_PROBLEM those helpers fold to self-attention at
     compile time, so s6-s8 build the SASS they built before.
 
-Knobs: s8's (s8_persistent_split.cu); the registry's defines are the default build.
+Composition: Recipe (sdpa_persistent_recipe.cuh), s8's composition without its tunables.
 
 Scope: head_dim 64 and 128, fp16 and bf16, causal or not, kv_heads dividing
   heads, any seq_len and kv_seq_len >= 1 (causal: kv_seq_len >= seq_len),

@@ -3,8 +3,8 @@ s11_q_ring: two Q buffers per persistent block, so a work item's Q, and the
 first K/V tiles behind it, land while the previous item still computes.
 
 What it is
-  s10_general with the long policy's configs wrapped in QRing
-  (sdpa_warpspec_config.cuh): work item n of a block uses Q buffer n % 2 with
+  s10_general with the part QRing (sdpa_persistent_recipe.cuh), which wraps
+  the long policy's configs in sdpa_warpspec_config.cuh's QRing: work item n of a block uses Q buffer n % 2 with
   its own full/empty mbarrier pair, in phase (n / 2) & 1. The epilogue still
   stages O through its item's Q buffer and frees it with "empty_q"; the
   producer waits for that release only before it reuses the buffer two items
@@ -23,11 +23,8 @@ Changes vs parent s10_general, and why
     two consumer warpgroups, 32 KiB at 128), which every long-policy config
     still fits beside its K/V rings.
 
-Knobs: s8's (s8_persistent_split.cu), and
-  Q_STAGES=2             the long policy's Q buffers, 1 (s10) or 2
-The short policy (one item per block, the mission shape) is s10's.
-
-Scope: as s10_general.
+Composition: Recipe + QRing. The short policy (one item per block, the
+mission shape) is s10's.
 
 Run: stagelab run --stage s11_q_ring --params params/models.yaml
 */

@@ -4,8 +4,8 @@ one wave; otherwise the long policy, one item per block when there are fewer
 items than SMs.
 
 What it is
-  s11_q_ring with SHORT_POLICY_ONE_WAVE (sdpa_persistent_split.cuh's
-  use_long_policy): when the long policy's 128-row items do not fill the SMs,
+  s11_q_ring with the part OneWaveShort (sdpa_persistent_split.cuh's
+  use_long_policy, the few_long branch of sdpa_persistent_plans.cuh): when the long policy's 128-row items do not fill the SMs,
   s8-s11 always take the short policy (64-row tiles, two warpgroups splitting
   each tile's keys). s12 takes it only if those key-split blocks fit one wave
   (one block per SM); past that it launches the long policy with its causal
@@ -27,11 +27,8 @@ Changes vs parent s11_q_ring, and why
   - Problems with at least a wave of long items, and one-wave short problems,
     run s11's code unchanged.
 
-Knobs: s11's (s11_q_ring.cu), and
-  SHORT_POLICY_ONE_WAVE=1   0: s11's rule (the short policy whenever the long
-                            items do not fill the SMs)
-
-Scope: as s10_general.
+Composition: Recipe + QRing + OneWaveShort; without the last part, s11's
+rule (the short policy whenever the long items do not fill the SMs).
 
 Run: stagelab run --stage s12_one_wave --params params/models.yaml
 */

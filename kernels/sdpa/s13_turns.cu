@@ -4,16 +4,16 @@ turns on the tensor cores, whatever the sequence length (but dense head_dim
 128, as before).
 
 What it is
-  s12_one_wave with TURNS_PAST_MAX_SEQ (sdpa_persistent_split.cuh's
-  turns_allowed): s8-s12 launch the pingpong instance (two warpgroups,
-  one's softmax under the other's GEMMs) only up to PINGPONG_MAX_SEQ = 2048
-  keys. Past that they launch three warpgroups at head_dim 64 when the wave
+  s12_one_wave with the part TurnsPastMaxSeq (choose_plan in
+  sdpa_persistent_plans.cuh): s8-s12 launch the pingpong instance (two
+  warpgroups, one's softmax under the other's GEMMs) only up to the recipe's
+  kTurnsMaxSeq keys (2048). Past that they launch three warpgroups at head_dim 64 when the wave
   count lets 192-row items pay (wgs3_pays_off), and otherwise two warpgroups
   side by side with no turns. s13 keeps the first two choices and makes the
   last one take turns, and so does s12's few-items launch (Unpaired).
 
 Changes vs parent s12_one_wave, and why
-  - PINGPONG_MAX_SEQ came from s8's trial at 4096 keys, head_dim 64, where
+  - kTurnsMaxSeq came from s8's trial at 4096 keys, head_dim 64, where
     the turns lost to three warpgroups ((4,16,4096,64)); at 2048 keys they
     beat two warpgroups without turns at both head dims. Two warpgroups
     without turns past 2048 keys were never measured against the turns.
@@ -28,10 +28,7 @@ Changes vs parent s12_one_wave, and why
   - The cost: a turn handoff (two named barriers) per key tile; dense head_dim
     128 keeps its two warpgroups side by side (turns measured slower there).
 
-Knobs: s12's (s12_one_wave.cu), and
-  TURNS_PAST_MAX_SEQ=1   0: turns up to PINGPONG_MAX_SEQ keys only (s12)
-
-Scope: as s10_general.
+Composition: Recipe + QRing + OneWaveShort + TurnsPastMaxSeq.
 
 Run: stagelab run --stage s13_turns --params params/models.yaml
 */

@@ -4,8 +4,8 @@ once for two query heads of a group: a cluster of two CTAs, one per head,
 shares the tile by TMA multicast.
 
 What it is
-  s13_turns with KV_MULTICAST (sdpa_persistent_split.cuh's launch_turns,
-  sdpa_warpspec_config.cuh's KvMulticast): where s13 launches two warpgroups
+  s13_turns with the part KvMulticastTurns (turns_plan in
+  sdpa_persistent_plans.cuh, sdpa_warpspec_config.cuh's KvMulticast): where s13 launches two warpgroups
   taking turns at head_dim 128 (every causal prefill, the few-items launch
   of a cached prefix) and the group size (heads / kv_heads) is even, the
   persistent grid runs clusters of two CTAs. WorkOrder walks the cluster's
@@ -33,11 +33,8 @@ Changes vs parent s13_turns, and why
     tile with the heads of a group but read the same K/V bytes per tile at
     these query lengths).
 
-Knobs: s13's (s13_turns.cu), and
-  KV_MULTICAST=1   0: s13's launches
-
-Scope: as s10_general; the multicast launch needs an even group size, and
-other problems run s13's code.
+Composition: s13's parts + KvMulticastTurns. The multicast launch needs an
+even group size; other problems run s13's code.
 
 Run: stagelab run --stage s14_kv_multicast --params params/models.yaml
 */

@@ -4,7 +4,7 @@ item's O only after issuing the next item's first Q.K^T, so the epilogue runs
 under tensor-core work instead of between two items.
 
 What it is
-  s13_turns with DEFER_EPILOGUE (sdpa_warpspec_config.cuh's DeferEpilogue,
+  s13_turns with the part DeferredEpilogue (sdpa_warpspec_config.cuh's DeferEpilogue,
   sdpa_warpspec.cuh's store_deferred): on every long-policy config of two
   consumer warpgroups (the turns and the side-by-side ones), a warpgroup that
   finishes an item's last P.V keeps O in its accumulators and moves on to the
@@ -26,10 +26,8 @@ Changes vs parent s13_turns, and why
     Q.K^T is issued (registers a middle tile holds anyway), and the
     next-but-one Q waits for the deferred store to free its buffer.
 
-Knobs: s13's (s13_turns.cu), and
-  DEFER_EPILOGUE=1   0: each item's epilogue right after its last P.V (s13)
-
-Scope: as s10_general.
+Composition: s13's parts + DeferredEpilogue (without it, each item's
+epilogue right after its last P.V).
 
 Run: stagelab run --stage s15_deferred_epilogue --params params/models.yaml
 */

@@ -4,7 +4,7 @@ in a snake over the blocks, where that balances the SMs better than causal
 pairs and every head's K and V fit in L2.
 
 What it is
-  s13_turns with WS_CAUSAL_ORDER=1 (sdpa_warpspec_config.cuh's WorkOrder,
+  s13_turns with the part CausalSnake (sdpa_warpspec_config.cuh's WorkOrder,
   sdpa_warpspec_launch.cuh's snake_pays). s8-s15 stripe causal pairs over
   the persistent blocks: a unit is query tiles j and m-1-j of one head, about
   m+1 key tiles whatever j, so the blocks balance up to whole units. s16
@@ -30,10 +30,8 @@ Changes vs parent s13_turns, and why
     at (4,16,4096,128) causal (134 MB). Where the model gives no gain (the
     2k prefills: 128 items per length, under one wave) pairs stay.
 
-Knobs: s13's (s13_turns.cu), and
-  WS_CAUSAL_ORDER=1   0: causal pairs everywhere (s13)
-
-Scope: as s10_general.
+Composition: s13's parts + CausalSnake, a body policy (the Config's
+kCausalSnake); without it, causal pairs everywhere.
 
 Run: stagelab run --stage s16_causal_snake --params params/causal_long.yaml
 */

@@ -4,7 +4,7 @@ in FlashAttention-4's order, with P's packing, O's rescale and the row sums
 interleaved with the exponentials.
 
 What it is
-  s16_causal_snake with WS_SOFTMAX_INTERLEAVE=2 (sdpa_wgmma_tile.cuh's
+  s16_causal_snake with the part InterleavedSoftmaxD128 (sdpa_wgmma_tile.cuh's
   softmax_interleaved, sdpa_warpspec.cuh's middle_tile): on a key tile whose
   predecessor's P.V still runs, the warpgroup takes the row maxima, the
   exponentials of the first two n8 tiles, then the P.V's wait (a basic-block
@@ -28,11 +28,9 @@ Changes vs parent s16_causal_snake, and why
     softmax as long as the GEMMs, the short items (ViT, SDXL) measured slower
     with it (its trial on s16), so s17 leaves head_dim 64 alone.
 
-Knobs: s16's (s16_causal_snake.cu), and
-  WS_SOFTMAX_INTERLEAVE=2   0: s16's order; 1: at head_dim 64 too
-  WS_SOFTMAX_EARLY_TILES=2  n8 tiles exponentiated before the P.V's wait
-
-Scope: as s10_general.
+Composition: s16's parts + InterleavedSoftmaxD128, a body policy (the
+Config's kSoftmaxOrder; SoftmaxOrder::kInterleaved would take head_dim 64
+too); two n8 tiles are exponentiated before the P.V's wait.
 
 Run: stagelab run --stage s17_interleaved_softmax --params params/causal_long.yaml
 */

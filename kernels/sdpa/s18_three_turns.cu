@@ -4,7 +4,7 @@ warpgroups taking turns on 192-row items where a model of its blocks' loads
 says that beats two on 128-row items.
 
 What it is
-  s17_interleaved_softmax with WS_TURNS_WGS_D64=0 (sdpa_persistent_split.cuh's
+  s17_interleaved_softmax with the part ThreeTurnsByModel (sdpa_persistent_split.cuh's
   ThreeTurnsConfig and three_turns_pay; sdpa_warpspec.cuh's turn_barrier):
   the turns go round three warpgroups as FlashAttention-3's warp scheduler
   barriers do (warpgroup c waits on its own barrier and, its GEMMs issued,
@@ -34,11 +34,9 @@ Changes vs parent s17_interleaved_softmax, and why
     elsewhere (ViT's 197 rows, every causal launch). `stagelab coverage
     s18_three_turns` prints which plan each problem takes.
 
-Knobs: s17's (s17_interleaved_softmax.cu), and
-  WS_TURNS_WGS_D64=0   2: two warpgroups everywhere (s17); 3: three on
-                       every head_dim-64 turns launch (its trials)
-
-Scope: as s10_general.
+Composition: s17's parts + ThreeTurnsByModel (the recipe's kTurnsWgs64 = 0;
+2 is s17's two warpgroups everywhere, 3 three on every head_dim-64 turns
+launch, its trials).
 
 Run: stagelab run --stage s18_three_turns --params params/models.yaml
 */

@@ -4,7 +4,7 @@ key split inside each short-sequence block, on s7's warp-specialized kernel.
 
 What it is
   Two policies of sdpa_warpspec.cuh, picked per problem at launch
-  (use_long_policy; FORCE_POLICY pins one):
+  (sdpa_persistent_plans.cuh's choose_plan; FORCE_POLICY pins one):
   - Long (at least one wave of 128-row work items): persistent, one block per
     SM walking work items i, i + grid, ... (a head's query tiles together,
     descending, so causal blocks start with their longest items; causal
@@ -38,23 +38,22 @@ Changes vs parent s7_pingpong, and why
   MLflow record (`stagelab journal s8_persistent_split`); knobs removed as
   recorded negatives are patches in docs/results/sdpa/history/patches.
 
-Knobs (-D; the registry's defines are the default build)
-  KEY_SPLIT_WGS=2        short policy: 2 = the key split, 1 = one warpgroup
-                         per tile (tune's search space)
-  KEY_SPLIT_BLOCK_N=128  the key split's keys per tile, 64 or 128 (tune's
-                         search space); each K and V ring holds 64 KiB
-  SPLITS=1               without the key split: CTAs per cluster sharing a
-                         tile's keys, 1, 2, 4 or 0 (by the SM count)
-  CONSUMER_WGS_D64=0     long policy at head_dim 64: 2, 3, or 0 (by waves)
-  WS_RESCALE_THRESHOLD_D128=8  O rescaled when a row max grows by more than
-                         2^t at head_dim 128 (0: every tile)
-  PINGPONG_MAX_SEQ=2048  longest sequence whose long-policy items take turns
-                         (0: never)
-  WS_PDL=2               0 plain launches, 1 PDL trigger after the prologue,
-                         2 PDL trigger before the epilogue
-  FORCE_POLICY=0         0 by shape, 1 long, 2 short (sanitizers, notebook)
-  Q_STAGES=1             long policy's Q buffers (2: s11_q_ring)
-  The long policy's tiles and rings are s6's (sdpa_warpspec_knobs.cuh).
+Composition: s8's own recipe, sdpa_persistent_recipe.cuh's Recipe with these
+members read from its tunables (-D; stages.yaml's defines give every value,
+its search space and variants the others; the file states none):
+  KEY_SPLIT_WGS          short policy: 2 = the key split, 1 = one warpgroup per tile
+  KEY_SPLIT_BLOCK_N      the key split's keys per tile, 64 or 128; each K and V
+                         ring holds 64 KiB
+  SPLITS                 without the key split: CTAs per cluster sharing a tile's
+                         keys, 1, 2, 4 or 0 (by the SM count)
+  CONSUMER_WGS_D64       long policy at head_dim 64: 2, 3, or 0 (by waves)
+  WS_RESCALE_THRESHOLD_D128  O rescaled when a row max grows by more than 2^t at
+                         head_dim 128 (0: every tile)
+  PINGPONG_MAX_SEQ       longest sequence whose long-policy items take turns (0: never)
+  WS_PDL                 0 plain launches, 1 PDL trigger after the prologue, 2 PDL
+                         trigger before the epilogue
+  FORCE_POLICY           0 by shape, 1 long, 2 short (sanitizers, notebook)
+  The long policy's tiles, rings and register split are the Recipe's (s6's values).
 
 Shared memory: long as s7; short (64 + 4*128) * D * 2 + barriers + 1024.
   Key split: (64 + 2 * stages * BLOCK_N) * D * 2 + barriers + the parked
@@ -66,8 +65,7 @@ Scope: as s6: head_dim 64 and 128, fp16 and bf16, causal or not, any
 
 Run: stagelab run --stage s8_persistent_split
 Build / SASS (UTMALDG, HGMMA, SYNCS, USETMAXREG; LDS/LD through mapa for DSMEM):
-  nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a --resource-usage \
-       -cubin -I kernels/sdpa kernels/sdpa/s8_persistent_split.cu -o /tmp/s8.cubin
+  stagelab resources s8_persistent_split (nvcc with the registry's defines)
 */
 #include "sdpa_persistent_split.cuh"
 

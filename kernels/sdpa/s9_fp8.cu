@@ -47,7 +47,7 @@ Knobs (-D; the registry's defines are the default build)
   QK_F16=1            0: Q.K^T on e4m3 wgmma (faster, wrong on large logits)
   PV_PROMOTE_D64=1    0: P.V accumulated in the wgmma's own accumulator
   PV_PROMOTE_D128=2   1: whole-tile promotion (spills), 0: none
-  head_dim 64's tiles and ring are s6's (sdpa_warpspec_knobs.cuh).
+  head_dim 64's tiles and ring are s6's values (registry defines).
 
 Scope: head_dim 64 and 128, fp16 or bf16 output, causal or not, any
   seq_len >= 1, any softmax_scale; Q/K/V/O base and strides multiples of 16

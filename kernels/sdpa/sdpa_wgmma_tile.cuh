@@ -149,7 +149,7 @@ struct WgAttentionTile {
     }
   }
 
-  // One tile's softmax in FlashAttention-4's order (WS_SOFTMAX_INTERLEAVE, sdpa_warpspec.cuh's
+  // One tile's softmax in FlashAttention-4's order (SoftmaxOrder::kInterleaved, sdpa_warpspec.cuh's
   // middle_tile), for a caller whose previous P.V may still run: the exponentials of the first
   // kEarlyTiles n8 tiles, a basic-block boundary, wait_previous_pv() (the P.V's wait, after which
   // O and the P fragments are free), O's rescale, then the remaining exponentials with each k16
