@@ -103,3 +103,19 @@ def test_advisories_attach_to_their_function_and_fail_the_gate():
     assert verdict == {("ptxas_forbids_C7514", "kernel"): False, ("ptxas_forbids_C7508", "kernel"): True,
                        ("ptxas_forbids_C7514", "clean"): True, ("ptxas_forbids_C7508", "clean"): True}
 
+
+
+def test_a_composed_kernels_tag_fits_a_metric_key():
+    """A kernel templated on a stage's composition (nested types) spells a tag past MLflow's key
+    length; its tag is cut and ends in a digest, so two such kernels keep apart."""
+    from stagelab.core.metrics import INSTRUCTION_COUNT
+    from stagelab.core.resources import MAX_TAG_CHARS, KernelResources
+
+    nested = "N15sdpa_persistent17ThreeTurnsByModelINS_22InterleavedSoftmaxD128INS_11CausalSnakeINS_6RecipeEEEEE"
+    names = [f"_ZN13sdpa_warpspec15warpspec_kernelI6__halfLi{d}ENS_6ConfigILi2ELi128ELi3ELb1ELb1ELi1ELi24ELi240E"
+             f"{nested * 3}EELb0ELb1EEEvNS_6ParamsE" for d in (64, 128)]
+    tags = [KernelResources(kernel=n, mangled=n, arch="sm_90a").tag for n in names]
+    assert all(len(t) <= MAX_TAG_CHARS for t in tags) and tags[0] != tags[1]
+    assert all(len(INSTRUCTION_COUNT.key("HGMMA.64x128x16.F32.BF16", t)) <= 250 for t in tags)
+    plain = KernelResources(kernel="k", mangled="_ZN14sdpa_s0_kernelI6__halfLi64EEEv11SdpaProblem", arch="sm_90a")
+    assert plain.tag == "sdpa_s0_kernel.fp16.64.sm_90a"  # short tags are as they always were

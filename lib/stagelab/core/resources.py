@@ -14,6 +14,7 @@ stage that sizes shared memory at launch reports that part itself
 
 from __future__ import annotations
 
+import hashlib
 import re
 import shutil
 import subprocess
@@ -66,9 +67,15 @@ class KernelResources:
     @property
     def tag(self) -> str:
         """Short, metric-name-safe and the same on every machine (read from the mangled name):
-        sdpa_s0_kernel.fp16.64.sm_90a."""
+        sdpa_s0_kernel.fp16.64.sm_90a. A kernel whose template arguments are nested types (a stage's
+        composition) would spell past MLflow's key length: its tag keeps the first MAX_TAG_CHARS and
+        ends in a digest of the whole mangled name, so two kernels never share one."""
         name, args = parse_mangled(self.mangled)
-        return ".".join([name, *args, self.arch])
+        tag = ".".join([name, *args, self.arch])
+        if len(tag) <= MAX_TAG_CHARS:
+            return tag
+        digest = hashlib.sha1(self.mangled.encode()).hexdigest()[:TAG_DIGEST_CHARS]
+        return f"{tag[:MAX_TAG_CHARS - TAG_DIGEST_CHARS - 1]}.{digest}"
 
     def as_row(self) -> dict:
         row = asdict(self)
@@ -77,6 +84,10 @@ class KernelResources:
         row["total_shared_memory_bytes"] = self.total_shared_memory_bytes
         return row
 
+
+# A metric key is `<metric>/<opcode>/<tag>` and MLflow takes 250 characters: a tag stays within 160.
+MAX_TAG_CHARS = 160
+TAG_DIGEST_CHARS = 10
 
 _DTYPE_NAMES = {"__half": "fp16", "__nv_bfloat16": "bf16", "f": "fp32", "d": "fp64"}
 
