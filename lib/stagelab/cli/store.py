@@ -16,8 +16,7 @@ def _families():
 
 def _cmd_ui(args) -> int:
     """The MLflow UI on the store stagelab writes to: MLFLOW_TRACKING_URI when set, else the default SQLite store."""
-    import subprocess
-
+    from ..core.stopping import run_until_stopped
     from ..record import runs_view, tracking
 
     uri = tracking.tracking_uri()
@@ -45,7 +44,7 @@ def _cmd_ui(args) -> int:
     if args.dry_run:
         print(" ".join(command))
         return 0
-    return subprocess.call(command)
+    return run_until_stopped(command)  # Ctrl-C or kill stops the server (and its workers) too
 
 
 def _cmd_runs(args) -> int:
@@ -87,8 +86,7 @@ def _cmd_backup(args) -> int:
 
 def _cmd_server(args) -> int:
     """The team server: PostgreSQL store, proxied artifacts; clients set MLFLOW_TRACKING_URI to its address."""
-    import subprocess
-
+    from ..core.stopping import run_until_stopped
     from ..run.server import server_command
 
     command = server_command(args.backend_store_uri, args.artifacts_destination, args.host, args.port)
@@ -97,7 +95,7 @@ def _cmd_server(args) -> int:
     if args.dry_run:
         print(" ".join(command))
         return 0
-    return subprocess.call(command)
+    return run_until_stopped(command)
 
 
 def _cmd_import(args) -> int:
