@@ -147,3 +147,15 @@ def test_strict_fails_on_a_broken_stage_and_on_a_batch_nothing_judged(outcomes, 
     assert code == (0 if failure is None else 1)
     assert (failure is None and "--strict" not in err) or f"stagelab run --strict: {failure}" in err
     assert main(["run", "--params", "params/softmax-smoke.yaml"]) == 0, "without --strict nothing fails"
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="needs no GPU")
+def test_without_a_gpu_the_batch_says_first_what_it_will_and_will_not_do(stagelab_cli):
+    """`make run` on a laptop: before, about 24 minutes of builds, then rows of no_gpu, said nowhere up front.
+    (An unknown Jupyter kernel ends each notebook at once: the notice is what is tested.)"""
+    done = stagelab_cli("run", "--params", "params/smoke.yaml", "--stages", "s0_baseline", "s1_cp_async",
+                        "--kernel", "no-such-kernel")
+    said = done.stdout + done.stderr
+    notice = said.find("no CUDA GPU here: each of the 2 stage(s) will be built and held to its resource gates")
+    assert notice >= 0 and "every row will read no_gpu" in said and "up to ~2 min" in said, said[-2000:]
+    assert notice < said.find("s0_baseline: error")  # before the first stage ends

@@ -30,7 +30,7 @@ from ..core.errors import ConfigError, RunnerStopped
 from ..core.formatting import markdown
 from .execute import execute_notebook, notebook_error
 from .hang_exit import HANG_EXIT_NOTE, hang_exit
-from .gpus import Gpu
+from .gpus import Gpu, no_gpu_notice
 from ..record.owner import heartbeat_tags
 from ..core.params import RunParams, load_params, with_steps
 from ..core.family_sources import stage_notebook_file
@@ -219,6 +219,8 @@ def run_batch(stages: list[str] | None = None, params: str | Path = "params/acce
     batch = _new_batch(params_path, run_params, experiment, timeout_s, kernel_name, shard, chosen_steps)
     batch.registry = registry
     console = BatchProgress(len(stages), params_path.stem + (f", shard {shard}" if shard else ""), progress)
+    if stages and (notice := no_gpu_notice(len(stages))):
+        console.say(notice)
     results: dict[str, NotebookResult] = {}
 
     def finished(result: NotebookResult, note: str = "") -> None:

@@ -99,3 +99,22 @@ def resolve_gpus(spec: str | None) -> list[Gpu] | None:
                      "none); without --gpus the stages are built and held to their gates (no_gpu rows)")
             raise ConfigError(f"--gpus {spec!r}: GPU {', '.join(missing)} is not on this machine: {there}")
     return [Gpu(index, names.get(index, "")) for index in indices]
+
+
+# What a stage's notebook costs without a GPU: its nvcc build where the cache has none (the sdpa
+# acceptance sweep, 22 stages, took about 24 minutes on a cold cache) and the notebook around it.
+NO_GPU_MINUTES_PER_STAGE = 1.1
+
+
+def no_gpu_notice(stages: int) -> str | None:
+    """What a batch will and will not do on a machine where CUDA sees no GPU, said before it starts
+    (a batch of no_gpu rows after half an hour of builds is no surprise then); None with a GPU."""
+    import torch
+
+    if torch.cuda.is_available():
+        return None
+    minutes = max(1, round(stages * NO_GPU_MINUTES_PER_STAGE))
+    return (f"no CUDA GPU here: each of the {stages} stage(s) will be built and held to its resource gates "
+            f"(registers, spills, shared memory, SASS), but not checked or timed: every row will read no_gpu. "
+            f"Builds take about a minute a stage when not cached yet, so up to ~{minutes} min; "
+            "run on a GPU machine for outcomes and timings")
