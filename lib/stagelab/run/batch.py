@@ -27,7 +27,7 @@ import pandas as pd
 from ..core import metrics
 from ..record import tracking
 from ..core.errors import ConfigError, RunnerStopped
-from ..core.formatting import markdown
+from ..core.formatting import markdown, plain
 from .execute import execute_notebook, notebook_error
 from .hang_exit import HANG_EXIT_NOTE, hang_exit
 from .gpus import Gpu, no_gpu_notice
@@ -181,7 +181,7 @@ def _resumed(experiment_id: str, registry: Registry, stage: str, params_name: st
 
 def _write_summary(rows: list[dict], folder: Path) -> pd.DataFrame:
     summary = pd.DataFrame(rows, columns=SUMMARY_COLUMNS)
-    summary.to_csv(folder / "summary.csv", index=False)
+    summary.to_csv(folder / "summary.csv", index=False, float_format=plain)
     (folder / "summary.md").write_text(markdown(summary))
     return summary
 
