@@ -30,7 +30,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-
 from .errors import ConfigError
 from .yaml_file import check_keys, read_yaml
 from .family import DEFAULT_DISTRIBUTION, Family, Problem, load_family
@@ -156,13 +155,6 @@ def _timing(where: str, raw: Any, family: Family) -> TimingSpec:
     )
 
 
-def _read_yaml(path: Path) -> dict:
-    raw = read_yaml(path, f"parameter file not found: {path}")
-    if not isinstance(raw, dict):
-        raise ConfigError(f"{path}: expected a mapping at the top level")
-    return raw
-
-
 def _problem_list(path: Path, key: str, entries: Any, family: Family) -> tuple[Problem, ...]:
     if not isinstance(entries, list) or not entries:
         raise ConfigError(f"{path}: {key}: expected a non-empty list")
@@ -184,9 +176,8 @@ def _mission(path: Path, raw: dict, family: Family) -> Problem:
 
 
 def _seeds(where: str, seeds: Any) -> tuple[int, ...]:
-    if not isinstance(seeds, list) or len(seeds) < 2 or not all(
-        isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in seeds
-    ):
+    whole = isinstance(seeds, list) and all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in seeds)
+    if not whole or len(seeds) < 2:
         raise ConfigError(f"{where}: expected a list of two or more integers >= 0, got {seeds!r}")
     return tuple(seeds)
 
@@ -219,7 +210,9 @@ def load_params(path: Path | str) -> RunParams:
     """Read and validate a parameter file; errors name the file and the key, and a file with
     several problems is one error listing them all."""
     path = Path(path)
-    raw = _read_yaml(path)
+    raw = read_yaml(path, f"parameter file not found: {path}")
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path}: expected a mapping at the top level")
     problems = Problems(str(path))
     problems.check(check_keys, str(path), raw, _TOP_KEYS)
     family = problems.check(_family, path, raw)

@@ -20,9 +20,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, replace
-from typing import Any
-
 import math
+from typing import Any
 
 import torch
 
