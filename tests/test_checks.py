@@ -71,6 +71,20 @@ def test_nondeterministic_kernel_is_flagged():
     assert not result.passed and "differ" in result.reason
 
 
+def test_a_failed_checks_numbers_read_in_fixed_notation():
+    """A race once read `differ by 3.66e+04` in a journal."""
+    calls = []
+
+    def racy(q, k, v, out, scale, causal):
+        correct(q, k, v, out, scale, causal)
+        calls.append(1)
+        if len(calls) == 2:
+            out.view(-1)[0] += 36600
+
+    result = check_shape(SDPA, racy, SHAPES[1], "float16", 0, "cpu")
+    assert "differ by 36600 (race?)" in result.reason and "e+" not in result.reason, result.reason
+
+
 def test_crashing_kernel_is_a_failed_check_not_an_exception():
     def boom(q, k, v, out, scale, causal):
         raise RuntimeError("kernel launch failed: invalid argument")

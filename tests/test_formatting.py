@@ -6,7 +6,7 @@ import re
 import pandas as pd
 import pytest
 
-from stagelab.core.formatting import latency, markdown, number, table
+from stagelab.core.formatting import fixed, fixed_numbers, latency, markdown, markdown_as_recorded, number, plain, table
 
 SCIENTIFIC = re.compile(r"\d[eE][+-]?\d")
 
@@ -14,7 +14,7 @@ SCIENTIFIC = re.compile(r"\d[eE][+-]?\d")
 @pytest.mark.parametrize("value, text", [
     (5383.2, "5383"), (999.6, "1000"), (123.456, "123"), (1.2, "1.2"), (10.0, "10"), (0.105, "0.105"),
     (0.0123, "0.0123"), (5.63e-05, "<0.01"), (-3e-5, ">-0.01"), (0.0, "0"), (math.nan, "–"), (None, "–"),
-    (2.5e12, "2500000000000"),
+    (2.5e12, "2500000000000"), (3.57e28, "35700000000000000000000000000"),
 ])
 def test_number_has_three_significant_digits_and_no_exponent(value, text):
     assert number(value) == text
@@ -70,3 +70,23 @@ def test_the_results_page_has_no_scientific_notation(tmp_store, tmp_path):
     text = write_report(["acceptance"], out_dir=tmp_path).read_text()
     assert "mission p50 (ms)" in text and "| 5.38 " in text and "<0.01" in text and "(KiB)" in text
     assert not SCIENTIFIC.search(text.split("## acceptance")[1]), text
+    runs_csv = next(tmp_path.glob("*.runs.csv")).read_text()  # the runs behind the page, every digit kept
+    cells = runs_csv.replace("\n", ",").split(",")
+    assert "0.0000563" in cells and not [c for c in cells if re.fullmatch(r"-?\d+(\.\d+)?[eE][-+]?\d+", c)], runs_csv
+
+
+@pytest.mark.parametrize("value, text", [(3.66e4, "36600"), (5.58e-4, "0.000558"), (6.44, "6.44"), (0.0361, "0.0361"),
+                                         (1.06e37, "106" + "0" * 35), (-2.5e-7, "-0.00000025"), (math.inf, "inf")])
+def test_fixed_keeps_three_significant_digits_at_any_size(value, text):
+    assert fixed(value) == text
+
+
+def test_as_recorded_every_digit_stays_and_none_is_scientific():
+    assert plain(1e-05) == "0.00001" and plain(0.0067828940) == "0.006782894" and plain(2.5) == "2.5"
+    table_text = markdown_as_recorded(pd.DataFrame({"x": [1e-05, 1e20], "label": ["a", 3e-7]}))
+    assert "0.00001" in table_text and "0.0000003" in table_text and not SCIENTIFIC.search(table_text)
+
+
+def test_numbers_an_older_formatter_wrote_in_text_read_fixed():
+    text = "differ by 3.66e+04 (race?); 1e-05 over budget; s8e4, sm_90a and 2x8x512x64 unchanged"
+    assert fixed_numbers(text) == "differ by 36600 (race?); 0.00001 over budget; s8e4, sm_90a and 2x8x512x64 unchanged"

@@ -117,3 +117,59 @@ def test_optional_steps_are_opt_in_and_validated(tmp_path):
     bad.write_text(base + "steps: [fuzz]\n")
     with pytest.raises(ConfigError, match="steps: 'fuzz' is not supported"):
         load_params(bad)
+
+
+SEVERAL_MISTAKES = """\
+dtypes: [float16, float8]
+seeds: [0]
+shapes:
+  - {shape: [1, 8, 512]}
+  - {shape: [1, 8, 512, 64], causal: maybe}
+timing: {repetitions: 10}
+timeout_s: -1
+colour: blue
+"""
+
+
+def test_a_file_with_several_mistakes_lists_them_all_one_a_line(tmp_path, capsys):
+    """Before, only the first was reported: fix, rerun, meet the next."""
+    from stagelab.cli import main
+
+    path = write(tmp_path, SEVERAL_MISTAKES)
+    with pytest.raises(ConfigError) as raised:
+        load_params(path)
+    lines = str(raised.value).splitlines()
+    assert lines[0] == f"{path}: 7 problems:"
+    expected = ["unknown key(s) ['colour']", "seeds:", "timeout_s:", "dtypes: 'float8'", "shapes[0].shape:",
+                "shapes[1].causal:", "timing.repetitions: 10 is too few"]
+    assert len(lines) == 1 + len(expected)
+    for line, said in zip(lines[1:], expected):
+        assert line.startswith(f"  {path}: ") and said in line, line
+    assert main(["run", "--params", str(path)]) == 2
+    assert capsys.readouterr().err.count(f"  {path}: ") == 7
+
+
+def test_one_mistake_is_one_line_and_an_unknown_family_still_reports_the_rest(tmp_path):
+    with pytest.raises(ConfigError, match=r"^[^\n]*seeds: expected a list[^\n]*$"):
+        load_params(write(tmp_path, "shapes: [{shape: [1, 2, 3, 64]}]\nseeds: [1]\n"))
+    with pytest.raises(ConfigError) as raised:
+        load_params(write(tmp_path, "family: gemm\nseeds: [1]\n"))
+    assert "2 problems" in str(raised.value) and "unknown kernel family 'gemm'" in str(raised.value)
+
+
+@pytest.mark.parametrize("text, where", [("dtypes: [float16\nseeds: [0, 1]\n", "line 2, column 6"),
+                                         ("seeds: [0, 1]\n  dtypes: [float16]\n", "line 2, column 3")])
+def test_a_yaml_syntax_error_is_one_line_with_file_line_and_column(tmp_path, text, where):
+    with pytest.raises(ConfigError) as raised:
+        load_params(write(tmp_path, text))
+    message = str(raised.value)
+    assert "\n" not in message and message.startswith(f"{tmp_path / 'p.yaml'}, {where}: not valid YAML: "), message
+
+
+def test_a_registry_with_a_yaml_syntax_error_says_where_in_one_line(tmp_path):
+    from stagelab.core.registry import load_registry
+
+    registry = tmp_path / "stages.yaml"
+    registry.write_text("family: x\nstages:\n  - id: s0\n    title: [unclosed\n")
+    with pytest.raises(ConfigError, match=rf"^{registry}, line 5, column 1: not valid YAML: [^\n]*$"):
+        load_registry(registry)

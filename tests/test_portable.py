@@ -72,3 +72,25 @@ def test_a_gzipped_record_imports_its_runs_without_their_artifacts(tmp_path, mon
     garbage.write_bytes(b"not gzip at all")
     with pytest.raises(ConfigError, match="bad.db.gz is not a gzipped MLflow database"):
         import_record(garbage)
+
+
+def test_import_takes_several_stores_and_a_glob_and_checks_them_all_first(tmp_path, monkeypatch, capsys):
+    from stagelab.cli import main
+
+    records = tmp_path / "records"
+    records.mkdir()
+    for stage in ("s1_cp_async", "s2_wmma"):
+        db, _ = make_store(tmp_path / stage / "mlruns", monkeypatch, stage)
+        (records / f"{stage}.db.gz").write_bytes(gzip.compress(db.read_bytes()))
+    third, _ = make_store(tmp_path / "third" / "mlruns", monkeypatch, "s3a_no_sp")
+    make_store(tmp_path / "here" / "mlruns", monkeypatch, "s0_baseline")
+
+    assert main(["import", str(third.parent), str(tmp_path / "nowhere.db.gz")]) == 2
+    assert "nothing to import at " + str(tmp_path / "nowhere.db.gz") in capsys.readouterr().err
+    assert len(mlflow.search_runs(experiment_names=["stagelab-sdpa"])) == 1  # nothing imported: the check came first
+
+    assert main(["import", str(records / "*.db.gz"), str(third.parent)]) == 0  # the glob quoted, as the shell leaves it
+    out = capsys.readouterr().out
+    assert out.count("imported 1 new run(s) from") == 3 and out.splitlines()[-1] == "imported 3 new run(s) in all"
+    runs = mlflow.search_runs(experiment_names=["stagelab-sdpa"])
+    assert sorted(runs["tags.stage"]) == ["s0_baseline", "s1_cp_async", "s2_wmma", "s3a_no_sp"]

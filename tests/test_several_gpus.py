@@ -15,12 +15,20 @@ from mlflow.tracking import MlflowClient
 from stagelab.core import metrics
 
 from stagelab.record import tracking
+from stagelab.run.gpus import ASSUME_GPUS
 from stagelab.core.sources import run_source_hash
 from stagelab.core.registry import family_registry
 from test_stopped_runs import finished_run, signal_once_running, stage_runs, start_runner
 
 pytestmark = pytest.mark.slow
 THREE = ["s0_baseline", "s1_cp_async", "s2_wmma"]
+
+
+@pytest.fixture(autouse=True)
+def two_gpus(monkeypatch):
+    """The runner takes this machine to have GPUs 0 and 1 (run.gpus.ASSUME_GPUS): `--gpus 0,1` is
+    checked against the machine, and these tests run it where there is no GPU at all."""
+    monkeypatch.setenv(ASSUME_GPUS, "0,1")
 
 
 def notebook_interval(run_id: str, stage: str, into: Path) -> tuple[float, float]:

@@ -92,7 +92,8 @@ def test_the_journal_lists_trials_oldest_first_with_their_record(tmp_store, tmp_
     assert text.index("ws_pv_ss") < text.index("late_merger")
     assert "2 trials (1 inconclusive, 1 valid_negative)" in text
     assert "### 1. 2026-11-24 · `e3ae422` · ws_pv_ss · **valid_negative**" in text
-    assert "4x16x4096x128 tflops 100 vs 110 @1700 MHz; 2x8x512x64 us_per_launch 6.0 vs 5.5; 10/10 checks" in text
+    unwrapped = " ".join(line.strip() for line in text.splitlines())  # lines are wrapped at about 100 columns
+    assert "4x16x4096x128 tflops 100 vs 110 @1700 MHz; 2x8x512x64 us_per_launch 6.0 vs 5.5; 10/10 checks" in unwrapped
     assert "Conclusion: slower on every shape; code removed" in text and "Conclusion: (none yet" in text
     written = write_journals("sdpa", tmp_path)
     assert sorted(p.name for p in written) == ["journal-s7_pingpong.md", "journal-s8_persistent_split.md"]
@@ -172,3 +173,22 @@ def test_imported_numbers_read_verbatim_without_scientific_notation():
     text = key_numbers(entry)
     assert "0.00001066" in text and "0.000025" in text and "0.00003" in text and "e-0" not in text
     assert key_numbers({"numbers": [{"problem": "p", "metric": "us", "trial": 6.0}]}).endswith("p us 6.0")
+
+
+def test_the_journal_keeps_words_says_imported_wraps_and_writes_numbers_in_fixed_notation(tmp_store, tmp_path):
+    """The issue's journal: `3.66e+04` quoted from a stored check reason, apostrophes lost, commit
+    `unknown` on imported entries, lines of 1,118 characters."""
+    entry = yaml.safe_load(FIXTURE.read_text())[1]
+    hypothesis = "s18's model keeps two warpgroups where the blocks' loads don't pay: " + "a long hypothesis " * 12
+    entry.update(name="long_one", hypothesis=hypothesis, checks="two launches on the same inputs differ by "
+                 "3.66e+04 (race?); error 5.58e-04 over budget 1.06e+37 on s8e4 problems; " + "FAIL 1x2x77x128 " * 20)
+    history = tmp_path / "trials.yaml"
+    history.write_text(yaml.safe_dump([entry]))
+    import_trials(history)
+    text = journal_markdown(S8, journal_entries(S8))
+    assert "### 1. 2026-11-24 · imported · long_one · **inconclusive**" in text and "unknown" not in text
+    assert max(len(line) for line in text.splitlines()) <= 100
+    joined = " ".join(line.strip() for line in text.splitlines())
+    assert "- Hypothesis: " + " ".join(hypothesis.split()) in joined  # every word, apostrophes included
+    assert "differ by 36600 (race?); error 0.000558 over budget 1060000000000000" in joined
+    assert "e+" not in text and "e-04" not in text and "s8e4 problems" in joined

@@ -60,6 +60,8 @@ def _print_verdict(report) -> None:
 
 
 def _cmd_coverage(args) -> int:
+    from ..core.formatting import fixed
+
     ctx, report = _report(args)
     device = report.device
     if not report.declared:
@@ -67,7 +69,7 @@ def _cmd_coverage(args) -> int:
               "nothing to say")
         return 0
     print(f"{report.stage} on {ctx.params.path}, planned for {device.name} ({device.sms} SMs, "
-          f"{device.l2_bytes / 2**20:g} MiB L2) on the host, without a GPU")
+          f"{fixed(device.l2_bytes / 2**20)} MiB L2) on the host, without a GPU")
     _print_plans(report)
     _print_verdict(report)
     return 0 if report.covered else 1

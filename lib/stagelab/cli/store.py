@@ -16,8 +16,7 @@ def _families():
 
 def _cmd_ui(args) -> int:
     """The MLflow UI on the store stagelab writes to: MLFLOW_TRACKING_URI when set, else the default SQLite store."""
-    import subprocess
-
+    from ..core.stopping import run_until_stopped
     from ..record import runs_view, tracking
 
     uri = tracking.tracking_uri()
@@ -45,7 +44,7 @@ def _cmd_ui(args) -> int:
     if args.dry_run:
         print(" ".join(command))
         return 0
-    return subprocess.call(command)
+    return run_until_stopped(command)  # Ctrl-C or kill stops the server (and its workers) too
 
 
 def _cmd_runs(args) -> int:
@@ -87,8 +86,7 @@ def _cmd_backup(args) -> int:
 
 def _cmd_server(args) -> int:
     """The team server: PostgreSQL store, proxied artifacts; clients set MLFLOW_TRACKING_URI to its address."""
-    import subprocess
-
+    from ..core.stopping import run_until_stopped
     from ..run.server import server_command
 
     command = server_command(args.backend_store_uri, args.artifacts_destination, args.host, args.port)
@@ -97,19 +95,44 @@ def _cmd_server(args) -> int:
     if args.dry_run:
         print(" ".join(command))
         return 0
-    return subprocess.call(command)
+    return run_until_stopped(command)
+
+
+def import_sources(given: list[str]) -> list:
+    """The stores `stagelab import` names, each a folder (its mlflow.db), a mlflow.db or a record
+    (*.db.gz); a glob the shell left unexpanded (quoted) is expanded here, in order. Every one is
+    checked before any is imported: a name that matches nothing is an error naming it."""
+    import glob
+    from pathlib import Path
+
+    from ..core.errors import ConfigError
+    from ..record.portable import RECORD_SUFFIX
+
+    found, missing = [], []
+    for name in given:
+        matches = sorted(glob.glob(name)) if glob.has_magic(name) else [name]
+        for match in matches:
+            source = Path(match)
+            db = source / "mlflow.db" if source.is_dir() else source
+            (found if db.is_file() else missing).append(db)
+        if not matches:
+            missing.append(Path(name))
+    if missing:
+        raise ConfigError(f"stagelab import: nothing to import at {', '.join(map(str, missing))} (give a store's "
+                          f"folder, its mlflow.db or a record *{RECORD_SUFFIX}); nothing was imported")
+    return list(dict.fromkeys(found))  # a store named twice (a glob and its name) is imported once
 
 
 def _cmd_import(args) -> int:
-    from pathlib import Path
-
     from ..record import tracking
     from ..record.portable import RECORD_SUFFIX, import_record, import_store
 
-    source = Path(args.store)
-    db = source / "mlflow.db" if source.is_dir() else source
-    copied = import_record(db) if db.name.endswith(RECORD_SUFFIX) else import_store(db)
-    print(f"imported {copied} new run(s) from {db} into {tracking.tracking_uri()}")
+    total = 0
+    for db in import_sources(args.stores):
+        copied = import_record(db) if db.name.endswith(RECORD_SUFFIX) else import_store(db)
+        total += copied
+        print(f"imported {copied} new run(s) from {db} into {tracking.tracking_uri()}", flush=True)
+    print(f"imported {total} new run(s) in all")
     return 0
 
 
@@ -123,9 +146,10 @@ def add_parsers(sub) -> None:
     srv.add_argument("--dry-run", action="store_true", help="print the server command instead of running it")
     srv.set_defaults(func=_cmd_server)
 
-    imp = sub.add_parser("import", help="merge a store brought back from another machine (its mlruns/ folder, "
-                         "its mlflow.db, or a gzipped record of one, *.db.gz) into stagelab's store; runs already imported are skipped")
-    imp.add_argument("store")
+    imp = sub.add_parser("import", help="merge stores brought back from other machines (each its mlruns/ folder, "
+                         "its mlflow.db, or a gzipped record of one, *.db.gz; several, or a glob such as "
+                         "'docs/results/sdpa/records/*.db.gz') into stagelab's store; runs already imported are skipped")
+    imp.add_argument("stores", nargs="+", metavar="store")
     imp.set_defaults(func=_cmd_import)
 
     ui = sub.add_parser("ui", help="the MLflow UI on stagelab's store (honours MLFLOW_TRACKING_URI)")

@@ -38,6 +38,7 @@ def print_session(session) -> bool:
     """A table of the trials, each one's reason, build log or speedups; True when none failed outright."""
     import pandas as pd
 
+    from ..core.formatting import markdown
     from ..measure.trial_compare import key_numbers
 
     rows = [{"trial": t.spec.name, "verdict": t.verdict.verdict,
@@ -49,7 +50,7 @@ def print_session(session) -> bool:
         if trial.measured.build_error is not None:
             print(trial.measured.build_error.log[-3000:])
         if trial.measured.timing is not None:
-            print(trial.measured.timing.speedups().to_markdown(index=False, floatfmt=".4g"))
+            print(markdown(trial.measured.timing.speedups()))
     return not any(t.verdict.verdict in ("incorrect", "build_failed", "error") for t in session.trials)
 
 

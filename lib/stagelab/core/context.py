@@ -16,6 +16,7 @@ from .family import Family
 from .params import RunParams, load_params, with_steps
 from .paths import resolve_params_path
 from .family_sources import family_folders, selected_family
+from .knobs import check_defines, check_variant
 from .registry import Registry, Stage, family_registry, find_stage
 from .supports import require_supports
 
@@ -54,7 +55,10 @@ class StageContext:
         else:  # not in the parameter file's family: whichever family holds it (or a clear error)
             registry, stage = find_stage(stage_id)
         if isinstance(defines, str):
+            check_variant(stage, registry, defines, "defines")
             stage, defines = stage.variant(defines), None
+        elif defines:
+            check_defines(stage, registry, defines, "defines")
         if steps is not None:
             run_params = with_steps(run_params, steps)
         if run_params.family.name != registry.family:

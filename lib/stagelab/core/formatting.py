@@ -1,6 +1,6 @@
-"""Numbers for people: every results page, terminal summary and table artifact formats through here.
+"""Numbers for people: every results page, journal, terminal summary and table artifact formats through here.
 
-Never scientific notation. Three significant digits; whole numbers at 1000 and above; a value
+Never scientific notation (`fixed` and `plain` for numbers quoted in text and CSV cells). Three significant digits; whole numbers at 1000 and above; a value
 under 0.01 as `<0.01`. A latency column (µs in its name) reads in µs, or in ms where every value
 in it reaches 1000 µs (a column in seconds, `_s`, too); throughputs and clocks (TFLOP/s, GB/s, MHz, W) as integers; byte columns in
 KiB; a dash where there is no value.
@@ -9,10 +9,14 @@ KiB; a dash where there is no value.
 from __future__ import annotations
 
 import math
+import re
+from decimal import Decimal
 
+import numpy
 import pandas as pd
 
 MISSING = "–"
+_SCIENTIFIC_RE = re.compile(r"(?<![\w.])[-+]?\d+(?:\.\d+)?[eE][-+]?\d+(?![\w.])")
 TINY = 0.01  # below this a value reads as "<0.01": its digits say nothing at a table's scale
 US_PER_MS = 1000.0
 US_PER_S = 1e6
@@ -20,6 +24,26 @@ BYTES_PER_KIB = 1024
 # Columns shown as whole numbers: a unit in the header, or a metric name's suffix.
 INTEGER_UNITS = ("TFLOP/s", "GB/s", "MHz", "(W)")
 INTEGER_SUFFIXES = ("tflops", "gbps", "_mhz", "_w")
+
+
+def fixed(value: float, digits: int = 3) -> str:
+    """`digits` significant digits in fixed notation, however large or small: 3.66e+04 reads 36600,
+    5.58e-04 reads 0.000558 (for text that quotes a number: a check's reason, a key number)."""
+    value = float(value)
+    if not math.isfinite(value):
+        return str(value)
+    return format(Decimal(f"{value:.{digits}g}"), "f")
+
+
+def fixed_numbers(text: str) -> str:
+    """A text's numbers in scientific notation (`3.66e+04`, as an older formatter wrote a check's reason
+    into the store) rewritten by `fixed`; nothing else in the text changes."""
+    return _SCIENTIFIC_RE.sub(lambda match: fixed(float(match.group(0))), text)
+
+
+def plain(value: float) -> str:
+    """Every digit of a float, in fixed notation (1e-05 reads 0.00001): a CSV cell, a table cell as recorded."""
+    return numpy.format_float_positional(value, trim="-") if math.isfinite(value) else str(value)
 
 
 def number(value: float) -> str:
@@ -34,7 +58,7 @@ def number(value: float) -> str:
     if abs(value) < TINY:
         return f"<{TINY}" if value > 0 else f">-{TINY}"
     if abs(float(f"{value:.3g}")) >= 1000 or value.is_integer():
-        return f"{value:.0f}"
+        return str(round(Decimal(repr(value))))  # 3.57e+28 reads with its 29 digits, not as 1e+28
     return f"{value:.3g}"  # 0.01 <= |value| < 1000 once rounded: %g keeps fixed notation at 3 digits
 
 
@@ -74,7 +98,7 @@ def _renamed(name: str, old: str, new: str, old_suffix: str, new_suffix: str) ->
 def _column(name: str, values: list) -> tuple[str, list[str]]:
     """A column's header and its cells as text; a column of anything but numbers is text."""
     if not all(_missing(v) or _is_number(v) for v in values):
-        return name, [MISSING if _missing(v) else str(v) for v in values]
+        return name, [MISSING if _missing(v) else plain(v) if isinstance(v, float) else str(v) for v in values]
     numbers = [math.nan if _missing(v) else float(v) for v in values]
     if _is_seconds(name):
         name, numbers = name.removesuffix("_s") + "_us", [v * US_PER_S for v in numbers]
@@ -106,3 +130,9 @@ def markdown(frame: pd.DataFrame) -> str:
     if frame.empty:
         return frame.to_markdown(index=False)
     return table(frame).to_markdown(index=False, disable_numparse=True)
+
+
+def markdown_as_recorded(frame: pd.DataFrame) -> str:
+    """A markdown table of the values as recorded, every digit, floats in fixed notation (a table artifact
+    beside its CSV; `markdown` is the table for people)."""
+    return frame.map(lambda v: plain(v) if isinstance(v, float) else v).to_markdown(index=False, disable_numparse=True)

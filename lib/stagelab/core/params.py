@@ -30,11 +30,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-
 from .errors import ConfigError
 from .yaml_file import check_keys, read_yaml
 from .family import DEFAULT_DISTRIBUTION, Family, Problem, load_family
 from .launch_plans import coverage_rule
+from .problems import Problems
 from .stress_spec import StressSpec, parse_stress
 
 # How a stage may be timed (measure.timing): launches apart with the L2 flushed, back to back,
@@ -155,62 +155,78 @@ def _timing(where: str, raw: Any, family: Family) -> TimingSpec:
     )
 
 
-def _read_yaml(path: Path) -> dict:
-    raw = read_yaml(path, f"parameter file not found: {path}")
-    if not isinstance(raw, dict):
-        raise ConfigError(f"{path}: expected a mapping at the top level")
-    return check_keys(str(path), raw, _TOP_KEYS)
-
-
 def _problem_list(path: Path, key: str, entries: Any, family: Family) -> tuple[Problem, ...]:
     if not isinstance(entries, list) or not entries:
         raise ConfigError(f"{path}: {key}: expected a non-empty list")
+    problems = Problems(str(path))
     shapes: list[Problem] = []
     for index, entry in enumerate(entries):
-        for shape in family.parse_problem(f"{path}: {key}[{index}]", entry):
+        for shape in problems.check(family.parse_problem, f"{path}: {key}[{index}]", entry, otherwise=[]):
             if shape not in shapes:
                 shapes.append(shape)
+    problems.raise_any()  # each entry's problem, not only the first
     return tuple(shapes)
 
 
-def _problems(path: Path, raw: dict, family: Family) -> tuple[tuple[Problem, ...], Problem]:
-    shapes = _problem_list(path, "shapes", raw.get("shapes"), family)
+def _mission(path: Path, raw: dict, family: Family) -> Problem:
     mission = family.parse_problem(f"{path}: mission", raw.get("mission", family.default_mission))
     if len(mission) != 1:
         raise ConfigError(f"{path}: mission: give exactly one problem (one causal value)")
-    return shapes, mission[0]
+    return mission[0]
 
 
-def load_params(path: Path | str) -> RunParams:
-    """Read and validate a parameter file; errors name the file and the key."""
-    path = Path(path)
-    raw = _read_yaml(path)
+def _seeds(where: str, seeds: Any) -> tuple[int, ...]:
+    whole = isinstance(seeds, list) and all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in seeds)
+    if not whole or len(seeds) < 2:
+        raise ConfigError(f"{where}: expected a list of two or more integers >= 0, got {seeds!r}")
+    return tuple(seeds)
+
+
+def _family(path: Path, raw: dict) -> Family:
     family_name = raw.get("family", DEFAULT_FAMILY)
     if not isinstance(family_name, str):
         raise ConfigError(f"{path}: family: expected a family name like {DEFAULT_FAMILY!r}")
     try:
-        family = load_family(family_name)
+        return load_family(family_name)
     except ConfigError as exc:
         raise ConfigError(f"{path}: family: {exc}") from exc
-    dtypes = _choice_list(f"{path}: dtypes", raw.get("dtypes", list(family.dtypes)), tuple(family.dtypes))
-    seeds = raw.get("seeds", [0, 1])
-    if not isinstance(seeds, list) or len(seeds) < 2 or not all(
-        isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in seeds
-    ):
-        raise ConfigError(f"{path}: seeds: expected a list of two or more integers >= 0, got {seeds!r}")
-    shapes, mission = _problems(path, raw, family)
-    return RunParams(
-        path=path, description=str(raw.get("description", "")), family=family, dtypes=dtypes,
-        seeds=tuple(seeds), shapes=shapes, mission=mission,
-        timing=_timing(f"{path}: timing", raw.get("timing") or {}, family),
-        timeout_s=_positive_int(f"{path}: timeout_s", raw.get("timeout_s", 1800)),
-        steps=_steps(f"{path}: steps", raw.get("steps", [])),
-        distributions=_distributions(f"{path}: distributions", raw.get("distributions", [DEFAULT_DISTRIBUTION]),
-                                     family),
-        stress=parse_stress(f"{path}: stress", raw.get("stress")),
-        timed=_problem_list(path, "timed", raw["timed"], family) if "timed" in raw else (),
-        coverage=coverage_rule(f"{path}: coverage", raw.get("coverage")),
-    )
+
+
+def _family_fields(path: Path, raw: dict, family: Family, problems: Problems) -> dict:
+    """The fields whose checks need the family (its dtypes, problems, contenders, distributions)."""
+    check = problems.check
+    return {
+        "dtypes": check(_choice_list, f"{path}: dtypes", raw.get("dtypes", list(family.dtypes)), tuple(family.dtypes)),
+        "shapes": check(_problem_list, path, "shapes", raw.get("shapes"), family),
+        "mission": check(_mission, path, raw, family),
+        "timing": check(_timing, f"{path}: timing", raw.get("timing") or {}, family),
+        "distributions": check(_distributions, f"{path}: distributions",
+                               raw.get("distributions", [DEFAULT_DISTRIBUTION]), family),
+        "timed": check(_problem_list, path, "timed", raw["timed"], family) if "timed" in raw else (),
+    }
+
+
+def load_params(path: Path | str) -> RunParams:
+    """Read and validate a parameter file; errors name the file and the key, and a file with
+    several problems is one error listing them all."""
+    path = Path(path)
+    raw = read_yaml(path, f"parameter file not found: {path}")
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path}: expected a mapping at the top level")
+    problems = Problems(str(path))
+    problems.check(check_keys, str(path), raw, _TOP_KEYS)
+    family = problems.check(_family, path, raw)
+    fields = {
+        "seeds": problems.check(_seeds, f"{path}: seeds", raw.get("seeds", [0, 1])),
+        "timeout_s": problems.check(_positive_int, f"{path}: timeout_s", raw.get("timeout_s", 1800)),
+        "steps": problems.check(_steps, f"{path}: steps", raw.get("steps", [])),
+        "stress": problems.check(parse_stress, f"{path}: stress", raw.get("stress")),
+        "coverage": problems.check(coverage_rule, f"{path}: coverage", raw.get("coverage")),
+    }
+    if family is not None:
+        fields |= _family_fields(path, raw, family, problems)
+    problems.raise_any()
+    return RunParams(path=path, description=str(raw.get("description", "")), family=family, **fields)
 
 
 def _distributions(where: str, value: Any, family: Family) -> tuple[str, ...]:

@@ -1,4 +1,4 @@
-"""Stopping a notebook with everything it started, and SIGINT/SIGTERM as an exception.
+"""Stopping a notebook (or `stagelab ui`'s server) with everything it started, and SIGINT/SIGTERM as an exception.
 
 papermill runs in a session of its own, and jupyter_client starts the kernel in
 yet another session, so killing papermill's process group alone leaves the
@@ -77,3 +77,19 @@ def stop_on_signals():
     finally:
         for signum, old in previous.items():
             signal.signal(signum, old)
+
+
+def run_until_stopped(command: list[str]) -> int:
+    """Run a long-lived child (`stagelab ui`'s MLflow server, its workers under it) in a session of
+    its own until it exits, or until SIGINT or SIGTERM reaches this process: then the child's whole
+    tree is stopped before this process ends, so no server is left holding the port. Returns the
+    child's exit status, or 128 + the signal's number, as the shell gives for a process it ended."""
+    import subprocess
+
+    with stop_on_signals():
+        process = subprocess.Popen(command, start_new_session=True)
+        try:
+            return process.wait()
+        except RunnerStopped as stop:
+            stop_tree(process.pid)
+            return 128 + stop.signum

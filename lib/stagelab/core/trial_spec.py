@@ -1,7 +1,8 @@
 """What a trial changes: a named variant, define overrides, a patch (a code change that is not a
 knob), or a patch with defines (a removed knob replayed: its patch restores it, a define turns it
 on). `prepare` turns a spec into the stage and registry to build, with clear errors for an
-unknown variant, a bad define, a missing patch and a patch that does not apply."""
+unknown variant, a bad define or one that is no knob of the stage (core.knobs), a missing patch and
+a patch that does not apply."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import ConfigError
+from .knobs import check_defines, check_variant
 from .paths import repo_root
 from .registry import Registry, Stage, load_registry
 
@@ -124,6 +126,10 @@ def prepare(spec: TrialSpec, registry: Registry, stage: Stage) -> tuple[Stage, R
             shutil.rmtree(workdir, ignore_errors=True)
             raise ConfigError(f"--patch {spec.patch}: applies but changes nothing")
     try:
+        if spec.variant:
+            check_variant(stage, registry, spec.variant, f"trial {spec.name}")
+        # against the sources the trial builds: a patch may add the knob its defines turn on
+        check_defines(stage, registry, spec.defines, f"trial {spec.name}")
         trial_stage = stage.variant(spec.variant) if spec.variant else stage
     except ConfigError:
         if workdir:

@@ -1,5 +1,6 @@
 """Reading the lab's YAML files (parameter files, stage registries, trial sources): one error for a
-missing file and one for a file that is not YAML, each naming the file; and the check of a mapping's keys."""
+missing file and one for a file that is not YAML, each naming the file (and for a syntax error the line
+and column, on one line); and the check of a mapping's keys."""
 
 from __future__ import annotations
 
@@ -18,7 +19,19 @@ def read_yaml(path: Path, missing: str) -> Any:
     try:
         return yaml.safe_load(path.read_text())
     except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not valid YAML: {exc}") from exc
+        raise ConfigError(yaml_error_line(path, exc)) from exc
+
+
+def yaml_error_line(path: Path, exc: yaml.YAMLError) -> str:
+    """yaml's error in one line: file, line and column (1-based) where it went wrong, what, and in
+    what (yaml's own text spreads this over up to eight lines)."""
+    mark = getattr(exc, "problem_mark", None)
+    if mark is None:
+        return f"{path}: not valid YAML: {' '.join(str(exc).split())}"
+    context, context_mark = getattr(exc, "context", None), getattr(exc, "context_mark", None)
+    started = f" (line {context_mark.line + 1}, column {context_mark.column + 1})" if context_mark else ""
+    within = f"; {context}{started}" if context else ""
+    return f"{path}, line {mark.line + 1}, column {mark.column + 1}: not valid YAML: {exc.problem}{within}"
 
 
 def check_keys(where: str, mapping: Any, allowed: set[str]) -> dict:

@@ -20,15 +20,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, replace
-from typing import Any
-
 import math
+from typing import Any
 
 import torch
 
 from ..core.errors import KernelCrash, KernelHang
 from ..core.distributions import DEFAULT_DISTRIBUTION, stage_distributions
 from ..core.family import Family, KernelFn, Problem
+from ..core.formatting import fixed
 from .watchdog import synchronize
 
 PlanOf = Callable[[], str] | None  # reads the stage's last launch plan (Family.last_launch_plan)
@@ -161,9 +161,9 @@ def judge_launches(first: torch.Tensor, second: torch.Tensor, ref: torch.Tensor,
         reasons.append(f"{nonfinite} non-finite or unwritten output elements")
     elif max_err > bound:
         worst = torch.nonzero(err == err.max())[0].tolist()
-        reasons.append(f"error {max_err:.3g} over budget {bound:.3g} at index {worst}")
+        reasons.append(f"error {fixed(max_err)} over budget {fixed(bound)} at index {worst}")
     if run_diff != 0:
-        reasons.append(f"two launches on the same inputs differ by {run_diff:.3g} (race?)")
+        reasons.append(f"two launches on the same inputs differ by {fixed(run_diff)} (race?)")
     return LaunchVerdict(max_err, nonfinite, run_diff, tuple(reasons))
 
 

@@ -9,6 +9,7 @@ import pandas as pd
 
 from ..core import metrics
 from ..core.build import BuildResult
+from ..core.formatting import fixed
 from ..core.launch_plans import PlanGaps
 from .chain import ChainResult
 from .checks import CheckResult
@@ -106,7 +107,7 @@ class CheckReport:
         (the first `most_failures` of them)."""
         worst = self.worst_by_distribution()
         lines = ["worst error / budget per input distribution (< 1 passes): "
-                 + (", ".join(f"{name} {ratio:.3g}" for name, ratio in worst.items()) or "none checked")]
+                 + (", ".join(f"{name} {fixed(ratio)}" for name, ratio in worst.items()) or "none checked")]
         failed = [r for r in self.results if not r.passed]
         lines += ["  FAIL " + r.describe() for r in failed[:most_failures]]
         if len(failed) > most_failures:

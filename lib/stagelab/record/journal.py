@@ -4,16 +4,20 @@
 docs/results/<family>/journal-<stage>.md for each stage with trials and links it from the
 experiment's description. Each entry: date, commit, the trial, its hypothesis, the key numbers
 with their clocks, the verdict and the conclusion. Nothing here is typed in: the journal follows
-the store (imported trials keep their original date and commit).
+the store (imported trials keep their original date and commit, or read `imported` where their
+history gave none), its words as written, its lines wrapped at about 100 columns.
 """
 
 from __future__ import annotations
 
+import textwrap
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
 from ..core import metrics
+from ..core.formatting import fixed_numbers
+from ..core.markdown_text import WIDTH, wrap_item
 
 from . import tracking
 
@@ -69,22 +73,31 @@ def journal_entries(stage_id: str, experiment: str | None = None) -> list[Journa
     return sorted(entries, key=lambda e: (e.start_ms, e.run_id))
 
 
-def _short(commit: str) -> str:
-    return commit[:7] if len(commit) >= 7 and all(c in "0123456789abcdef" for c in commit) else commit
+def commit_label(e: "JournalEntry") -> str:
+    """The commit as the header shows it: its short hash; `imported` for an entry imported from a
+    history that did not give one (the store says `unknown`); `unknown` otherwise."""
+    commit = e.commit
+    if e.imported_from and commit in ("", "unknown"):
+        return "imported"
+    short = commit[:7] if len(commit) >= 7 and all(c in "0123456789abcdef" for c in commit) else commit
+    return f"`{short}`"
 
 
 NO_CONCLUSION = '(none yet: `stagelab try note RUN_ID "..."`)'
 
 
 def entry_markdown(number: int, e: JournalEntry) -> list[str]:
-    lines = [f"### {number}. {e.date} · `{_short(e.commit)}` · {e.name} · **{e.verdict}**", ""]
-    lines += [f"- Hypothesis: {e.hypothesis or '(none recorded)'}"]
+    """One entry: the people's words (hypothesis, conclusion) as written, the lab's (numbers, verdict)
+    with any number an older formatter wrote in scientific notation in fixed notation; every line
+    wrapped at about 100 columns."""
+    lines = [f"### {number}. {e.date} · {commit_label(e)} · {e.name} · **{e.verdict}**", ""]
+    lines += wrap_item("- Hypothesis: ", e.hypothesis or "(none recorded)")
     if e.key_numbers:
-        lines += [f"- Numbers: {e.key_numbers}"]
+        lines += wrap_item("- Numbers: ", fixed_numbers(e.key_numbers))
     if e.reason:
-        lines += [f"- Verdict: {e.reason}"]
-    lines += [f"- Conclusion: {e.conclusion or NO_CONCLUSION}"]
-    lines += [f"- Run `{e.run_id}`" + (f", imported from {e.imported_from}" if e.imported_from else "")]
+        lines += wrap_item("- Verdict: ", fixed_numbers(e.reason))
+    lines += wrap_item("- Conclusion: ", e.conclusion or NO_CONCLUSION)
+    lines += wrap_item("- ", f"Run `{e.run_id}`" + (f", imported from {e.imported_from}" if e.imported_from else ""))
     return lines + [""]
 
 
@@ -93,9 +106,10 @@ def journal_markdown(stage_id: str, entries: list[JournalEntry]) -> str:
     for e in entries:
         counts[e.verdict] = counts.get(e.verdict, 0) + 1
     tally = ", ".join(f"{n} {verdict}" for verdict, n in sorted(counts.items())) or "none yet"
-    lines = [f"# Journal of {stage_id}", "",
-             f"{len(entries)} trials ({tally}), oldest first, from the MLflow store: `stagelab journal {stage_id}` "
-             f"prints this, `stagelab try {stage_id} ...` adds to it. Dates are UTC.", ""]
+    intro = (f"{len(entries)} trials ({tally}), oldest first, from the MLflow store: `stagelab journal {stage_id}` "
+             f"prints this, `stagelab try {stage_id} ...` adds to it. Dates are UTC.")
+    lines = [f"# Journal of {stage_id}", "", *textwrap.wrap(intro, WIDTH, break_long_words=False,
+                                                              break_on_hyphens=False), ""]
     for number, entry in enumerate(entries, 1):
         lines += entry_markdown(number, entry)
     return "\n".join(lines)

@@ -6,11 +6,13 @@ profile explains a timing and decides nothing by itself; its conclusion is added
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import yaml
 
 from ..core.errors import ConfigError
+from ..core.formatting import plain
 
 
 def check_hypothesis(hypothesis: str, what: str) -> str:
@@ -28,8 +30,22 @@ def measurement_entry(stage: str, name: str, hypothesis: str, numbers: list[dict
             "source": source}
 
 
+class _FixedDumper(yaml.SafeDumper):
+    """Floats in fixed notation, every digit (0.00001, not 1e-05): the entry may land in docs/results."""
+
+
+def _fixed_float(dumper: yaml.SafeDumper, value: float):
+    if not math.isfinite(value):
+        return dumper.represent_float(value)  # .nan, .inf
+    text = plain(value)
+    return dumper.represent_scalar("tag:yaml.org,2002:float", text if "." in text else text + ".0")
+
+
+_FixedDumper.add_representer(float, _fixed_float)
+
+
 def write_entry(entry: dict, path: Path) -> Path:
-    path.write_text(yaml.safe_dump([entry], sort_keys=False, allow_unicode=True, width=120))
+    path.write_text(yaml.dump([entry], Dumper=_FixedDumper, sort_keys=False, allow_unicode=True, width=120))
     return path
 
 

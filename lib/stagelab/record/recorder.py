@@ -21,6 +21,7 @@ from ..measure.profile import ProfileReport
 from ..measure.results import Built, CheckReport, ResourceReport, StageResults, TimingReport
 from ..measure.sanitize import SanitizeReport
 from ..core.context import StageContext
+from ..core.formatting import markdown_as_recorded, plain
 from ..core.sources import run_source_hash
 from ..measure.stress import StressReport
 
@@ -58,8 +59,8 @@ class NullRecorder:
 def write_table(folder: Path, name: str, frame: pd.DataFrame) -> None:
     if frame.empty:
         return
-    frame.to_csv(folder / f"{name}.csv", index=False)
-    (folder / f"{name}.md").write_text(frame.to_markdown(index=False))
+    frame.to_csv(folder / f"{name}.csv", index=False, float_format=plain)  # every digit, never 1e-05
+    (folder / f"{name}.md").write_text(markdown_as_recorded(frame))
 
 
 class StressAndHangRecords:

@@ -17,7 +17,7 @@ from mlflow.utils.validation import MAX_EXPERIMENT_TAG_VAL_LENGTH
 
 from ..core.envinfo import gpu_label
 from ..core.family import Family, load_family
-from ..core.formatting import markdown
+from ..core.formatting import markdown, plain
 from ..core.family_sources import family_folders
 from ..core.paths import repo_root, resolve_params_path, workspace_root
 from . import tracking
@@ -140,7 +140,7 @@ def write_report(params_names: list[str] | None = None, *, family: str = "sdpa",
     # The runs behind the page, flat, so the numbers stay traceable without the store itself.
     keep = ["run_id", "start_time", "status"] + sorted(c for c in runs.columns if c.startswith(("tags.", "metrics.", "params."))
                                                      and not c.startswith("tags.mlflow.note"))
-    runs[keep].dropna(axis=1, how="all").to_csv(out / f"{label}.runs.csv", index=False)
+    runs[keep].dropna(axis=1, how="all").to_csv(out / f"{label}.runs.csv", index=False, float_format=plain)
     lines += [f"The {len(runs)} runs behind this page, with every metric and tag: [{label}.runs.csv]({label}.runs.csv).", ""]
     page = out / f"{label}.md"
     page.write_text("\n".join(lines))

@@ -27,10 +27,10 @@ import pandas as pd
 from ..core import metrics
 from ..record import tracking
 from ..core.errors import ConfigError, RunnerStopped
-from ..core.formatting import markdown
+from ..core.formatting import markdown, plain
 from .execute import execute_notebook, notebook_error
 from .hang_exit import HANG_EXIT_NOTE, hang_exit
-from .gpus import Gpu
+from .gpus import Gpu, no_gpu_notice
 from ..record.owner import heartbeat_tags
 from ..core.params import RunParams, load_params, with_steps
 from ..core.family_sources import stage_notebook_file
@@ -181,7 +181,7 @@ def _resumed(experiment_id: str, registry: Registry, stage: str, params_name: st
 
 def _write_summary(rows: list[dict], folder: Path) -> pd.DataFrame:
     summary = pd.DataFrame(rows, columns=SUMMARY_COLUMNS)
-    summary.to_csv(folder / "summary.csv", index=False)
+    summary.to_csv(folder / "summary.csv", index=False, float_format=plain)
     (folder / "summary.md").write_text(markdown(summary))
     return summary
 
@@ -219,6 +219,8 @@ def run_batch(stages: list[str] | None = None, params: str | Path = "params/acce
     batch = _new_batch(params_path, run_params, experiment, timeout_s, kernel_name, shard, chosen_steps)
     batch.registry = registry
     console = BatchProgress(len(stages), params_path.stem + (f", shard {shard}" if shard else ""), progress)
+    if stages and (notice := no_gpu_notice(len(stages))):
+        console.say(notice)
     results: dict[str, NotebookResult] = {}
 
     def finished(result: NotebookResult, note: str = "") -> None:

@@ -1,10 +1,14 @@
 """`stagelab run --gpus`: the GPUs a batch runs its notebooks on, one notebook per GPU at a time.
 
 A GPU is named the way its notebook's CUDA_VISIBLE_DEVICES names it. `--gpus 0,1` takes
-nvidia-smi's indices as given (checked against nvidia-smi's list when it answers; a machine
-without nvidia-smi takes them on trust, so the runner can be tested without a GPU). `--gpus all`
-is the GPUs this process was given (an inherited CUDA_VISIBLE_DEVICES, as a Slurm job with
-`--gres=gpu:N` has), else every GPU nvidia-smi lists, else torch's device count.
+nvidia-smi's indices, checked against the GPUs this machine has (nvidia-smi's list, else torch's
+device count) before any work: a GPU that is not there is an error naming those that are (or
+saying there are none). `--gpus all` is the GPUs this process was given (an inherited
+CUDA_VISIBLE_DEVICES, as a Slurm job with `--gres=gpu:N` has), else every GPU nvidia-smi lists,
+else torch's device count.
+
+STAGELAB_ASSUME_GPUS=0,1 stands for the machine's list (the runner's own tests: one notebook per
+"GPU" side by side on a machine without any, each of them `no_gpu`).
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from ..core.errors import ConfigError
 
 ALL = "all"
 VISIBLE_DEVICES = "CUDA_VISIBLE_DEVICES"
+ASSUME_GPUS = "STAGELAB_ASSUME_GPUS"
 
 
 @dataclass(frozen=True)
@@ -51,7 +56,7 @@ def _all(names: dict[str, str]) -> list[str]:
     if VISIBLE_DEVICES in os.environ:  # set, even empty: the GPUs this process may use, and no others
         found = [entry.strip() for entry in os.environ[VISIBLE_DEVICES].split(",") if entry.strip()]
     else:
-        found = _indices(names) or _torch_indices()
+        found = machine_gpus(names)
     if not found:
         raise ConfigError("--gpus all: no GPU here (none in CUDA_VISIBLE_DEVICES, or nvidia-smi and torch see none); "
                           "run without --gpus, or name the GPUs (--gpus 0,1)")
@@ -72,14 +77,44 @@ def parse_gpu_list(spec: str) -> list[str]:
     return indices
 
 
+def machine_gpus(names: dict[str, str]) -> list[str]:
+    """The indices of this machine's GPUs: STAGELAB_ASSUME_GPUS when set, else nvidia-smi's, else torch's."""
+    if ASSUME_GPUS in os.environ:
+        return parse_gpu_list(os.environ[ASSUME_GPUS]) if os.environ[ASSUME_GPUS].strip() else []
+    return _indices(names) or _torch_indices()
+
+
 def resolve_gpus(spec: str | None) -> list[Gpu] | None:
     """The GPUs `--gpus SPEC` names, with their names where nvidia-smi answers; None without --gpus."""
     if spec is None:
         return None
     names = _nvidia_smi()
-    indices = _all(names) if spec.strip() == ALL else parse_gpu_list(spec)
-    missing = [index for index in indices if names and index not in names]
-    if missing:
-        raise ConfigError(f"--gpus {spec!r}: GPU {', '.join(missing)} is not on this machine "
-                          f"(nvidia-smi lists {', '.join(_indices(names))})")
+    if spec.strip() == ALL:
+        indices = _all(names)
+    else:
+        indices, present = parse_gpu_list(spec), machine_gpus(names)
+        missing = [index for index in indices if index not in present]
+        if missing:
+            there = (f"it has GPU {', '.join(present)}" if present else "it has no GPU (nvidia-smi and torch see "
+                     "none); without --gpus the stages are built and held to their gates (no_gpu rows)")
+            raise ConfigError(f"--gpus {spec!r}: GPU {', '.join(missing)} is not on this machine: {there}")
     return [Gpu(index, names.get(index, "")) for index in indices]
+
+
+# What a stage's notebook costs without a GPU: its nvcc build where the cache has none (the sdpa
+# acceptance sweep, 22 stages, took about 24 minutes on a cold cache) and the notebook around it.
+NO_GPU_MINUTES_PER_STAGE = 1.1
+
+
+def no_gpu_notice(stages: int) -> str | None:
+    """What a batch will and will not do on a machine where CUDA sees no GPU, said before it starts
+    (a batch of no_gpu rows after half an hour of builds is no surprise then); None with a GPU."""
+    import torch
+
+    if torch.cuda.is_available():
+        return None
+    minutes = max(1, round(stages * NO_GPU_MINUTES_PER_STAGE))
+    return (f"no CUDA GPU here: each of the {stages} stage(s) will be built and held to its resource gates "
+            f"(registers, spills, shared memory, SASS), but not checked or timed: every row will read no_gpu. "
+            f"Builds take about a minute a stage when not cached yet, so up to ~{minutes} min; "
+            "run on a GPU machine for outcomes and timings")
