@@ -43,6 +43,8 @@ def family(tmp_path, monkeypatch):
     monkeypatch.delenv(SELECTED_FAMILY_ENV, raising=False)
     family_dir = write_family("myop", folder, "cuda")
     (family_dir / "myop_common.cuh").write_text(HEADER)
+    stage = family_dir / "s0_naive.cu"
+    stage.write_text('#include "myop_common.cuh"\n' + stage.read_text())
     return family_dir
 
 
@@ -110,3 +112,13 @@ def test_try_refuses_in_one_line_and_builds_nothing(tmp_path, argv, culprit):
     error = [line for line in done.stderr.splitlines() if line.startswith("stagelab: error:")]
     assert len(error) == 1 and culprit in error[0] and "its knobs" in error[0], done.stderr
     assert not (tmp_path / "build").exists() and not (tmp_path / "mlflow.db").exists()
+
+
+def test_a_header_the_stage_does_not_include_adds_no_knob(family):
+    """Knobs come from what nvcc reads for this stage: its source and the family headers it includes
+    (transitively), not every header in the folder (another stage's tunables)."""
+    (family / "myop_other.cuh").write_text("#pragma once\n#ifndef OTHER_STAGES_TILE\n#error set it\n#endif\n")
+    registry, stage = find_stage("s0_naive", "myop")
+    assert "OTHER_STAGES_TILE" not in stage_knobs(stage, registry)
+    (family / "myop_common.cuh").write_text(HEADER.replace("#endif\n", '#include "myop_other.cuh"\n#endif\n', 1))
+    assert "OTHER_STAGES_TILE" in stage_knobs(stage, registry)

@@ -1,8 +1,8 @@
 """A stage's knobs: the names a define (`stagelab try --define`, a notebook's `defines=`) may set.
 
 A define reaches a stage's code in one of two ways, so a knob is one of:
-- for a CUDA stage (`-DNAME=VALUE` to nvcc), a macro its own source or one of the family's headers
-  tests with the preprocessor (`#if`, `#elif`, `#ifdef`, `#ifndef`, `defined(NAME)`); a header's
+- for a CUDA stage (`-DNAME=VALUE` to nvcc), a macro its own source or a family header it includes
+  (with quotes, transitively) tests with the preprocessor (`#if`, `#elif`, `#ifdef`, `#ifndef`, `defined(NAME)`); a header's
   include guard and names the compiler reserves (`__CUDA_ARCH__`, `_WIN32`) are not knobs;
 - for a Python stage (`backend: triton` or `cute`), a key of the file's `KNOBS` dict
   (core.python_stage: a define that is not one is refused at build time), read from the source
@@ -74,10 +74,28 @@ def registry_knobs(stage: Stage) -> set[str]:
     return names | {name for defines in stage.variants.values() for name in defines}
 
 
+_INCLUDE_RE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*"([^"]+)"', re.MULTILINE)
+
+
+def included_sources(source: Path, folder: Path) -> list[Path]:
+    """The source and every file it includes with quotes, transitively, that lies in its own folder or
+    `folder` (the family's): what nvcc reads of the family for this stage."""
+    seen: dict[Path, None] = {}
+    pending = [source]
+    while pending:
+        path = pending.pop()
+        if path in seen or not path.is_file():
+            continue
+        seen[path] = None
+        for name in _INCLUDE_RE.findall(_preprocessed_text(path.read_text(errors="replace"))):
+            pending += [base / name for base in (path.parent, folder) if (base / name).is_file()][:1]
+    return list(seen)
+
+
 def stage_knobs(stage: Stage, registry: Registry) -> set[str] | None:
     """Every knob of the stage (the module's rules); None where its source cannot say (see python_knobs)."""
     if stage.backend == "cuda":
-        sources = [stage.source, *registry.header_files()]
+        sources = included_sources(stage.source, registry.directory)
         found = set().union(*(macros_tested(path.read_text(errors="replace")) for path in sources))
     else:
         found = python_knobs(stage.source)
