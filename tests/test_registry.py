@@ -133,3 +133,21 @@ def test_a_triton_stage_defines_become_python_values_for_its_knobs():
 
     assert knob_value("4") == 4 and knob_value("True") is True and knob_value("0.5") == 0.5
     assert knob_value("fp16") == "fp16" and knob_value("'x'") == "x"
+
+
+def test_a_header_in_a_subfolder_of_the_family_is_one_of_its_headers(tmp_path):
+    """A family's parts may live in folders of their own (kernels/sdpa/sched/): their headers count in
+    every stage's source hash, so editing one rebuilds the stages."""
+    from stagelab.core.build import source_hash
+    from stagelab.core.registry import load_registry
+
+    (tmp_path / "binding.cpp").write_text("// binding")
+    (tmp_path / "a.cu").write_text('#include "parts/walk.cuh"\n')
+    (tmp_path / "parts").mkdir()
+    (tmp_path / "parts" / "walk.cuh").write_text("// walk v1\n")
+    (tmp_path / "stages.yaml").write_text("family: sdpa\nbinding: binding.cpp\nstages:\n  - {id: a}\n")
+    registry = load_registry(tmp_path / "stages.yaml")
+    assert tmp_path / "parts" / "walk.cuh" in registry.header_files()
+    before = source_hash(registry.get("a"), registry)
+    (tmp_path / "parts" / "walk.cuh").write_text("// walk v2\n")
+    assert source_hash(registry.get("a"), registry) != before

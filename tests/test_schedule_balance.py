@@ -1,7 +1,14 @@
-"""tools/schedule_balance.py: the derivation of the causal-schedule numbers in s8's log."""
+"""tools/schedule_balance.py: the causal scheduler's balance, read from the kernel's own host model
+(sched/causal_pairs.cuh, CausalPairs::loads) compiled for the CPU: the numbers behind s8's pairs and
+s16's snake, checked against costs derived here by hand."""
+
+import math
+import shutil
 
 import pytest
 from tool_module import load_tool
+
+SMS = 132
 
 
 @pytest.fixture(scope="module")
@@ -9,36 +16,40 @@ def tool():
     return load_tool("schedule_balance")
 
 
-def test_a_heads_items_cost_their_key_tiles_longest_first(tool):
-    assert tool.item_costs(seq_len=512, block_m=128, block_n=128) == [4, 3, 2, 1]
-    assert tool.item_costs(seq_len=333, block_m=128, block_n=64) == [6, 4, 2]  # the ragged last tile: 333 keys
+@pytest.fixture(scope="module")
+def binary(tool, tmp_path_factory):
+    if shutil.which("nvcc") is None:
+        pytest.skip("nvcc is not installed")
+    return tool.build(tmp_path_factory.mktemp("schedule_plan") / "schedule_plan")
 
 
-def test_pairs_cost_the_same_whatever_j_and_an_odd_middle_tile_stands_alone(tool):
-    assert tool.units(heads=2, costs=[4, 3, 2, 1], pairs=True) == [5, 5, 5, 5]
-    assert tool.units(heads=1, costs=[3, 2, 1], pairs=True) == [4, 2]
-    assert tool.units(heads=2, costs=[3, 2, 1], pairs=False) == [3, 2, 1, 3, 2, 1]
+def item_costs(seq_len: int) -> list[int]:
+    """The model's cost of each 128-row causal item of one head: its 128-key tiles, plus one."""
+    return [t + 1 + 1 for t in range(math.ceil(seq_len / 128))]
 
 
-def test_the_numbers_in_s8s_log(tool):
-    """(2,8,2048,128) causal on 132 SMs: the longest block carried 28 tile-lengths against a mean of
-    16.5 with single items, 17 with pairs (128 units of 17)."""
-    mean = 16 * sum(range(1, 17)) / 132  # 16 heads of tiles costing 1..16 key tiles, on 132 SMs
-    assert round(mean, 1) == 16.5
-    assert tool.balance(16, 2048, 128, 128, 132, order="single") == (28, pytest.approx(mean / 28))
-    assert tool.balance(16, 2048, 128, 128, 132, order="pairs") == (17, pytest.approx(mean / 17))
+def test_pairs_cost_the_same_whatever_j_so_stripes_of_pairs_balance(tool, binary):
+    """(2,8,2048) causal: 16 heads of 16 items costing 2..17; a pair j, 15-j costs 19 whatever j, and
+    128 pairs on 132 blocks leave the busiest block one pair."""
+    costs = item_costs(2048)
+    row = tool.causal_loads(binary, 2, 8, 2048, SMS)
+    assert row["items"] == 256 and row["pairs_max"] == costs[0] + costs[-1] == 19
+    assert row["mean"] == pytest.approx(16 * sum(costs) / SMS)
 
 
-def test_the_snake_deals_longest_first_forward_then_backward(tool):
-    # 2 heads of [4, 3, 2, 1] on 3 blocks: 4 4 3 | 3 2 2 | 1 1 -> block 0: 4+2+1, 1: 4+2+1, 2: 3+3
-    assert tool.snake_loads(heads=2, costs=[4, 3, 2, 1], sms=3) == [7, 7, 6]
+def test_the_snake_ends_the_quantization_of_equal_pairs(tool, binary):
+    """Llama-3-8B's 8k causal prefill (32 heads of 64 items) on 132 SMs: 1024 pairs of 67 take 8 rounds on
+    the busiest block (536) against a mean of 519.8; the snake's busiest block carries 520."""
+    costs = item_costs(8192)
+    row = tool.causal_loads(binary, 1, 32, 8192, SMS)
+    assert row["pairs_max"] == math.ceil(32 * 32 / SMS) * (costs[0] + costs[-1]) == 536
+    assert row["mean"] == pytest.approx(32 * sum(costs) / SMS)
+    assert row["snake_max"] == 520 and row["snake_balance"] > 0.995
 
 
-def test_the_snake_ends_the_quantization_of_equal_pairs(tool):
-    """Llama-3-8B's 8k causal prefill (32 heads of 64 query tiles) on 132 SMs: 1024 pairs of 65 key
-    tiles take 8 rounds on the busiest block (520) against a mean of 504.2; the snake's busiest
-    block carries 505."""
-    mean = 32 * sum(range(1, 65)) / 132
-    assert tool.balance(32, 8192, 128, 128, 132, order="pairs") == (520, pytest.approx(mean / 520))
-    worst, ratio = tool.balance(32, 8192, 128, 128, 132, order="snake")
-    assert worst == 505 and ratio > 0.995
+def test_an_odd_count_s_middle_item_is_a_unit_alone(tool, binary):
+    """One head of 3 items (costs 2, 3, 4): pairs are (4 + 2) and the middle 3 alone; the snake deals
+    4, 3, 2 to three blocks."""
+    row = tool.causal_loads(binary, 1, 1, 384, SMS)
+    assert (row["items"], row["pairs_max"], row["snake_max"]) == (3, 6, 4)
+    assert row["mean"] == pytest.approx(9 / SMS)

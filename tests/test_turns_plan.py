@@ -1,5 +1,5 @@
-"""s18's plan for three warpgroups taking turns at head_dim 64 (sdpa_warpspec_launch.cuh's
-plan_three_turns, the host half of WorkOrder's mixed tiles), compiled by nvcc for the CPU: the list
+"""s18's plan for three warpgroups taking turns at head_dim 64 (sched/mixed_tiles.cuh's
+plan_three_turns, the host half of MixedTiles), compiled by nvcc for the CPU (tools/schedule_plan.cu): the list
 WorkOrder deals names every tile once, and the plan takes three warpgroups where 192-row items
 divide the rows and rounds well, and two where they leave ragged tiles or rounds."""
 
@@ -21,7 +21,7 @@ def turns_plan(tmp_path_factory):
         pytest.skip("nvcc is not installed")
     binary = tmp_path_factory.mktemp("turns_plan") / "turns_plan"
     subprocess.run([nvcc, "-std=c++17", "-O2", "-I", str(ROOT / "kernels" / "sdpa"), "-o", str(binary),
-                    str(ROOT / "tests" / "fixtures" / "turns_plan" / "turns_plan_main.cu")], check=True)
+                    str(ROOT / "tools" / "schedule_plan.cu")], check=True)
     return binary
 
 

@@ -12,27 +12,18 @@
 
 namespace sdpa_warpspec {
 
-// How a launch of Cfg deals its items (WorkOrder, and the host's per-launch choice in Schedule).
+// How a launch of Cfg deals its items: its scheduler's name for the host's choice in `s`.
 template <class Cfg>
 inline const char* scheduler_name(bool causal, const Schedule& s) {
-  if (!Cfg::kPersistent) return "grid";  // one block (or cluster) per item
-  if (causal) return !Cfg::kCausalPairs ? "stripes" : s.causal_snake ? "snake" : "pairs";
-  if (kMixedTiles<Cfg, false>) return s.turns_snake ? "mixed-snake" : "mixed-rotated";
-  return "stripes";
+  return causal ? WorkOrder<Cfg, true>::name(s) : WorkOrder<Cfg, false>::name(s);
 }
-// Every name scheduler_name can give a launch of Cfg: fn(schedule) once for each.
+// Every schedule a launch of Cfg can take (its scheduler's): fn(schedule) once for each.
 template <class Cfg, class Fn>
 inline void for_each_schedule(bool causal, Fn&& fn) {
-  Schedule s;
-  fn(s);
-  if (!Cfg::kPersistent) return;
-  if (causal && WorkOrder<Cfg, true>::kMaySnake) {
-    s.causal_snake = 1;
-    fn(s);
-  } else if (!causal && kMixedTiles<Cfg, false>) {
-    s.turns_snake = 1;
-    fn(s);
-  }
+  if (causal)
+    WorkOrder<Cfg, true>::each_schedule(fn);
+  else
+    WorkOrder<Cfg, false>::each_schedule(fn);
 }
 
 template <class Cfg>

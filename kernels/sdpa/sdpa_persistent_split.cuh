@@ -84,7 +84,7 @@ struct PersistentSplit {
     return waves3 * rows3 * 100 < waves2 * rows2 * gain_percent;
   }
   // Whether a non-causal head_dim-64 launch runs faster with three warpgroups taking turns than two:
-  // the busiest block of three's best plan (sdpa_warpspec_launch.cuh's plan_three_turns, its model;
+  // the busiest block of three's best plan (sched/mixed_tiles.cuh's plan_three_turns, its model;
   // remembered per problem, as launch() reads the same plan) at least kThreeTurnsMinGain under two's
   // (128-row items in stripes). The margin covers the model's error where it was measured (1-2%).
   static constexpr double kThreeTurnsMinGain = 1.02;

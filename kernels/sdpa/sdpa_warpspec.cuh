@@ -42,6 +42,7 @@
 #pragma once
 
 #include "sdpa_warpspec_config.cuh"
+#include "sched/work_order.cuh"
 
 namespace sdpa_warpspec {
 

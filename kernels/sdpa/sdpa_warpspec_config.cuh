@@ -1,8 +1,8 @@
 // sdpa_warpspec_config.cuh -- the compile-time half of sdpa_warpspec.cuh: the
 // register budget, the body policies a Config inherits (conditional O rescale,
 // programmatic dependent launch, causal order, softmax order), Config (a stage's policy),
-// KeySplit, the shared-memory Layout, and the work order (which items a block
-// takes, in which order). sdpa_warpspec.cuh holds the kernel, and
+// KeySplit, and the shared-memory Layout. The work order (which items a block
+// takes, in which order) is sched/'s; sdpa_warpspec.cuh holds the kernel, and
 // sdpa_warpspec_launch.cuh the host side.
 #pragma once
 
@@ -75,7 +75,7 @@ struct PlainBody {
   // every tile). head_dim 64 rescales every tile.
   static constexpr int kRescaleThresholdD128 = 0;
   // Persistent causal blocks: causal pairs (WorkOrder), or, per launch where the host's model says it
-  // pays (snake_pays in sdpa_warpspec_launch.cuh), the longest-first snake.
+  // pays (sched/causal_pairs.cuh), the longest-first snake.
   static constexpr bool kCausalSnake = false;
   static constexpr SoftmaxOrder kSoftmaxOrder = SoftmaxOrder::kPlain;
 };
@@ -89,7 +89,7 @@ struct Params {
   CUtensorMap q_map, k_map, v_map;
   int m_tiles;     // query tiles per (batch, head)
   int work_items;  // m_tiles * heads * batch
-  int causal_snake;  // Cfg::kCausalSnake: this launch walks the longest-first snake (the host's snake_pays)
+  int causal_snake;  // Cfg::kCausalSnake: this launch walks the longest-first snake (CausalPairs::plan)
   // Three warpgroups taking turns, non-causal (kMixedTiles): each (batch, head)'s first big_tiles items
   // hold kBlockM rows, its other m_tiles - big_tiles one warpgroup's fewer; turns_snake 1: every
   // big item first, then the short ones, dealt in a snake; 0: stripes, rotated (the host's plan_three_turns).
@@ -285,160 +285,5 @@ __device__ __forceinline__ uint32_t q_offset(int local) {
   if constexpr (L::kQStages == 1) return L::kQOffset;
   return L::kQOffset + q_slot<L>(local) * L::kQBytes;
 }
-
-// One work item as a block (or a cluster rank) sees it.
-struct WorkTile {
-  int q_begin, h, b;
-  int kt_begin, kt_end;  // this CTA's key tiles
-};
-// The key tiles query tile `q_tile` sees (causal: up to its diagonal, aligned bottom-right).
-template <class Cfg, bool kCausal>
-__host__ __device__ __forceinline__ int key_tiles(const SdpaProblem& p, int q_tile) {
-  return sdpa_ceil_div(sdpa_kv_end(q_tile * Cfg::kBlockM + key_offset(p), Cfg::kBlockM, kv_len(p), kCausal),
-                       Cfg::kBlockN);
-}
-// Query tile `q_tile` of (batch, head) `bh`, and this CTA's share of its key tiles.
-template <class Cfg, bool kCausal>
-__device__ __forceinline__ WorkTile make_work(const Params& prm, int bh, int q_tile, int split, int splits) {
-  const SdpaProblem& p = prm.p;
-  WorkTile t;
-  t.q_begin = q_tile * Cfg::kBlockM;
-  t.h = bh % p.heads;
-  t.b = bh / p.heads;
-  const int n_tiles = key_tiles<Cfg, kCausal>(p, q_tile);
-  const int share = sdpa_ceil_div(n_tiles, splits);
-  t.kt_begin = min(split * share, n_tiles);
-  t.kt_end = min(t.kt_begin + share, n_tiles);
-  return t;
-}
-
-// (batch, head) of this CTA from its cluster's (batch, head group) index: a K/V multicast cluster
-// (KvMulticast) walks the units of head groups of kMulticastCtas (heads kMulticastCtas * j + rank) as one.
-template <class Cfg>
-__device__ __forceinline__ int cta_bh(const Params& prm, int group_bh) {
-  constexpr int kCtas = Cfg::kMulticastCtas;
-  if constexpr (kCtas == 1) return group_bh;
-  const int groups = prm.p.heads / kCtas;
-  return (group_bh / groups) * prm.p.heads + (group_bh % groups) * kCtas + static_cast<int>(cluster_ctarank());
-}
-
-// Three warpgroups taking turns, non-causal: each (batch, head)'s rows cut into
-// Params::big_tiles items of kBlockM rows, then items of one warpgroup's fewer; one list of every
-// (batch, head)'s big items, then every one's short items, dealt round by round to the blocks, round
-// k forward, or with Params::turns_snake backward when k is odd (the host's plan_three_turns picks
-// the cut and the deal).
-// - Without short items (BERT-base 512: 192 + 192 + 128 rows): a (batch, head)'s last item may hold
-//   fewer rows than the others, and fewer warpgroups with rows run it faster. Dealt head by head,
-//   block b would take tile b % m_tiles in every round wherever the grid is a multiple of m_tiles
-//   (132 = 44 x 3: a third of the blocks only the short tiles), so each (batch, head)'s tiles are
-//   rotated by the round its first item lands in (constant per (batch, head): still each tile once).
-// - With short items, in the snake (SDXL self: 14 big and 11 short items a head): the short items
-//   come last and even out the rounds' raggedness.
-template <class Cfg, bool kCausal>
-constexpr bool kMixedTiles = Cfg::kPingpong && Cfg::kConsumerWGs == 3 && !kCausal && Cfg::kMulticastCtas == 1;
-// Position q of that list on `grid` blocks: its (batch, head) and tile index.
-__host__ __device__ __forceinline__ void mixed_item(int q, int m_tiles, int big_tiles, int big_items, int grid, int& bh,
-                                                    int& tile) {
-  if (q < big_items) {
-    bh = q / big_tiles;
-    tile = (q % big_tiles + bh * big_tiles / grid) % big_tiles;
-  } else {
-    const int small_tiles = m_tiles - big_tiles;
-    bh = (q - big_items) / small_tiles;
-    tile = big_tiles + (q - big_items) % small_tiles;
-  }
-}
-// Tile `tile`'s first row when a (batch, head)'s first big_tiles tiles hold big_rows rows and the
-// others one warpgroup's fewer (tile m_tiles: where the rows end, before clipping to seq_len).
-__host__ __device__ __forceinline__ int mixed_tile_begin(int tile, int big_tiles, int big_rows) {
-  return tile < big_tiles ? tile * big_rows : big_tiles * big_rows + (tile - big_tiles) * (big_rows - kWgmmaM);
-}
-// Tile `tile` of (batch, head) `bh` under mixed tiles; its end row is rows_end's (sdpa_warpspec.cuh).
-template <class Cfg, bool kCausal>
-__device__ __forceinline__ WorkTile make_mixed_work(const Params& prm, int bh, int tile) {
-  WorkTile t = make_work<Cfg, kCausal>(prm, bh, 0, 0, 1);  // non-causal: every item the same key tiles
-  t.q_begin = mixed_tile_begin(tile, prm.big_tiles, Cfg::kBlockM);
-  return t;
-}
-
-// Item w of the flat order (of the cluster's head groups), query tiles of one (batch, head)
-// consecutive and in descending order (causal: longest first); s9 runs one block per item.
-template <class Cfg, bool kCausal>
-__device__ __forceinline__ WorkTile decode_work(const Params& prm, int w, int split, int splits) {
-  return make_work<Cfg, kCausal>(prm, cta_bh<Cfg>(prm, w / prm.m_tiles), prm.m_tiles - 1 - w % prm.m_tiles, split,
-                                 splits);
-}
-
-// Causal pairs (persistent configs): a block takes query tiles
-// j and m-1-j of one head back to back, a unit whose key tiles sum to about the
-// same for every j, so the static stripes balance. Without it, block b's items
-// b, b+grid, ... of a head-major, longest-first order are as long as their
-// residues mod m_tiles make them: at (2,8,2048,128) causal (16 tiles of 128
-// rows a head, 256 items, 132 blocks) block 0 gets 16 + 12 tile-lengths and
-// block 11 gets 5 + 1, against a mean of 16.5: the longest block runs 1.7x the
-// mean, and s8 measured 342 TFLOP/s there against 582 dense (H100).
-template <class Cfg, bool kCausal>
-struct WorkOrder {
-  // A Config with kCausalSnake walks pairs or the snake by Params::causal_snake.
-  static constexpr bool kPairs = Cfg::kPersistent && kCausal && Cfg::kCausalPairs;
-  static constexpr bool kMaySnake = kPairs && Cfg::kCausalSnake;
-  __host__ __device__ static bool snake(const Params& prm) { return kMaySnake && prm.causal_snake != 0; }
-  static constexpr int kCtas = Cfg::kMulticastCtas;  // a K/V multicast cluster walks one unit (cta_bh)
-
-  // Units the blocks (the clusters) stripe over: items, or pairs of items (a middle tile alone).
-  __host__ __device__ static int units(const Params& prm) {
-    return (kPairs && !snake(prm) ? sdpa_ceil_div(prm.m_tiles, 2) * prm.p.heads * prm.p.batch : prm.work_items) / kCtas;
-  }
-
-  // body(tile, local) for each item of this block in order; local counts them
-  // (the Q buffer's phase). Query tiles of one (batch, head) are consecutive
-  // units: blocks running at the same time share that head's K/V in L2 (items
-  // spread over all heads streamed 4x more DRAM traffic at (4,16,4096,128) and
-  // lost 15%). Within a head the tiles go in descending order: causal longest first.
-  template <class Body>
-  __device__ __forceinline__ static void for_each(const Params& prm, int split, int splits, Body&& body) {
-    const int first = Cfg::kPersistent ? static_cast<int>(blockIdx.x) / kCtas : static_cast<int>(blockIdx.x) / splits;
-    const int stride = Cfg::kPersistent ? static_cast<int>(gridDim.x) / kCtas : prm.work_items;
-    int local = 0;
-    if constexpr (kPairs) {
-      // Step k: unit first + (k / 2) * stride, its longer tile first; or (the snake) position
-      // first (k even) or stride-1-first (k odd) of round k of the longest-first list, whose
-      // position q is query tile m-1 - q / groups of (batch, head) group q % groups. One call
-      // site: the body (the whole main loop) is inlined once, and only k and local stay live
-      // across it (a second call site spilled at the entry cap). A block's units and positions
-      // grow with k, so the first one past the end ends its walk.
-      const int pairs = sdpa_ceil_div(prm.m_tiles, 2);
-      const bool snake_order = snake(prm);
-      const int groups = prm.work_items / prm.m_tiles / kCtas;
-      for (int k = 0;; ++k) {
-        int group, q_tile;
-        if (snake_order) {
-          const int q = k * stride + ((k & 1) ? stride - 1 - first : first);
-          if (q >= units(prm)) break;
-          group = q % groups;
-          q_tile = prm.m_tiles - 1 - q / groups;
-        } else {
-          const int u = first + (k >> 1) * stride;
-          if (u >= units(prm)) break;
-          const int shorter = u % pairs, longer = prm.m_tiles - 1 - shorter;
-          if ((k & 1) && shorter == longer) continue;  // the middle tile of an odd count is a unit alone
-          group = u / pairs;
-          q_tile = (k & 1) ? shorter : longer;
-        }
-        body(make_work<Cfg, kCausal>(prm, cta_bh<Cfg>(prm, group), q_tile, split, splits), local++);
-      }
-    } else if constexpr (kMixedTiles<Cfg, kCausal>) {  // one call site, as above
-      for (int k = 0;; ++k) {
-        const int q = k * stride + ((prm.turns_snake != 0 && (k & 1)) ? stride - 1 - first : first);
-        if (q >= prm.work_items) break;
-        int bh, tile;
-        mixed_item(q, prm.m_tiles, prm.big_tiles, prm.big_items, stride, bh, tile);
-        body(make_mixed_work<Cfg, kCausal>(prm, bh, tile), local++);
-      }
-    } else {
-      for (int w = first; w < units(prm); w += stride) body(decode_work<Cfg, kCausal>(prm, w, split, splits), local++);
-    }
-  }
-};
 
 }  // namespace sdpa_warpspec

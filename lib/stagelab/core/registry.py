@@ -89,8 +89,10 @@ class Registry:
         return chain
 
     def header_files(self) -> list[Path]:
-        """Shared headers: every stage's build hash covers all of them."""
-        return sorted(p for p in self.directory.iterdir() if p.suffix in {".h", ".cuh", ".hpp"})
+        """Shared headers, in the family's folder and its subfolders (a family's parts may live in
+        folders of their own, kernels/sdpa/sched/): every stage's build hash covers all of them."""
+        return sorted(p for p in self.directory.rglob("*") if p.suffix in {".h", ".cuh", ".hpp"} and p.is_file()
+                      and not any(part.startswith(".") for part in p.relative_to(self.directory).parts))
 
 
 def family_registry(family: str) -> Registry:

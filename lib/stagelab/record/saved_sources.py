@@ -42,7 +42,9 @@ def log_sources(run_id: str, ctx: StageContext, scratch: Path) -> None:
     """The stage, the family's headers and binding under source/, the family's Python under
     source/python/, and the diff against the parent (written in `scratch` on the way)."""
     for path in [ctx.stage.source, *ctx.registry.header_files(), ctx.registry.binding]:
-        tracking.log_artifact(run_id, path, "source")
+        # a header in a subfolder of the family (sched/...) keeps its folder under source/
+        folder = path.parent.relative_to(ctx.registry.directory) if path.parent != ctx.registry.directory else None
+        tracking.log_artifact(run_id, path, f"source/{folder.as_posix()}" if folder else "source")
     log_family_python(run_id, ctx)
     if ctx.parent is not None:
         diff = scratch / diff_name(ctx.parent.id, ctx.stage.id)
