@@ -1,4 +1,4 @@
-"""Ordering plants in the shared warp-specialized kernel (kernels/sdpa/sdpa_warpspec.cuh, s6-s8),
+"""Ordering plants in the shared warp-specialized kernel (kernels/sdpa/mainloop/ and its producer, s6-s18),
 issue 28: each a small edit of one exact passage, applied to a scratch copy of the checkout
 (make_sdpa_plant_checkout), so the repository's headers, and every stage's default SASS, stay
 as they are. An edit whose passage is gone (the header was rewritten) fails loudly: re-anchor it.
@@ -28,7 +28,9 @@ from pathlib import Path
 
 from stagelab.core.paths import repo_root
 
-WARPSPEC = "sdpa_warpspec.cuh"
+CONSUMER = "mainloop/consumer.cuh"
+WARPGROUP = "mainloop/warpgroup.cuh"
+PRODUCER = "mainloop/producer.cuh"
 
 
 @dataclass(frozen=True)
@@ -41,7 +43,7 @@ class Plant:
 
 
 PLANTS = {plant.name: plant for plant in (
-    Plant("k_release_early", WARPSPEC,
+    Plant("k_release_early", CONSUMER,
           """    wgmma_commit();
     turn_end();
     store_deferred();  // under this Q.K^T and the other warpgroup's turn
@@ -57,7 +59,7 @@ PLANTS = {plant.name: plant for plant in (
     fence_regs(tile.s_acc);
 """,
           "the first tile's K slot released before the wgmma reading it completes"),
-    Plant("pv_no_final_wait", WARPSPEC,
+    Plant("pv_no_final_wait", CONSUMER,
           """    turn_end();
     wgmma_wait<0>();
     fence_regs(tile.o_acc);
@@ -68,7 +70,7 @@ PLANTS = {plant.name: plant for plant in (
     release_kv(kEmptyV, idx);
 """,
           "the last P.V's wgmma_wait<0> removed: its V slot released with the wgmma in flight"),
-    Plant("no_k_full_wait", WARPSPEC,
+    Plant("no_k_full_wait", WARPGROUP,
           """  __device__ __forceinline__ void wait_full(int ring, int index) const {
     mbarrier_wait(ring_bar<kStages>(bars, ring, index), ring_parity<kStages>(index));
   }
@@ -78,7 +80,7 @@ PLANTS = {plant.name: plant for plant in (
   }
 """,
           "the consumers' K-ring wait_full removed"),
-    Plant("k_tile_never_issued", WARPSPEC,
+    Plant("k_tile_never_issued", PRODUCER,
           """      mbarrier_wait(ring_bar<kStages>(bars, kEmptyK, ring), freed);
       load_kv_tile<Cfg, kBlocks>(s_base + L::kKOffset + slot, &prm.k_map, ring_bar<kStages>(bars, kFullK, ring),
 """,
