@@ -41,9 +41,4 @@ Run: stagelab run --stage s10_general --params params/models.yaml
 #define SDPA_GENERAL_PROBLEM 1
 #include "sdpa_persistent_split.cuh"
 
-namespace {
-using namespace sdpa_persistent;
-using S10 = Compose<Recipe>;
-}  // namespace
-
-SDPA_PERSISTENT_STAGE("s10_general", S10)
+SDPA_COMPOSED_STAGE(s10_general)

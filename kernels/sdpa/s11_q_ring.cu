@@ -31,9 +31,4 @@ Run: stagelab run --stage s11_q_ring --params params/models.yaml
 #define SDPA_GENERAL_PROBLEM 1
 #include "sdpa_persistent_split.cuh"
 
-namespace {
-using namespace sdpa_persistent;
-using S11 = Compose<Recipe, QRing>;
-}  // namespace
-
-SDPA_PERSISTENT_STAGE("s11_q_ring", S11)
+SDPA_COMPOSED_STAGE(s11_q_ring, QRing)

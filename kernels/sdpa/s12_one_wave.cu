@@ -35,9 +35,4 @@ Run: stagelab run --stage s12_one_wave --params params/models.yaml
 #define SDPA_GENERAL_PROBLEM 1
 #include "sdpa_persistent_split.cuh"
 
-namespace {
-using namespace sdpa_persistent;
-using S12 = Compose<Recipe, QRing, OneWaveShort>;
-}  // namespace
-
-SDPA_PERSISTENT_STAGE("s12_one_wave", S12)
+SDPA_COMPOSED_STAGE(s12_one_wave, QRing, OneWaveShort)

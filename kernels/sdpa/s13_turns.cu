@@ -35,9 +35,4 @@ Run: stagelab run --stage s13_turns --params params/models.yaml
 #define SDPA_GENERAL_PROBLEM 1
 #include "sdpa_persistent_split.cuh"
 
-namespace {
-using namespace sdpa_persistent;
-using S13 = Compose<Recipe, QRing, OneWaveShort, TurnsPastMaxSeq>;
-}  // namespace
-
-SDPA_PERSISTENT_STAGE("s13_turns", S13)
+SDPA_COMPOSED_STAGE(s13_turns, QRing, OneWaveShort, TurnsPastMaxSeq)

@@ -41,9 +41,4 @@ Run: stagelab run --stage s14_kv_multicast --params params/models.yaml
 #define SDPA_GENERAL_PROBLEM 1
 #include "sdpa_persistent_split.cuh"
 
-namespace {
-using namespace sdpa_persistent;
-using S14 = Compose<Recipe, QRing, OneWaveShort, TurnsPastMaxSeq, KvMulticastTurns>;
-}  // namespace
-
-SDPA_PERSISTENT_STAGE("s14_kv_multicast", S14)
+SDPA_COMPOSED_STAGE(s14_kv_multicast, QRing, OneWaveShort, TurnsPastMaxSeq, KvMulticastTurns)

@@ -34,9 +34,4 @@ Run: stagelab run --stage s15_deferred_epilogue --params params/models.yaml
 #define SDPA_GENERAL_PROBLEM 1
 #include "sdpa_persistent_split.cuh"
 
-namespace {
-using namespace sdpa_persistent;
-using S15 = Compose<Recipe, QRing, OneWaveShort, TurnsPastMaxSeq, DeferredEpilogue>;
-}  // namespace
-
-SDPA_PERSISTENT_STAGE("s15_deferred_epilogue", S15)
+SDPA_COMPOSED_STAGE(s15_deferred_epilogue, QRing, OneWaveShort, TurnsPastMaxSeq, DeferredEpilogue)

@@ -38,9 +38,4 @@ Run: stagelab run --stage s16_causal_snake --params params/causal_long.yaml
 #define SDPA_GENERAL_PROBLEM 1
 #include "sdpa_persistent_split.cuh"
 
-namespace {
-using namespace sdpa_persistent;
-using S16 = Compose<Recipe, QRing, OneWaveShort, TurnsPastMaxSeq, CausalSnake>;
-}  // namespace
-
-SDPA_PERSISTENT_STAGE("s16_causal_snake", S16)
+SDPA_COMPOSED_STAGE(s16_causal_snake, QRing, OneWaveShort, TurnsPastMaxSeq, CausalSnake)

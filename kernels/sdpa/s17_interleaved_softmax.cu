@@ -37,9 +37,4 @@ Run: stagelab run --stage s17_interleaved_softmax --params params/causal_long.ya
 #define SDPA_GENERAL_PROBLEM 1
 #include "sdpa_persistent_split.cuh"
 
-namespace {
-using namespace sdpa_persistent;
-using S17 = Compose<Recipe, QRing, OneWaveShort, TurnsPastMaxSeq, CausalSnake, InterleavedSoftmaxD128>;
-}  // namespace
-
-SDPA_PERSISTENT_STAGE("s17_interleaved_softmax", S17)
+SDPA_COMPOSED_STAGE(s17_interleaved_softmax, QRing, OneWaveShort, TurnsPastMaxSeq, CausalSnake, InterleavedSoftmaxD128)

@@ -43,9 +43,4 @@ Run: stagelab run --stage s18_three_turns --params params/models.yaml
 #define SDPA_GENERAL_PROBLEM 1
 #include "sdpa_persistent_split.cuh"
 
-namespace {
-using namespace sdpa_persistent;
-using S18 = Compose<Recipe, QRing, OneWaveShort, TurnsPastMaxSeq, CausalSnake, InterleavedSoftmaxD128, ThreeTurnsByModel>;
-}  // namespace
-
-SDPA_PERSISTENT_STAGE("s18_three_turns", S18)
+SDPA_COMPOSED_STAGE(s18_three_turns, QRing, OneWaveShort, TurnsPastMaxSeq, CausalSnake, InterleavedSoftmaxD128, ThreeTurnsByModel)

@@ -58,23 +58,16 @@ Scope: head_dim 64 and 128, fp16 or bf16 output, causal or not, any
 #include <type_traits>
 
 #include "sdpa_api.h"
-// s9 launches with programmatic dependent launch, the trigger before the epilogue (its trials)
-// The tunables: stages.yaml's compile_options.defines give their values (the registry is
-// their one source); a build without them stops here.
+// The tunables (the precision and schedule knobs, then the tiles, rings and register split):
+// stages.yaml's compile_options.defines give their values (the registry is their one source), and a
+// build without them stops here.
 #if !defined(WS_PDL) || !defined(PINGPONG) || !defined(FOLD_P_SCALE) || !defined(EXP2_POLY_EVERY) || \
-    !defined(QK_F16) || !defined(PV_PROMOTE_D64) || !defined(PV_PROMOTE_D128)
-#error "s9_fp8: build with its registry defines (WS_PDL, PINGPONG, FOLD_P_SCALE, EXP2_POLY_EVERY, QK_F16, PV_PROMOTE_D64, PV_PROMOTE_D128)"
+    !defined(QK_F16) || !defined(PV_PROMOTE_D64) || !defined(PV_PROMOTE_D128) || !defined(BLOCK_N_D64) || \
+    !defined(BLOCK_N_D128) || !defined(STAGES_D64) || !defined(STAGES_D128) || !defined(PRODUCER_REGS) || \
+    !defined(CONSUMER_REGS)
+#error "s9_fp8: build with its registry defines (stagelab build s9_fp8)"
 #endif
 #include "sdpa_fp8.cuh"
-// The tunables: stages.yaml's compile_options.defines give their values (the registry is
-// their one source); a build without them stops here.
-#if !defined(BLOCK_N_D64) || !defined(BLOCK_N_D128) || !defined(STAGES_D64) || !defined(STAGES_D128) || \
-    !defined(PRODUCER_REGS) || !defined(CONSUMER_REGS)
-#error "s9_fp8: build with its registry defines (BLOCK_N_D64, BLOCK_N_D128, STAGES_D64, STAGES_D128, PRODUCER_REGS, CONSUMER_REGS)"
-#endif
-
-// Speed knobs (the registry's defines are the default build; see the header).
-// Precision (issue 28; see the header): the e4m3 wgmma's ~13-bit accumulator kept out of Q.K^T and O
 
 namespace {
 

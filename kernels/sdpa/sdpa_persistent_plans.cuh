@@ -256,3 +256,12 @@ struct PersistentPlans {
     return sdpa_persistent::PersistentPlans<RECIPE>::smem_bytes(head_dim, dtype);                \
   }                                                                                              \
   SDPA_EXPORT_LAUNCH_PLANS(sdpa_persistent::PersistentPlans<RECIPE>)
+
+// A stage composed of the Recipe and parts, named as sdpa_persistent_recipe.cuh names them, applied in
+// order: SDPA_COMPOSED_STAGE(s13_turns, QRing, OneWaveShort, TurnsPastMaxSeq). Its composition is the
+// type sdpa_persistent::composed::<ID>, which names its kernels.
+#define SDPA_COMPOSED_STAGE(ID, ...)                                                               \
+  namespace sdpa_persistent::composed {                                                            \
+  using ID = Compose<Recipe, ##__VA_ARGS__>;                                                       \
+  }                                                                                                \
+  SDPA_PERSISTENT_STAGE(#ID, sdpa_persistent::composed::ID)
