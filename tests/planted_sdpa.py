@@ -44,24 +44,24 @@ class Plant:
 
 PLANTS = {plant.name: plant for plant in (
     Plant("k_release_early", CONSUMER,
-          """    wgmma_commit();
+          """    commit();
     turn_end();
     store_deferred();  // under this Q.K^T and the other warpgroup's turn
-    wgmma_wait<0>();
+    wait_all_wgmma();
     fence_regs(tile.s_acc);
     release_kv(kEmptyK, ring);
 """,
-          """    wgmma_commit();
+          """    commit();
     release_kv(kEmptyK, ring);  // PLANTED: before the wgmma reading K completes
     turn_end();
     store_deferred();  // under this Q.K^T and the other warpgroup's turn
-    wgmma_wait<0>();
+    wait_all_wgmma();
     fence_regs(tile.s_acc);
 """,
           "the first tile's K slot released before the wgmma reading it completes"),
     Plant("pv_no_final_wait", CONSUMER,
           """    turn_end();
-    wgmma_wait<0>();
+    wait_all_wgmma();
     fence_regs(tile.o_acc);
     release_kv(kEmptyV, idx);
 """,
@@ -73,18 +73,18 @@ PLANTS = {plant.name: plant for plant in (
     Plant("no_k_full_wait", WARPGROUP,
           """  __device__ __forceinline__ void wait_full(int ring, int index) const {
     mbarrier_wait(ring_bar<kStages>(bars, ring, index), ring_parity<kStages>(index));
-  }
+    protocol.landed(ring == kFullK ? sdpa_protocol::kRingK : sdpa_protocol::kRingV, index);
 """,
           """  __device__ __forceinline__ void wait_full(int ring, int index) const {
     if (ring != kFullK) mbarrier_wait(ring_bar<kStages>(bars, ring, index), ring_parity<kStages>(index));  // PLANTED
-  }
+    protocol.landed(ring == kFullK ? sdpa_protocol::kRingK : sdpa_protocol::kRingV, index);
 """,
           "the consumers' K-ring wait_full removed"),
     Plant("k_tile_never_issued", PRODUCER,
-          """      mbarrier_wait(ring_bar<kStages>(bars, kEmptyK, ring), freed);
+          """      protocol.filled(sdpa_protocol::kRingK, ring);
       load_kv_tile<Cfg, kBlocks>(s_base + L::kKOffset + slot, &prm.k_map, ring_bar<kStages>(bars, kFullK, ring),
 """,
-          """      mbarrier_wait(ring_bar<kStages>(bars, kEmptyK, ring), freed);
+          """      protocol.filled(sdpa_protocol::kRingK, ring);
       if (n != wt.kt_begin + 1)  // PLANTED: the item's second K tile is never issued (a deterministic hang)
       load_kv_tile<Cfg, kBlocks>(s_base + L::kKOffset + slot, &prm.k_map, ring_bar<kStages>(bars, kFullK, ring),
 """,

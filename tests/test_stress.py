@@ -116,7 +116,7 @@ def test_every_plant_finds_its_passage_once_in_the_shared_headers(tmp_path):
         planted = plant_text(text, plant)
         assert planted != text and "PLANTED" in planted and plant.passage not in planted
     root = make_sdpa_plant_checkout(tmp_path / "checkout", "pv_no_final_wait")
-    assert "PLANTED" in (root / "kernels" / "sdpa" / "sdpa_warpspec.cuh").read_text()
+    assert "PLANTED" in (root / "kernels" / "sdpa" / PLANTS["pv_no_final_wait"].header).read_text()
     with pytest.raises(ValueError, match="occurs 0 times"):
         plant_text("rewritten header", PLANTS["k_release_early"])
 
@@ -127,13 +127,13 @@ def test_the_hang_plant_skips_a_k_load_in_the_producer_and_the_gpu_check_uses_it
     from planted_sdpa import PLANTS, plant_text
     from tool_module import load_tool
 
-    header = (ROOT / "kernels" / "sdpa" / "sdpa_warpspec.cuh").read_text()
+    header = (ROOT / "kernels" / "sdpa" / PLANTS["k_tile_never_issued"].header).read_text()
     planted = plant_text(header, PLANTS["k_tile_never_issued"])
-    produce = planted[planted.index("__device__ __forceinline__ void produce("):planted.index("// Named barriers")]
+    produce = planted[planted.index("__device__ __forceinline__ void produce("):]
     guard = produce.index("if (n != wt.kt_begin + 1)")
     guarded = produce[guard:].splitlines()[1]  # the statement the `if` governs: the K tile's load
     assert "load_kv_tile" in guarded and "L::kKOffset" in guarded
-    assert guard > produce.index("kEmptyK, ring), freed)")
+    assert guard > produce.index("wait_released(kEmptyK, ring, freed)")
     assert produce.count("if (n != wt.kt_begin + 1)") == 1
     tool = load_tool("stress_gpu_check")
     assert tool.HANG_PLANT == "k_tile_never_issued" and tool.HANG_PLANT in PLANTS

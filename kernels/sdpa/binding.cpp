@@ -17,6 +17,7 @@
 #pragma weak sdpa_launch_plan
 #pragma weak sdpa_launch_plans
 #pragma weak sdpa_last_launch_plan
+#pragma weak sdpa_protocol_report
 
 namespace {
 
@@ -173,6 +174,16 @@ std::string launch_plan(int64_t batch, int64_t heads, int64_t kv_heads, int64_t 
 }
 
 std::string last_launch_plan() { return sdpa_last_launch_plan != nullptr ? std::string(sdpa_last_launch_plan()) : ""; }
+// The protocol-checking build's first violation since the last call ("" when none); None for a build
+// without the checks (SDPA_PROTOCOL=0, or a stage that has none).
+py::object protocol_report() {
+  if (sdpa_protocol_report == nullptr) return py::none();
+  std::string text(256, '\0');
+  const int32_t length = sdpa_protocol_report(text.data(), static_cast<int32_t>(text.size()));
+  TORCH_CHECK(length >= 0, "sdpa_protocol_report: the violation record could not be read (", cudaGetErrorString(cudaGetLastError()), ")");
+  text.resize(static_cast<size_t>(length) < text.size() ? static_cast<size_t>(length) : text.size() - 1);
+  return py::str(text);
+}
 
 }  // namespace
 
@@ -186,6 +197,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("launch_plans", &launch_plans, "every launch plan the stage's build can take (empty: one implicit plan)");
   m.def("launch_plan", &launch_plan, "the launch plan a problem of this shape takes on a device of sms SMs and l2_bytes of L2");
   m.def("last_launch_plan", &last_launch_plan, "the plan of this thread's last forward launch");
+  m.def("protocol_report", &protocol_report, "the protocol-checking build's first violation since the last call ('' none; None: no checks)");
   m.def("has_fp8", &has_fp8, "whether the stage exports the FP8 entry points");
   m.def("stage_config", &stage_config, "the stage's compile-time configuration");
   m.def("dynamic_shared_memory_bytes", &dynamic_shared_memory_bytes,

@@ -79,6 +79,13 @@ extern "C" int32_t sdpa_launch_plans(char* out, int32_t capacity);
 // The plan of this thread's last sdpa_forward that launched ("" before any).
 extern "C" const char* sdpa_last_launch_plan();
 
+// ------------------------------------------------------ protocol checks --
+// Optional: a warp-specialized stage built with SDPA_PROTOCOL=1 (instrument/protocol.cuh) checks the
+// rules of its K/V rings as it runs and keeps the first violation. Writes it as one line ("rule
+// release_before_retire, ring K, slot 1, ring index 5, block 3, consumer warpgroup 0"; "" when none),
+// clears it, and returns the length, or -1 when the record cannot be read.
+extern "C" int32_t sdpa_protocol_report(char* out, int32_t capacity);
+
 // ------------------------------------------------------------------ FP8 --
 // An FP8 (e4m3) stage exports sdpa_fp8_forward and sdpa_fp8_scratch_bytes
 // besides the three above (whose sdpa_forward may reject every problem).

@@ -15,6 +15,9 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
+#include <string>
+
 #include <cuda_runtime.h>
 
 #include "sdpa_api.h"
@@ -23,6 +26,18 @@
 // Stringify a knob's value for the config string: SDPA_STR(BLOCK_N) -> "64".
 #define SDPA_STR2(x) #x
 #define SDPA_STR(x) SDPA_STR2(x)
+
+// Copies `text` into a caller's buffer of `capacity` bytes (truncated, NUL-terminated); its length:
+// the text exports (launch plans, the protocol report) answer a caller that sizes its buffer by a
+// first call with none.
+inline int32_t sdpa_copy_text(const std::string& text, char* out, int32_t capacity) {
+  if (out != nullptr && capacity > 0) {
+    const size_t n = text.size() < static_cast<size_t>(capacity - 1) ? text.size() : static_cast<size_t>(capacity - 1);
+    std::memcpy(out, text.data(), n);
+    out[n] = '\0';
+  }
+  return static_cast<int32_t>(text.size());
+}
 
 // Every stage kernel takes the problem by value and nothing else.
 using SdpaKernel = void (*)(SdpaProblem);

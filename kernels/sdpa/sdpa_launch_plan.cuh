@@ -48,16 +48,6 @@ inline std::string plan_text(bool causal, const char* branch, int splits, const 
   return text;
 }
 
-// Copies `text` into a caller's buffer of `capacity` bytes (truncated, NUL-terminated); its length.
-inline int32_t copy_plan_text(const std::string& text, char* out, int32_t capacity) {
-  if (out != nullptr && capacity > 0) {
-    const size_t n = text.size() < static_cast<size_t>(capacity - 1) ? text.size() : static_cast<size_t>(capacity - 1);
-    std::memcpy(out, text.data(), n);
-    out[n] = '\0';
-  }
-  return static_cast<int32_t>(text.size());
-}
-
 }  // namespace sdpa_warpspec
 
 // The three plan exports of sdpa_api.h over a stage's PLANS type:
@@ -69,10 +59,10 @@ inline int32_t copy_plan_text(const std::string& text, char* out, int32_t capaci
                                       int32_t capacity) {                                                    \
     if (problem == nullptr || device == nullptr || sdpa_check_problem(*problem) != cudaSuccess) return -1;   \
     if (problem->head_dim != 64 && problem->head_dim != 128) return -1;                                      \
-    return sdpa_warpspec::copy_plan_text(PLANS::describe(*problem, *device), out, capacity);                 \
+    return sdpa_copy_text(PLANS::describe(*problem, *device), out, capacity);                 \
   }                                                                                                          \
   extern "C" int32_t sdpa_launch_plans(char* out, int32_t capacity) {                                        \
-    return sdpa_warpspec::copy_plan_text(PLANS::declared(), out, capacity);                                  \
+    return sdpa_copy_text(PLANS::declared(), out, capacity);                                  \
   }                                                                                                          \
   extern "C" const char* sdpa_last_launch_plan() {                                                           \
     thread_local std::string text;                                                                           \

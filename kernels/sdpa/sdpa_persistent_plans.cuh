@@ -255,7 +255,8 @@ struct PersistentPlans {
   extern "C" int64_t sdpa_dynamic_shared_memory_bytes(int32_t head_dim, int32_t dtype) {         \
     return sdpa_persistent::PersistentPlans<RECIPE>::smem_bytes(head_dim, dtype);                \
   }                                                                                              \
-  SDPA_EXPORT_LAUNCH_PLANS(sdpa_persistent::PersistentPlans<RECIPE>)
+  SDPA_EXPORT_LAUNCH_PLANS(sdpa_persistent::PersistentPlans<RECIPE>)                             \
+  SDPA_EXPORT_PROTOCOL_REPORT()
 
 // A stage composed of the Recipe and parts, named as sdpa_persistent_recipe.cuh names them, applied in
 // order: SDPA_COMPOSED_STAGE(s13_turns, QRing, OneWaveShort, TurnsPastMaxSeq). Its composition is the

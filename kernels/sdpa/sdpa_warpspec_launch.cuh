@@ -167,4 +167,5 @@ cudaError_t forward(const SdpaProblem* problem, Pick&& pick) {
   extern "C" const char* sdpa_stage_config() { return CONFIG_STRING; }                               \
   extern "C" int64_t sdpa_dynamic_shared_memory_bytes(int32_t head_dim, int32_t dtype) {             \
     return sdpa_stage_smem_bytes<SdpaWarpspecSmemOf>(head_dim, dtype);                               \
-  }
+  }                                                                                                  \
+  SDPA_EXPORT_PROTOCOL_REPORT()

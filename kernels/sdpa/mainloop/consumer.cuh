@@ -16,6 +16,7 @@ struct Consumer : Epilogue<T, D, Cfg, kCausal, kScalePositive> {
   using typename Base::Tile;
   using Base::Base;
   using Base::bars;
+  using Base::commit;
   using Base::ctid;
   using Base::cwg;
   using Base::desc_k;
@@ -26,13 +27,16 @@ struct Consumer : Epilogue<T, D, Cfg, kCausal, kScalePositive> {
   using Base::lane;
   using Base::local;
   using Base::prm;
+  using Base::protocol;
   using Base::release_kv;
   using Base::rows_end;
   using Base::store_deferred;
   using Base::tile;
   using Base::turn_begin;
   using Base::turn_end;
+  using Base::wait_all_wgmma;
   using Base::wait_full;
+  using Base::wait_wgmma_but_last;
   using Base::warp_in_wg;
   using Base::wg_row0;
 #if WS_TIMELINE
@@ -67,10 +71,10 @@ struct Consumer : Epilogue<T, D, Cfg, kCausal, kScalePositive> {
     fence_regs(tile.s_acc);
     wgmma_fence();
     tile.template issue_qk<Cfg::kBlockM>(desc_q(), desc_k(ring));
-    wgmma_commit();
+    commit();
     turn_end();
     store_deferred();  // under this Q.K^T and the other warpgroup's turn
-    wgmma_wait<0>();
+    wait_all_wgmma();
     fence_regs(tile.s_acc);
     release_kv(kEmptyK, ring);
     tile.softmax(key0, kv_len(prm.p));
@@ -94,7 +98,7 @@ struct Consumer : Epilogue<T, D, Cfg, kCausal, kScalePositive> {
     fence_regs(tile.o_acc);
     wgmma_fence();  // p_frag (and a rescaled o_acc) were written by ordinary instructions
     tile.template issue_qk<Cfg::kBlockM>(desc_q(), desc_k(idx));
-    wgmma_commit();
+    commit();
     if constexpr (!Cfg::kPingpong && !kInterleave) {  // under S(idx) on the tensor cores
       fence_regs(tile.o_acc);
       tile.rescale_o();
@@ -104,16 +108,16 @@ struct Consumer : Epilogue<T, D, Cfg, kCausal, kScalePositive> {
     wait_full(kFullV, prev);
     wgmma_fence();
     tile.issue_pv(desc_v(prev));
-    wgmma_commit();
+    commit();
     turn_end();
     WS_TILE_STEP(kTileIssue);
-    wgmma_wait<1>();  // S(idx) done; P(idx-1).V(idx-1) may still run
+    wait_wgmma_but_last();  // S(idx) done; P(idx-1).V(idx-1) may still run
     fence_regs(tile.s_acc);
     WS_TILE_STEP(kTileSWait);
     release_kv(kEmptyK, idx);
     if constexpr (kInterleave) {  // O's rescale for this tile is in there, after the wait
       tile.template softmax_interleaved<kSoftmaxEarlyTiles>(key0, kv_len(prm.p), [&] {
-        wgmma_wait<0>();
+        wait_all_wgmma();
         fence_regs(tile.o_acc);
         fence_regs(tile.p_frag);
         release_kv(kEmptyV, prev);
@@ -123,7 +127,7 @@ struct Consumer : Epilogue<T, D, Cfg, kCausal, kScalePositive> {
       tile.softmax(key0, kv_len(prm.p));
       schedule_boundary(prm.p.seq_len < 0);  // keep the wait below the softmax (sdpa_wgmma.cuh)
       WS_TILE_STEP(kTileSoftmax);
-      wgmma_wait<0>();
+      wait_all_wgmma();
       fence_regs(tile.o_acc);
       fence_regs(tile.p_frag);
       WS_TILE_STEP(kTilePvWait);
@@ -141,9 +145,9 @@ struct Consumer : Epilogue<T, D, Cfg, kCausal, kScalePositive> {
     wait_full(kFullV, idx);
     wgmma_fence();
     tile.issue_pv(desc_v(idx));
-    wgmma_commit();
+    commit();
     turn_end();
-    wgmma_wait<0>();
+    wait_all_wgmma();
     fence_regs(tile.o_acc);
     release_kv(kEmptyV, idx);
   }
@@ -218,6 +222,7 @@ struct Consumer : Epilogue<T, D, Cfg, kCausal, kScalePositive> {
       finish(wt, item, split, splits);
     });
     finish_block();
+    protocol.finish();
     WS_TILE_FLUSH_IF(ctid % kWarpgroupThreads == 0, cwg);
   }
 };

@@ -3,6 +3,7 @@
 // CTAs), in the order the launch's scheduler (sched/) deals the items.
 #pragma once
 
+#include "../instrument/protocol.cuh"
 #include "../sched/work_order.cuh"
 #include "../sdpa_warpspec_config.cuh"
 
@@ -58,6 +59,12 @@ __device__ __forceinline__ void produce(const Params& prm, uint32_t s_base, int 
   if constexpr (kPdlOn<Cfg>) grid_dependency_wait();  // Q, K, V may be the previous kernel's output
   WS_STAMP_IF(true, kProducerGo);
   int ring = 0;  // K/V tiles issued so far: the ring position carries across work items
+  sdpa_protocol::Protocol<kStages> protocol;  // SDPA_PROTOCOL=1: each refill after its release
+  // A slot's release (its empty barrier, for ring index `index`), before it is loaded again.
+  const auto wait_released = [&](int empty_ring, int index, uint32_t parity) {
+    mbarrier_wait(ring_bar<kStages>(bars, empty_ring, index), parity);
+    protocol.drained(empty_ring == kEmptyK ? sdpa_protocol::kRingK : sdpa_protocol::kRingV, index);
+  };
   WorkOrder<Cfg, kCausal>::for_each(prm, split, splits, [&](const WorkTile& wt, int local) {
     const int h_kv = kv_head(prm.p, wt.h);
     // the epilogue of the item that last used this Q buffer is done with it
@@ -72,10 +79,12 @@ __device__ __forceinline__ void produce(const Params& prm, uint32_t s_base, int 
     for (int n = wt.kt_begin; n < wt.kt_end; ++n, ++ring) {
       const uint32_t freed = ring_parity<kStages>(ring) ^ 1;  // a fresh buffer counts as freed
       const uint32_t slot = (ring % kStages) * L::kKVBytes;
-      mbarrier_wait(ring_bar<kStages>(bars, kEmptyK, ring), freed);
+      wait_released(kEmptyK, ring, freed);
+      protocol.filled(sdpa_protocol::kRingK, ring);
       load_kv_tile<Cfg, kBlocks>(s_base + L::kKOffset + slot, &prm.k_map, ring_bar<kStages>(bars, kFullK, ring),
                                  n * Cfg::kBlockN, h_kv, wt.b);
-      mbarrier_wait(ring_bar<kStages>(bars, kEmptyV, ring), freed);
+      wait_released(kEmptyV, ring, freed);
+      protocol.filled(sdpa_protocol::kRingV, ring);
       load_kv_tile<Cfg, kBlocks>(s_base + L::kVOffset + slot, &prm.v_map, ring_bar<kStages>(bars, kFullV, ring),
                                  n * Cfg::kBlockN, h_kv, wt.b);
     }

@@ -3,6 +3,7 @@
 // named barriers of the turns, and its ring operations (wait for a slot, release it, take a turn).
 #pragma once
 
+#include "../instrument/protocol.cuh"
 #include "../sched/work_order.cuh"
 #include "../sdpa_warpspec_config.cuh"
 
@@ -38,9 +39,12 @@ struct ConsumerWarpgroup {
   WS_TILE_CLOCKS_MEMBER  // WS_TIMELINE: the middle tiles' step clocks
   int local = 0;  // the current work item's index in this block (its Q buffer's slot and phase)
   Tile tile;
+  // SDPA_PROTOCOL=1: this warpgroup's view of the K/V rings, checked at every wait, read and release
+  // (instrument/protocol.cuh); otherwise empty hooks.
+  mutable sdpa_protocol::Protocol<kStages> protocol;
 
   __device__ __forceinline__ ConsumerWarpgroup(const Params& prm_, uint32_t s_base_, unsigned char* smem_, int cwg_)
-      : prm(prm_), s_base(s_base_), bars(s_base_ + L::kBarOffset), smem(smem_), cwg(cwg_) {
+      : prm(prm_), s_base(s_base_), bars(s_base_ + L::kBarOffset), smem(smem_), cwg(cwg_), protocol(cwg_) {
     ctid = static_cast<int>(threadIdx.x) - kWarpgroupThreads;
     warp_in_wg = (ctid % kWarpgroupThreads) / kWarpSize;
     lane = ctid % kWarpSize;
@@ -68,6 +72,20 @@ struct ConsumerWarpgroup {
   }
   __device__ __forceinline__ void wait_full(int ring, int index) const {
     mbarrier_wait(ring_bar<kStages>(bars, ring, index), ring_parity<kStages>(index));
+    protocol.landed(ring == kFullK ? sdpa_protocol::kRingK : sdpa_protocol::kRingV, index);
+  }
+  // The wgmma groups: commit the ones issued since the last commit; wait for all, or all but the last.
+  __device__ __forceinline__ void commit() const {
+    wgmma_commit();
+    protocol.commit();
+  }
+  __device__ __forceinline__ void wait_all_wgmma() const {
+    wgmma_wait<0>();
+    protocol.waited(0);
+  }
+  __device__ __forceinline__ void wait_wgmma_but_last() const {
+    wgmma_wait<1>();
+    protocol.waited(1);
   }
   // A buffer is free once every consumer warp's wgmma reading it has completed.
   __device__ __forceinline__ void release(uint32_t bar) const {
@@ -76,6 +94,7 @@ struct ConsumerWarpgroup {
   }
   // A K/V ring slot: with multicast also in the peer CTA, whose producer writes half of our slot.
   __device__ __forceinline__ void release_kv(int ring, int index) const {
+    protocol.released(ring == kEmptyK ? sdpa_protocol::kRingK : sdpa_protocol::kRingV, index);
     const uint32_t bar = ring_bar<kStages>(bars, ring, index);
     __syncwarp();
     if (lane == 0) {
@@ -86,10 +105,13 @@ struct ConsumerWarpgroup {
   __device__ __forceinline__ uint64_t desc_q() const {
     return make_desc_kmajor(s_base + q_offset<L>(local) + wg_row0() * kSw128RowBytes);
   }
+  // A slot's descriptor is made to read it: the next commit group's wgmma reads the slot.
   __device__ __forceinline__ uint64_t desc_k(int index) const {
+    protocol.reads(sdpa_protocol::kRingK, index);
     return make_desc_kmajor(s_base + L::kKOffset + (index % kStages) * L::kKVBytes);
   }
   __device__ __forceinline__ uint64_t desc_v(int index) const {
+    protocol.reads(sdpa_protocol::kRingV, index);
     return make_desc_mnmajor(s_base + L::kVOffset + (index % kStages) * L::kKVBytes, kBlockN * kSw128RowBytes);
   }
 };

@@ -1,11 +1,10 @@
 """The stress step's parameters and perturbations: what a parameter file's `stress:` asks for and
 which builds (STRESS_DELAY_NS / STRESS_SIDE / STRESS_POISON, kernels/sdpa/sdpa_stress.cuh) each
-perturbation needs. The step itself is measure.stress. Imports nothing of the lab but errors.
+perturbation needs. The step itself is measure.stress. Imports nothing of the lab but errors and core.knobs.
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -77,21 +76,12 @@ def perturbations(spec: StressSpec) -> list[Perturbation]:
     return plans + ([Perturbation(NO_SIDE, 0, True)] if spec.load else [])
 
 
-_INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.MULTILINE)
 
 
 def includes_knob(source: Path, folder: Path, knob: str = DELAY_KNOB) -> bool:
-    """Whether `source` or a header it includes (quoted includes in `folder`, recursively) reads `knob`."""
-    seen, pending = set(), [source]
-    while pending:
-        path = pending.pop()
-        if path in seen or not path.is_file():
-            continue
-        seen.add(path)
-        text = path.read_text()
-        if knob in text:
-            return True
-        pending += [folder / name for name in _INCLUDE.findall(text)]
-    return False
+    """Whether `source` or a header it includes (quoted includes, recursively: core.knobs) reads `knob`."""
+    from .knobs import included_sources
+
+    return any(knob in path.read_text(errors="replace") for path in included_sources(source, folder))
 
 
