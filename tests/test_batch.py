@@ -54,6 +54,12 @@ def test_failing_notebook_is_recorded(tmp_store, tmp_path):
     assert list(runs["tags.outcome"]) == ["error"]
     assert "No such kernel named no-such-kernel" in runs.iloc[0]["tags.outcome_reason"]
     assert runs.iloc[0]["status"] == "FAILED"
+    # tagged by the runner before the notebook: a page can tell this error current, not stale
+    from stagelab.core.registry import family_registry
+    from stagelab.core.sources import run_source_hash
+
+    registry = family_registry("sdpa")
+    assert runs.iloc[0]["tags.source_hash"] == run_source_hash(registry.stages["s0_baseline"], registry)
 
 
 def test_bad_params_file_is_a_clear_error(tmp_store, tmp_path):

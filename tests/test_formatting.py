@@ -6,7 +6,8 @@ import re
 import pandas as pd
 import pytest
 
-from stagelab.core.formatting import fixed, fixed_numbers, latency, markdown, markdown_as_recorded, number, plain, table
+from stagelab.core.formatting import (fixed, fixed_numbers, latency, markdown, markdown_as_recorded, number, plain, rate,
+                                      table)
 
 SCIENTIFIC = re.compile(r"\d[eE][+-]?\d")
 
@@ -25,6 +26,15 @@ def test_a_latency_reads_in_us_or_ms():
     assert latency(538.4) == "538 µs"
     assert latency(5383.0) == "5.38 ms"
     assert latency(math.nan) == "–"
+
+
+@pytest.mark.parametrize("value, text", [
+    (589.4, "589"), (100.0, "100"), (99.96, "100"), (45.67, "45.7"), (0.0123, "0.0123"), (0.0000874, "0.0000874"),
+    (0.0, "0"), (math.nan, "–"), (None, "–"),
+])
+def test_a_rate_is_whole_from_100_and_keeps_three_digits_below(value, text):
+    """A tiny problem's TFLOP/s once read 0."""
+    assert rate(value) == text
 
 
 def test_columns_by_their_unit():

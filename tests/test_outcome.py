@@ -52,3 +52,21 @@ def test_gates():
         assert [g.gate for g in failed] == [gate]
     assert gates_passed(evaluate_gates([spills], ResourceGates(spills_allowed=True)))
     assert not gates_passed(evaluate_gates([], gates))
+
+
+@pytest.mark.parametrize("reason, cause", [
+    ("ModuleNotFoundError: No module named 'stagelab.recorder'", "lab failure"),  # the lab renamed a module
+    ("AttributeError: 'StageRun' object has no attribute 'record'", "lab failure"),
+    ("stagelab.core.errors.ConfigError: params/x.yaml: unknown key", "lab failure"),
+    ("RuntimeError: CUDA error: an illegal memory access was encountered", "kernel failure"),
+    ("torch.AcceleratorError: CUDA error: misaligned address", "kernel failure"),
+    ("BuildError: nvcc failed on s5_wgmma.cu (exit 1)", "kernel failure"),
+    ("DeadKernelError: Kernel died", "kernel failure"),
+    ("notebook timed out after 1800s", "time-out"),
+    ("the parent could not be timed, so the gain is unknown", None),  # the judge's own error
+    ("", None), (None, None),
+])
+def test_an_errors_reason_says_whose_failure_it_was(reason, cause):
+    from stagelab.judge.error_cause import error_cause
+
+    assert error_cause(reason) == cause

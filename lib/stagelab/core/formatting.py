@@ -2,8 +2,9 @@
 
 Never scientific notation (`fixed` and `plain` for numbers quoted in text and CSV cells). Three significant digits; whole numbers at 1000 and above; a value
 under 0.01 as `<0.01`. A latency column (µs in its name) reads in µs, or in ms where every value
-in it reaches 1000 µs (a column in seconds, `_s`, too); throughputs and clocks (TFLOP/s, GB/s, MHz, W) as integers; byte columns in
-KiB; a dash where there is no value.
+in it reaches 1000 µs (a column in seconds, `_s`, too); throughputs and clocks (TFLOP/s, GB/s, MHz, W) as
+whole numbers from 100 up and with three significant digits below (a tiny problem's TFLOP/s never reads 0);
+byte columns in KiB; a dash where there is no value.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ BYTES_PER_KIB = 1024
 # Columns shown as whole numbers: a unit in the header, or a metric name's suffix.
 INTEGER_UNITS = ("TFLOP/s", "GB/s", "MHz", "(W)")
 INTEGER_SUFFIXES = ("tflops", "gbps", "_mhz", "_w")
+WHOLE_FROM = 100  # such a column's values from here up read as whole numbers: three digits or more
 
 
 def fixed(value: float, digits: int = 3) -> str:
@@ -60,6 +62,17 @@ def number(value: float) -> str:
     if abs(float(f"{value:.3g}")) >= 1000 or value.is_integer():
         return str(round(Decimal(repr(value))))  # 3.57e+28 reads with its 29 digits, not as 1e+28
     return f"{value:.3g}"  # 0.01 <= |value| < 1000 once rounded: %g keeps fixed notation at 3 digits
+
+
+def rate(value: float) -> str:
+    """A throughput, clock or power: a whole number from WHOLE_FROM up (589 TFLOP/s), three significant
+    digits in fixed notation below it, however small (a tiny problem's 0.0123 TFLOP/s never reads 0)."""
+    if _missing(value):
+        return MISSING
+    value = float(value)
+    if not math.isfinite(value) or abs(value) >= WHOLE_FROM:
+        return f"{value:.0f}" if math.isfinite(value) else str(value)
+    return fixed(value)
 
 
 def latency(us: float) -> str:
@@ -112,7 +125,7 @@ def _column(name: str, values: list) -> tuple[str, list[str]]:
         name = _renamed(name, "(B)", "(KiB)", "_bytes", "_kib")
         return name, [number(v / BYTES_PER_KIB) for v in numbers]
     if any(unit in name for unit in INTEGER_UNITS) or name.endswith(INTEGER_SUFFIXES):
-        return name, [MISSING if math.isnan(v) else f"{v:.0f}" for v in numbers]
+        return name, [rate(v) for v in numbers]
     return name, [number(v) for v in numbers]
 
 

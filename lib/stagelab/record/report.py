@@ -9,6 +9,7 @@ stage order come from the family.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -21,6 +22,8 @@ from ..core.formatting import markdown, plain
 from ..core.family_sources import family_folders
 from ..core.paths import repo_root, resolve_params_path, workspace_root
 from . import tracking
+from .best_stage import best_heading, best_stage_lines, best_stage_table, section_intro
+from .source_state import current_source_hashes, mark_stale
 from .tables import distribution_table, ladder_table, latest_runs, per_shape_table, rate_column
 
 
@@ -79,28 +82,47 @@ def _page_header(runs: pd.DataFrame, params_names: list[str], gpu: str, family: 
     ]
 
 
-def _params_section(runs: pd.DataFrame, name: str, family: Family) -> tuple[list[str], pd.DataFrame]:
+@dataclass
+class FileSection:
+    """One parameter file's part of the page: its best-stage table's lines and its own section."""
+
+    best: list[str]
+    lines: list[str]
+    shapes: pd.DataFrame  # the per-problem table, raw (the plot's data)
+
+
+def _file_plan(name: str, family: Family) -> tuple[str, str, str, list[str]]:
+    """The file's mission problem, primary and throughput timing modes, and problems in its order;
+    defaults when the file is gone from the checkout."""
     from ..core.params import load_params
 
+    params_file = resolve_params_path(f"params/{name}.yaml", *family_folders(family.name))
+    if not params_file.is_file():
+        return "", "cold", "cold", []
+    params = load_params(params_file)
+    primary = params.timing.primary_mode
+    rate_mode = "throughput" if "throughput" in params.timing.modes else primary
+    return params.mission.tag, primary, rate_mode, [p.tag for p in params.timed_shapes()]
+
+
+def _params_section(runs: pd.DataFrame, name: str, family: Family) -> FileSection:
     subset = runs[runs["tags.params_file"] == name]
     if subset.empty:
-        return [f"## {name}", "", "_no finished runs on this GPU_", ""], pd.DataFrame()
-    params_file = resolve_params_path(f"params/{name}.yaml", *family_folders(family.name))
-    params = load_params(params_file) if params_file.is_file() else None
-    mission = params.mission.tag if params else ""
-    primary = params.timing.primary_mode if params else "cold"
-    rate_mode = "throughput" if params and "throughput" in params.timing.modes else primary
+        empty = ["_no finished runs on this GPU_", ""]
+        return FileSection([best_heading(name), "", *empty], [f"## {name}", "", *empty], pd.DataFrame())
+    mission, primary, rate_mode, problems = _file_plan(name, family)
     commits = sorted(set(subset["tags.git_commit"].fillna("?").str[:10]))
     lines = [f"## {name}", "", f"Runs from commit(s) {', '.join(commits)}; mission problem `{mission}`; "
              f"p50 and ratios in {primary} mode.", "", markdown(ladder_table(runs, name, mission, family)), ""]
     distributions = distribution_table(runs, name, family)
     if not distributions.empty:
         lines += ["Worst error / budget per input distribution, over every problem, dtype and seed (< 1 passes; "
-                  "– : the stage was not checked on it):", "", markdown(distributions), ""]
+                  "– : the stage was not checked on it):", "", markdown(mark_stale(distributions, subset)), ""]
     shapes = per_shape_table(runs, name, family, primary, rate_mode)
     if not shapes.empty:
-        lines += ["Per problem:", "", markdown(shapes), ""]
-    return lines, shapes
+        lines += ["Per problem:", "", markdown(mark_stale(shapes, subset)), ""]
+    best = best_stage_table(shapes, subset, family, problems) if not shapes.empty else pd.DataFrame()
+    return FileSection(best_stage_lines(name, best, subset), lines, shapes)
 
 
 def results_dir(family: str) -> Path:
@@ -120,19 +142,19 @@ def write_report(params_names: list[str] | None = None, *, family: str = "sdpa",
     params_names = list(params_names or fam.report_params)
     out = Path(out_dir) if out_dir else results_dir(fam.name)
     journals = write_journals(fam.name, out, experiment)  # the trials, whether or not stage runs exist yet
-    runs, gpu = latest_runs(experiment or fam.experiment, params_names, gpu)
+    runs, gpu = latest_runs(experiment or fam.experiment, params_names, gpu, current_source_hashes(fam))
     label = gpu_label({"gpu": gpu})
     out.mkdir(parents=True, exist_ok=True)
-    lines = _page_header(runs, params_names, gpu, fam)
+    sections = {name: _params_section(runs, name, fam) for name in params_names}
+    lines = _page_header(runs, params_names, gpu, fam) + section_intro(gpu)
+    for section in sections.values():  # the answer first: the best stage on each file's problems
+        lines += section.best
     if journals:
         lines += ["Trial journals (`stagelab journal STAGE`): "
                   + ", ".join(f"[docs/results/{family}/{p.name}]({p.name})" for p in journals), ""]
-    plot_frames: dict[str, pd.DataFrame] = {}
-    for name in params_names:
-        section, shapes = _params_section(runs, name, fam)
-        lines += section
-        if not shapes.empty:
-            plot_frames[name] = shapes
+    plot_frames = {name: section.shapes for name, section in sections.items() if not section.shapes.empty}
+    for section in sections.values():
+        lines += section.lines
     if plot_frames:
         plot_path = out / f"{label}.png"
         _plot(plot_frames, plot_path, gpu, fam)

@@ -5,15 +5,23 @@ the stage order come from the family. Numbers stay numbers here; core.formatting
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import pandas as pd
 
 from ..core import metrics as m
 from ..core.errors import NoRunsError
 from ..core.family import Family
+from ..core.formatting import fixed_numbers
+from ..core.params import TIMING_MODES
 from ..core.registry import family_registry
+from ..judge.error_cause import error_cause
 from . import tracking
+from .source_state import CURRENT, SOURCE_COLUMN, source_states
 
 
+# A failure's reason in a table cell: enough for its exception and message, not its traceback.
+REASON_CHARS = 120
 # The gpu tag of a run that saw no GPU (its outcome no_gpu: built and gated, never checked or timed).
 NO_GPU = "none"
 
@@ -35,7 +43,11 @@ def require_gpu_runs(gpus: list[str], without_gpu: int, params_names: list[str],
         raise NoRunsError(f"--gpu {gpu}: {asked}; GPUs with runs of {files}: {', '.join(gpus)}")
 
 
-def latest_runs(experiment: str, params_names: list[str], gpu: str | None) -> tuple[pd.DataFrame, str]:
+def latest_runs(experiment: str, params_names: list[str], gpu: str | None,
+                current: Mapping[str, str] | None = None) -> tuple[pd.DataFrame, str]:
+    """Per (stage, parameter file) on one GPU (`gpu`, or the newest run's): the newest run that ended
+    on its own. With `current` (stage -> its current source hash, source_state), a run of the
+    stage's current source before any stale one, and the frame's `source` column says which."""
     import mlflow
 
     mlflow.set_tracking_uri(tracking.tracking_uri())
@@ -54,8 +66,12 @@ def latest_runs(experiment: str, params_names: list[str], gpu: str | None) -> tu
     runs = runs[runs["tags.gpu"] == gpu]
     # A run stopped from outside (Ctrl-C, a batch's time limit) says nothing of its stage: the newest
     # run that ended on its own stands for the stage, a killed one only where no other did.
-    stopped = runs["tags.outcome"] == m.OUTCOME_KILLED
-    runs = runs.assign(_stopped=stopped).sort_values("_stopped", kind="stable").drop(columns="_stopped")
+    # A stale run stands for the stage only where it has no run of its current source.
+    rank = (runs["tags.outcome"] == m.OUTCOME_KILLED).astype(int)
+    if current is not None:
+        runs = runs.assign(**{SOURCE_COLUMN: source_states(runs, current)})
+        rank += 2 * (runs[SOURCE_COLUMN] != CURRENT).astype(int)
+    runs = runs.assign(_rank=rank).sort_values("_rank", kind="stable").drop(columns="_rank")
     latest = runs.drop_duplicates(subset=["tags.stage", "tags.params_file"], keep="first")
     return latest, gpu
 
@@ -65,7 +81,8 @@ def _metric(row: pd.Series, key: str):
     return None if value is None or pd.isna(value) else float(value)
 
 
-def _stage_order(family: Family) -> dict[str, int]:
+def stage_order(family: Family) -> dict[str, int]:
+    """Each stage's place in the ladder (stages.yaml's order)."""
     return {s: i for i, s in enumerate(family_registry(family.name).stages)}
 
 
@@ -75,12 +92,43 @@ def _timing_order(run: pd.Series) -> str:
     return order if isinstance(order, str) and order else "blocks"
 
 
+def outcome_cell(run: pd.Series) -> str:
+    """The run's outcome; an `error` also says whose failure it was (judge.error_cause) and why."""
+    outcome = run.get(f"tags.{m.TAG_OUTCOME}")
+    if outcome != m.OUTCOME_ERROR:
+        return outcome
+    reason = run.get(f"tags.{m.TAG_OUTCOME_REASON}")
+    reason = reason if isinstance(reason, str) else ""
+    cause, shown = error_cause(reason), short_reason(reason)
+    if cause:
+        return f"{outcome}: {cause} ({shown})"
+    return f"{outcome} ({shown})" if shown else outcome
+
+
+def short_reason(reason: str) -> str:
+    """A reason as one table cell: its first line, numbers in fixed notation, no `|` (it would
+    end the cell), cut at REASON_CHARS."""
+    line = fixed_numbers(reason.strip().splitlines()[0] if reason.strip() else "").replace("|", "/")
+    return line if len(line) <= REASON_CHARS else line[: REASON_CHARS - 1] + "…"
+
+
+def timed_contenders(runs: pd.DataFrame, family: Family) -> list[str]:
+    """The library contenders the runs hold a per-problem speedup over: the family's, in its order,
+    then any other (an FP8 stage's own contenders, Family.kind_contenders)."""
+    prefix = f"metrics.{m.speedup('').name}"
+    found = {c.removeprefix(prefix).split("/")[0] for c in runs.columns if c.startswith(prefix) and "/" in c}
+    other_modes = tuple(f"_{mode}" for mode in TIMING_MODES)  # speedup_vs_flash_hot/...: flash, in hot mode
+    others = sorted(c for c in found - {m.PARENT, m.BEST_CONTENDER, *family.contenders} if not c.endswith(other_modes))
+    return [*family.contenders, *others]
+
+
 def ladder_table(runs: pd.DataFrame, params_name: str, mission_tag: str, family: Family) -> pd.DataFrame:
     rows = []
     for _, r in runs[runs["tags.params_file"] == params_name].iterrows():
         row = {
             "stage": r["tags.stage"],
-            "outcome": r["tags.outcome"],
+            "outcome": outcome_cell(r),
+            "source": r.get(SOURCE_COLUMN),  # current, or stale with its commit (latest_runs)
             "mission p50 (µs)": _metric(r, m.MISSION_P50_US.key()),
             "vs parent (geomean)": _metric(r, m.speedup_geomean(m.PARENT).key()),
         }
@@ -98,7 +146,7 @@ def ladder_table(runs: pd.DataFrame, params_name: str, mission_tag: str, family:
         rows.append(row)
     frame = pd.DataFrame(rows)
     if not frame.empty:
-        frame["order"] = frame["stage"].map(_stage_order(family))
+        frame["order"] = frame["stage"].map(stage_order(family))
         frame = frame.sort_values("order").drop(columns="order").dropna(axis=1, how="all")
     return frame
 
@@ -115,7 +163,7 @@ def distribution_table(runs: pd.DataFrame, params_name: str, family: Family) -> 
     frame = frame.dropna(axis=1, how="all")
     if list(frame.columns) == ["stage"]:  # runs from before distributions had names
         return pd.DataFrame()
-    frame["order"] = frame["stage"].map(_stage_order(family))
+    frame["order"] = frame["stage"].map(stage_order(family))
     return frame.sort_values("order").drop(columns="order")
 
 
@@ -128,6 +176,7 @@ def per_shape_table(runs: pd.DataFrame, params_name: str, family: Family, primar
     rate = m.TFLOPS if family.throughput_unit == "TFLOP/s" else m.GBPS
     rows = []
     prefix = f"metrics.{m.P50_US.name}/"
+    contenders = timed_contenders(runs, family)
     for _, r in runs[runs["tags.params_file"] == params_name].iterrows():
         for col in r.index:
             if col.startswith(prefix) and not pd.isna(r[col]):
@@ -136,13 +185,13 @@ def per_shape_table(runs: pd.DataFrame, params_name: str, family: Family, primar
                        f"{family.throughput_unit} ({rate_mode})": _metric(r, rate.timed(shape, rate_mode, primary_mode)),
                        # the stage's SM clock meanwhile: power-capped GPUs run contenders at different clocks
                        f"SM MHz ({rate_mode})": _metric(r, m.SM_CLOCK_MHZ.timed(shape, rate_mode, primary_mode))}
-                for contender in (m.PARENT, *family.contenders):
+                for contender in (m.PARENT, *contenders):
                     row[f"vs {contender}"] = _metric(r, m.speedup(contender).key(shape))
                 rows.append(row)
     frame = pd.DataFrame(rows)
     if frame.empty:
         return frame
-    frame = frame.assign(_stage=frame["stage"].map(_stage_order(family)), _shape=frame["shape"])
+    frame = frame.assign(_stage=frame["stage"].map(stage_order(family)), _shape=frame["shape"])
     frame = frame.sort_values(["_stage", "_shape"]).drop(columns=["_stage", "_shape"])
     return frame.dropna(axis=1, how="all")
 

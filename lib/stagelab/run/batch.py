@@ -37,6 +37,7 @@ from ..core.family_sources import stage_notebook_file
 from ..core.paths import resolve_params_path, runs_dir
 from .progress import BatchProgress
 from ..core.registry import Registry, family_registry
+from ..core.sources import run_source_hash
 from .repair import mark_killed, repair_stale_runs
 from .resume import finished_run
 from .shard import Shard
@@ -144,9 +145,11 @@ def _execute_and_record(batch: BatchContext, stage: str, run_id: str, slot: Slot
 def run_stage_notebook(batch: BatchContext, stage: str, slot: Slot = Slot()) -> NotebookResult:
     """One stage's notebook on `slot` under its own MLflow run, created here so a notebook that dies
     still leaves a record. A stop of the batch while the run is open records it as killed."""
+    # Tagged from the start: a notebook that dies before its build still says which source it ran (a page's staleness).
+    source = run_source_hash(batch.registry.stages[stage], batch.registry)
     run_id = tracking.create_run(batch.experiment_id, stage, batch.params_path.stem, timeout_s=batch.timeout_s,
-                                 tags={metrics.TAG_BATCH: batch.folder.name, **heartbeat_tags(), **slot.tags(),
-                                       **batch.tags})
+                                 tags={metrics.TAG_BATCH: batch.folder.name, metrics.TAG_SOURCE_HASH: source,
+                                       **heartbeat_tags(), **slot.tags(), **batch.tags})
     return _execute_and_record(batch, stage, run_id, slot)
 
 

@@ -1,0 +1,89 @@
+"""The answer at a glance: which stage is fastest on each problem of a parameter file, and by how much.
+
+A results page opens with it. Only a stage's latest run of its current source (source_state) that
+passed its checks (outcome pass or valid_negative) can be best: a stale run measured code that is
+gone, and a fast wrong kernel is a failure. The ratios against the libraries are the best run's
+own (timed side by side with it); the ratio against the previous best, the fastest stage before it
+in the ladder, compares two runs' p50s.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from ..core import metrics as m
+from ..core.family import Family
+from ..core.formatting import markdown
+from .source_state import CURRENT, SOURCE_COLUMN
+from .tables import stage_order
+
+# Outcomes of a run correct on every check and within its gates: the candidates for best.
+CORRECT_OUTCOMES = ("pass", "valid_negative")
+PARENT_COLUMN = f"vs {m.PARENT}"
+
+
+def candidates(runs: pd.DataFrame) -> set[str]:
+    """The stages whose run (one parameter file's, from latest_runs) can be best."""
+    current = runs.get(SOURCE_COLUMN, pd.Series(None, index=runs.index)) == CURRENT
+    return set(runs.loc[current & runs[f"tags.{m.TAG_OUTCOME}"].isin(CORRECT_OUTCOMES), f"tags.{m.TAG_STAGE}"])
+
+
+def _problems(shapes: pd.DataFrame, order: list[str]) -> list[str]:
+    """The timed problems in the parameter file's order, then any the file no longer names."""
+    timed = list(dict.fromkeys(shapes["shape"]))
+    return [p for p in order if p in timed] + sorted(p for p in timed if p not in order)
+
+
+def best_stage_table(shapes: pd.DataFrame, runs: pd.DataFrame, family: Family, problems: list[str] = ()) -> pd.DataFrame:
+    """One row per problem: the candidate stage with the lowest p50 there, its p50 and throughput,
+    its ratio to each library contender it was timed beside, and the previous best.
+
+    `shapes`: tables.per_shape_table of one parameter file; `runs`: that file's runs from
+    latest_runs; `problems`: the file's problem tags in its order."""
+    p50 = next((c for c in shapes.columns if c.startswith("p50 (")), None)
+    if p50 is None:
+        return pd.DataFrame()
+    ladder = stage_order(family)
+    chosen = shapes[shapes["stage"].isin(candidates(runs))].dropna(subset=[p50])
+    libraries = [c for c in shapes.columns if c.startswith("vs ") and c != PARENT_COLUMN]
+    rates = [c for c in shapes.columns if c.startswith(family.throughput_unit)]  # absent where none was logged
+    shown = [p50, *rates, *libraries]
+    rows = []
+    for problem in _problems(chosen, list(problems)):
+        timed = chosen[chosen["shape"] == problem]
+        best = timed.loc[timed[p50].idxmin()]
+        row = {"problem": problem, "best stage": best["stage"], **{c: best[c] for c in shown}}
+        earlier = timed[timed["stage"].map(ladder) < ladder[best["stage"]]]
+        if not earlier.empty:
+            previous = earlier.loc[earlier[p50].idxmin()]
+            row.update({"previous best": previous["stage"], "vs previous best": previous[p50] / best[p50]})
+        rows.append(row)
+    return pd.DataFrame(rows).dropna(axis=1, how="all")
+
+
+def best_heading(name: str) -> str:
+    """Not `### <name>`: its anchor would take the file's own section's (`## <name>`)."""
+    return f"### Best stage on {name}"
+
+
+def best_stage_lines(name: str, table: pd.DataFrame, runs: pd.DataFrame) -> list[str]:
+    """One parameter file's part of the section: its table, or why it has none."""
+    lines = [best_heading(name), ""]
+    if not table.empty:
+        return lines + [markdown(table), ""]  # the p50 column names the file's primary timing mode
+    stale = int((runs.get(SOURCE_COLUMN, pd.Series(None, index=runs.index)) != CURRENT).sum())
+    return lines + [f"_no stage has a run of its current source that passed its checks on this GPU "
+                    f"({len(runs)} stage runs, {stale} of them stale): see the tables below_", ""]
+
+
+def section_intro(gpu: str) -> list[str]:
+    """The section's heading and how to read its tables (lines of a paragraph, kept short)."""
+    return [
+        "## Best stage per problem", "",
+        f"On `{gpu}`, per parameter file: the fastest stage on each problem, among each stage's latest run",
+        "of its current source that passed its checks (outcome pass or valid_negative); a stale run, marked",
+        "in the tables below, is never picked. \"vs <library>\": the library's p50 over the best stage's,",
+        "timed side by side in the same run (>1: the stage is faster; – : not timed there).",
+        "\"vs previous best\": the p50 of the fastest stage before it in the ladder (named) over the best",
+        "stage's, each from its own run.", "",
+    ]
