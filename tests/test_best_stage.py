@@ -69,6 +69,19 @@ def test_the_best_stage_is_the_fastest_current_correct_run_with_its_ratios(tmp_s
     assert tiny["TFLOP/s (cold)"] == "0.0000874"
 
 
+def test_an_8_bit_stage_is_ranked_apart_from_the_full_precision_ones(tmp_store, tmp_path, current):
+    """s9_fp8 takes e4m3 inputs: faster than every fp16 stage, it is not their best, but has its own column
+    with the best fp16 stage's p50 over its."""
+    experiment_id = tracking.init_store("stagelab-sdpa")
+    log_run(experiment_id, "s10_general", current["s10_general"], {VIT: (10.0, 200.0)})
+    log_run(experiment_id, "s9_fp8", current["s9_fp8"], {VIT: (8.0, 250.0)})
+    text = write_report(["acceptance"], out_dir=tmp_path).read_text()
+    best = table_rows(text, "### Best stage on acceptance", "## acceptance")
+    vit = dict(zip(best["header"], best[VIT]))
+    assert vit["best stage"] == "s10_general"
+    assert vit["best 8-bit stage"] == "s9_fp8" and vit["8-bit vs best"] == "1.25"  # 10 / 8
+
+
 def test_a_stale_run_stays_visible_marked_and_a_current_one_stands_for_its_stage(tmp_store, tmp_path, current):
     experiment_id = tracking.init_store("stagelab-sdpa")
     log_run(experiment_id, "s8_persistent_split", current["s8_persistent_split"], {VIT: (12.0, 170.0)})

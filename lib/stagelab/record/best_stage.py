@@ -14,6 +14,7 @@ import pandas as pd
 from ..core import metrics as m
 from ..core.family import Family
 from ..core.formatting import markdown
+from ..core.registry import family_registry
 from .source_state import CURRENT, SOURCE_COLUMN
 from .tables import stage_order
 
@@ -45,6 +46,9 @@ def best_stage_table(shapes: pd.DataFrame, runs: pd.DataFrame, family: Family, p
         return pd.DataFrame()
     ladder = stage_order(family)
     chosen = shapes[shapes["stage"].isin(candidates(runs))].dropna(subset=[p50])
+    # a stage that takes 8-bit inputs (stages.yaml `inputs:`) answers another question: ranked apart
+    low_precision = chosen["stage"].isin(reduced_precision_stages(family))
+    eight_bit, chosen = chosen[low_precision], chosen[~low_precision]
     libraries = [c for c in shapes.columns if c.startswith("vs ") and c != PARENT_COLUMN]
     rates = [c for c in shapes.columns if c.startswith(family.throughput_unit)]  # absent where none was logged
     shown = [p50, *rates, *libraries]
@@ -57,8 +61,22 @@ def best_stage_table(shapes: pd.DataFrame, runs: pd.DataFrame, family: Family, p
         if not earlier.empty:
             previous = earlier.loc[earlier[p50].idxmin()]
             row.update({"previous best": previous["stage"], "vs previous best": previous[p50] / best[p50]})
+        row.update(_best_eight_bit(eight_bit[eight_bit["shape"] == problem], p50, best[p50]))
         rows.append(row)
     return pd.DataFrame(rows).dropna(axis=1, how="all")
+
+
+def reduced_precision_stages(family: Family) -> set[str]:
+    """The stages whose inputs are not the family's full-precision ones (sdpa's s9_fp8: e4m3)."""
+    return {sid for sid, stage in family_registry(family.name).stages.items() if stage.input_kind}
+
+
+def _best_eight_bit(timed: pd.DataFrame, p50: str, best_p50: float) -> dict:
+    """The fastest 8-bit stage on one problem and the best full-precision stage's p50 over its."""
+    if timed.empty:
+        return {}
+    fastest = timed.loc[timed[p50].idxmin()]
+    return {"best 8-bit stage": fastest["stage"], "8-bit vs best": best_p50 / fastest[p50]}
 
 
 def best_heading(name: str) -> str:
@@ -85,5 +103,6 @@ def section_intro(gpu: str) -> list[str]:
         "in the tables below, is never picked. \"vs <library>\": the library's p50 over the best stage's,",
         "timed side by side in the same run (>1: the stage is faster; – : not timed there).",
         "\"vs previous best\": the p50 of the fastest stage before it in the ladder (named) over the best",
-        "stage's, each from its own run.", "",
+        "stage's, each from its own run. A stage on 8-bit inputs is ranked apart: \"best 8-bit stage\", and",
+        "\"8-bit vs best\", the best stage's p50 over its.", "",
     ]
