@@ -5,7 +5,7 @@ under tensor-core work instead of between two items.
 
 What it is
   s13_turns with the part DeferredEpilogue (sdpa_warpspec_config.cuh's DeferEpilogue,
-  sdpa_warpspec.cuh's store_deferred): on every long-policy config of two
+  epilogue/epilogue.cuh's store_deferred): on every long-policy config of two
   consumer warpgroups (the turns and the side-by-side ones), a warpgroup that
   finishes an item's last P.V keeps O in its accumulators and moves on to the
   next item. It waits for the next Q, issues the first Q.K^T, and only then

@@ -4,8 +4,8 @@ in a snake over the blocks, where that balances the SMs better than causal
 pairs and every head's K and V fit in L2.
 
 What it is
-  s13_turns with the part CausalSnake (sdpa_warpspec_config.cuh's WorkOrder,
-  sdpa_warpspec_launch.cuh's snake_pays). s8-s15 stripe causal pairs over
+  s13_turns with the part CausalSnake (sched/causal_pairs.cuh's CausalPairs:
+  its walk and its host plan, snake_pays). s8-s15 stripe causal pairs over
   the persistent blocks: a unit is query tiles j and m-1-j of one head, about
   m+1 key tiles whatever j, so the blocks balance up to whole units. s16
   lists every item longest first (each head's last query tile, then the ones

@@ -5,7 +5,7 @@ interleaved with the exponentials.
 
 What it is
   s16_causal_snake with the part InterleavedSoftmaxD128 (sdpa_wgmma_tile.cuh's
-  softmax_interleaved, sdpa_warpspec.cuh's middle_tile): on a key tile whose
+  softmax_interleaved, mainloop/consumer.cuh's middle_tile): on a key tile whose
   predecessor's P.V still runs, the warpgroup takes the row maxima, the
   exponentials of the first two n8 tiles, then the P.V's wait (a basic-block
   boundary whose condition reads those exponentials' sums keeps it there),

@@ -5,10 +5,10 @@ says that beats two on 128-row items.
 
 What it is
   s17_interleaved_softmax with the part ThreeTurnsByModel (sdpa_persistent_split.cuh's
-  ThreeTurnsConfig and three_turns_pay; sdpa_warpspec.cuh's turn_barrier):
+  ThreeTurnsConfig and three_turns_pay; mainloop/warpgroup.cuh's turn_barrier):
   the turns go round three warpgroups as FlashAttention-3's warp scheduler
   barriers do (warpgroup c waits on its own barrier and, its GEMMs issued,
-  arrives on c+1's). WorkOrder's mixed tiles (sdpa_warpspec_config.cuh's
+  arrives on c+1's). the MixedTiles scheduler (sched/mixed_tiles.cuh's
   mixed_item) deal each (batch, head)'s items rotated by the round its first
   item falls in, or, where the host's plan_three_turns finds it better and
   K/V fit in L2, cut each head into 192-row and 128-row items and deal all
