@@ -92,6 +92,13 @@ STRESS_FAILED = Metric("stress_failed", "count", "stress rounds in which a check
                        "stress_failed/<perturbation>, and in all")
 STRESS_SECONDS = Metric("stress_seconds", "s", "wall time of the stress step")
 
+# -- protocol (stagelab.measure.protocol): the rings' protocol checked in an SDPA_PROTOCOL=1 build ------------
+# Table results/protocol.csv|.md: per problem and dtype the launch plan and the build's report (TABLE_PROTOCOL).
+TABLE_PROTOCOL = "protocol"
+PROTOCOL_LAUNCHES = Metric("protocol_launches", "count", "launches of the protocol-checking build, one per "
+                           "problem and dtype, each followed by a read of its violation record")
+PROTOCOL_VIOLATIONS = Metric("protocol_violations", "count", "protocol launches whose record named a violation")
+
 # -- timing, per problem (mode-suffixed), of the stage ------------------------------------
 P50_US = Metric("p50_us", "us", "median latency")
 P90_US = Metric("p90_us", "us", "90th percentile latency")
@@ -182,6 +189,7 @@ TAG_PROMOTED = "tune_promoted"        # what the best configuration was promoted
 TAG_SANITIZE = "sanitize"             # clean, errors, crashed, timeout, unavailable, skipped
 TAG_PROFILE = "profile"               # profiled, failed, timeout, unavailable, skipped
 TAG_STRESS = "stress"                 # passed, failed, hang, skipped (stagelab.measure.stress)
+TAG_PROTOCOL = "protocol"             # passed, failed, skipped (stagelab.measure.protocol)
 TAG_HANG = "hang"                     # what hung and after how long (stagelab.measure.watchdog); absent when none
 TAG_TOP_STALLS = "ncu_top_stalls"     # ncu_top_stalls/<problem>: the three largest stall reasons, largest first
 
