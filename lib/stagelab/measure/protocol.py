@@ -7,7 +7,7 @@ Per launch the record says the first violation since the last read, one line nam
 the slot, the ring index, the block and the warpgroup ('' when none). Any violation makes the stage
 `incorrect` with reason `protocol` (stagelab.judge), and so does a record that cannot be read (a broken
 CUDA context) or a checking build that exports none. Runs where the parameter file has
-`steps: [protocol]`, on a CUDA device, for stages whose sources include the knob; skipped otherwise.
+`steps: [protocol]`, on a CUDA device, for stages whose sources test the knob; skipped otherwise.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import pandas as pd
 from ..core import metrics
 from ..core.build import build_stage
 from ..core.errors import KernelHang
-from ..core.stress_spec import includes_knob
+from ..core.knobs import stage_knobs
 from ..core.supports import split_supported
 from .watchdog import synchronize
 
@@ -95,14 +95,20 @@ class ProtocolReport:
                 metrics.PROTOCOL_VIOLATIONS.key(): len(self.violations)}
 
 
+def has_protocol_checks(stage, registry) -> bool:
+    """Whether the stage's sources test the knob with the preprocessor (core.knobs): a header that
+    only names it in a comment (sdpa_api.h declares the report's export) does not count."""
+    return PROTOCOL_KNOB in (stage_knobs(stage, registry) or ())
+
+
 def why_not_run(ctx) -> str:
     """Why the step does not run for this stage and parameter file ('' when it does)."""
     if STEP not in ctx.params.steps:
         return f"{ctx.params.name} has no `steps: [{STEP}]`"
     if not ctx.gpu_available:
         return "no CUDA device"
-    if not includes_knob(ctx.stage.source, ctx.registry.directory, PROTOCOL_KNOB):
-        return f"{ctx.stage.id}'s sources do not include {PROTOCOL_KNOB} (no ring-protocol checks)"
+    if not has_protocol_checks(ctx.stage, ctx.registry):
+        return f"{ctx.stage.id}'s sources do not test {PROTOCOL_KNOB} (no ring-protocol checks)"
     return ""
 
 
