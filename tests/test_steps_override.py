@@ -14,7 +14,7 @@ from stagelab.measure.steps import StageContext
 
 def test_steps_replace_the_files_and_are_validated():
     acceptance = load_params("params/acceptance.yaml")
-    assert acceptance.steps == ("sanitize", "explore")
+    assert acceptance.steps == ("sanitize", "explore", "protocol")
     assert with_steps(acceptance, "sanitize").steps == ("sanitize",)
     assert with_steps(acceptance, "profile, sanitize").steps == ("profile", "sanitize")
     assert with_steps(acceptance, ["explore"]).steps == ("explore",)
@@ -26,7 +26,7 @@ def test_steps_replace_the_files_and_are_validated():
 
 def test_a_stage_context_takes_the_override():
     assert StageContext.load("s0_baseline", "params/acceptance.yaml", steps="sanitize").params.steps == ("sanitize",)
-    assert StageContext.load("s0_baseline", "params/acceptance.yaml").params.steps == ("sanitize", "explore")
+    assert StageContext.load("s0_baseline", "params/acceptance.yaml").params.steps == ("sanitize", "explore", "protocol")
 
 
 def test_a_bad_step_is_one_line_and_exit_2_before_any_run(tmp_store, stagelab_cli):

@@ -11,6 +11,7 @@ from stagelab.core import metrics as m
 from stagelab.core import build as build_module
 from stagelab.record import tracking
 from stagelab.tune import search as tune_module
+from stagelab.tune.store import elite_run_tag, elite_tag
 from stagelab.core.build import BuildResult
 from stagelab.measure.checks import CheckResult
 from stagelab.core.errors import BuildError
@@ -159,11 +160,11 @@ def test_the_three_best_correct_configurations_are_the_elites(root, fake_gpu):
     tags, runs = parent.data.tags, children(result.parent_run_id)
     for rank, (label, score) in enumerate([("BLOCK_THREADS=128", 3.0), ("BLOCK_THREADS=256", 4.0),
                                            ("BLOCK_THREADS=64", 5.0)], start=1):
-        assert tags[m.elite_tag(rank)] == label
-        assert tags[m.elite_run_tag(rank)] == runs[label]["run_id"]
+        assert tags[elite_tag(rank)] == label
+        assert tags[elite_run_tag(rank)] == runs[label]["run_id"]
         assert parent.data.metrics[m.ELITE_SCORE_US.key(str(rank))] == pytest.approx(score)
         assert runs[label][f"metrics.{m.TUNE_SCORE_US.key()}"] == pytest.approx(score)
-    assert m.elite_tag(4) not in tags and tags[m.TAG_OUTCOME] == "pass"
+    assert elite_tag(4) not in tags and tags[m.TAG_OUTCOME] == "pass"
     assert runs["BLOCK_THREADS=128"][f"metrics.{m.speedup_geomean('torch').key()}"] == pytest.approx(2.0 / 3.0)
     artifacts = {a.path for a in tracking.client().list_artifacts(result.parent_run_id, "results")}
     assert {"results/tune.csv", "results/search.png"} <= artifacts
@@ -171,7 +172,7 @@ def test_the_three_best_correct_configurations_are_the_elites(root, fake_gpu):
     fewer = tune_module.tune(STAGE, PARAMS, elite_count=1)  # resumed: the elites are re-ranked, not re-measured
     assert [t.label for t in fewer.elites] == ["BLOCK_THREADS=128"] and len(fake_gpu) == 4
     tags = tracking.client().get_run(result.parent_run_id).data.tags
-    assert m.elite_tag(1) in tags and m.elite_tag(2) not in tags and m.elite_run_tag(3) not in tags
+    assert elite_tag(1) in tags and elite_tag(2) not in tags and elite_run_tag(3) not in tags
 
 
 def test_promotion_rewrites_only_the_stages_defines_line(tmp_path):

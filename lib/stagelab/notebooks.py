@@ -65,6 +65,11 @@ STRESS_INTRO = ("### Stress\nThe checks and dependent-launch chains again and ag
                 "kernel's hand-offs delayed at random (STRESS_DELAY_NS) and beside a load kernel; a failure in any "
                 "round makes the stage `incorrect` (ordering). Runs with `steps: [stress]`; skipped without a GPU.")
 
+PROTOCOL_INTRO = ("### Protocol\nThe stage built with its ring-protocol checks (SDPA_PROTOCOL=1), launched once per "
+                  "problem and dtype; a violation (a slot read before it landed, released before the wgmma reading it "
+                  "retired, refilled before its release) makes the stage `incorrect` (protocol). Runs with "
+                  "`steps: [protocol]` on the stages that have the checks; skipped without a GPU.")
+
 
 def profile_intro(family: Family) -> str:
     return ("### Profile\nNsight Compute on the stage's kernels alone, at the mission problem and one long "
@@ -111,7 +116,7 @@ def _opening_cells(stage: Stage, family: Family, explore: Path | None) -> list:
 
 
 def _measuring_cells(stage: Stage, family: Family) -> list:
-    """Sections 1 to 4: build, resources, correctness (sanitizer, stress), timing (profile)."""
+    """Sections 1 to 4: build, resources, correctness (sanitizer, stress, protocol), timing (profile)."""
     from nbformat.v4 import new_code_cell, new_markdown_cell
 
     return [
@@ -132,6 +137,7 @@ def _measuring_cells(stage: Stage, family: Family) -> list:
             "    error_plot(checks, title=f'{stage}: error / budget');"),
         *_step_cells("sanitize", sanitize_intro(family)),
         *_step_cells("stress", STRESS_INTRO),
+        *_step_cells("protocol", PROTOCOL_INTRO),
         new_markdown_cell("## 4. Timing\nStage, parent and every available library contender on the same inputs, "
                           "in this process, in each timing mode of the parameter file (cold = L2 flushed, "
                           "hot = CUDA-graph replay, throughput = many launches in one graph), beside the "

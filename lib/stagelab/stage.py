@@ -6,6 +6,7 @@
     run.check()        # measure: float64 reference, FA3 budget, poisoned outputs, >= 2 seeds
     run.sanitize()     # measure: compute-sanitizer memcheck, racecheck, synccheck at small odd problems
     run.stress()       # measure: checks and chains again and again under perturbed timing (stagelab.measure.stress)
+    run.protocol()     # measure: the ring-protocol-checking build at the check problems (stagelab.measure.protocol)
     run.time()         # measure: stage vs parent vs library contenders, same inputs, same process
     run.profile()      # measure: Nsight Compute on the stage's kernels, mission and one long problem
     run.finish()       # judge, then record: outcome, plots, sources; ends the MLflow run

@@ -94,6 +94,6 @@ def add_parsers(sub) -> None:
     run.add_argument("--shard", default=None, metavar="K/N",
                      help="run only the K-th of N pieces of the stages (K from 1), for a job array on many machines")
     run.add_argument("--steps", nargs="*", default=None, metavar="STEP",
-                     help="the optional steps to run instead of the parameter file's (sanitize, profile, explore, stress; "
+                     help="the optional steps to run instead of the parameter file's (sanitize, profile, explore, stress, protocol; "
                           "none given: none); tagged steps_override on each run")
     run.set_defaults(func=_cmd_run)

@@ -92,6 +92,12 @@ STRESS_FAILED = Metric("stress_failed", "count", "stress rounds in which a check
                        "stress_failed/<perturbation>, and in all")
 STRESS_SECONDS = Metric("stress_seconds", "s", "wall time of the stress step")
 
+# -- protocol (stagelab.measure.protocol): launches of the ring-protocol-checking build (SDPA_PROTOCOL=1) ----
+TABLE_PROTOCOL = "protocol"  # results/protocol.csv|.md: per problem and dtype, the launch plan and the report
+PROTOCOL_LAUNCHES = Metric("protocol_launches", "count", "launches of the protocol-checking build, each "
+                           "followed by a read of its violation record")
+PROTOCOL_VIOLATIONS = Metric("protocol_violations", "count", "protocol launches whose record named a violation")
+
 # -- timing, per problem (mode-suffixed), of the stage ------------------------------------
 P50_US = Metric("p50_us", "us", "median latency")
 P90_US = Metric("p90_us", "us", "90th percentile latency")
@@ -182,6 +188,7 @@ TAG_PROMOTED = "tune_promoted"        # what the best configuration was promoted
 TAG_SANITIZE = "sanitize"             # clean, errors, crashed, timeout, unavailable, skipped
 TAG_PROFILE = "profile"               # profiled, failed, timeout, unavailable, skipped
 TAG_STRESS = "stress"                 # passed, failed, hang, skipped (stagelab.measure.stress)
+TAG_PROTOCOL = "protocol"             # passed, failed, skipped (stagelab.measure.protocol)
 TAG_HANG = "hang"                     # what hung and after how long (stagelab.measure.watchdog); absent when none
 TAG_TOP_STALLS = "ncu_top_stalls"     # ncu_top_stalls/<problem>: the three largest stall reasons, largest first
 
@@ -204,16 +211,7 @@ TAG_CPU_THREADS = "cpu_threads"       # OMP_NUM_THREADS the runner gave the note
 TAG_CUDA_VISIBLE_DEVICES = "cuda_visible_devices"  # as the notebook's own process saw it; UNSET when not set
 CUDA_VISIBLE_DEVICES_UNSET = "unset"
 TAG_SHARD = "shard"                   # k/n of the batch that made the run, when it ran one shard of a sweep
-
-
-def elite_tag(rank: int) -> str:
-    """The tune run's tag holding the configuration label of the elite of this rank (1 = best)."""
-    return f"elite_{rank}"
-
-
-def elite_run_tag(rank: int) -> str:
-    """The tune run's tag holding the run id of the elite of this rank."""
-    return f"elite_{rank}_run"
+# The tune run's tags per elite rank (1 = best): tune.store.elite_tag (its label), elite_run_tag (its run id).
 
 # -- trials (stagelab try): a variant, a define or a patch measured against the stage's default ----
 # A trial is a run in its stage's experiment; these tags tell it from the stage runs (the UI's

@@ -17,7 +17,7 @@
     timing: {dtype: float16, warmup: 10, repetitions: 100, modes: [cold],
              contenders: [flash, efficient, cudnn, math]}  # `backends` is the older name
     timeout_s: 1800                  # per-notebook limit in batch runs
-    steps: [sanitize, profile, explore, stress]  # optional steps this file runs (default none):
+    steps: [sanitize, profile, explore, stress, protocol]  # optional steps this file runs (default none):
                                      # each costs minutes per stage on a GPU, so a file opts in
     stress: {rounds: 10, delay_ns: 2000, sides: [producer, consumer, poison, poison_freed], load: true}  # stress.py
     coverage: every_plan             # optional: a stage's checks must reach every launch plan its build
@@ -48,9 +48,10 @@ DEFAULT_FAMILY = "sdpa"
 _TOP_KEYS = {"description", "family", "dtypes", "seeds", "distributions", "shapes", "mission", "timing", "timeout_s",
              "steps", "stress", "timed", "coverage"}
 # Steps a parameter file may switch on: compute-sanitizer (sanitize.py), Nsight Compute (profile.py)
-# the stage notebook's own exploration cells (notebooks/explore/<stage>.py: variant sweeps) and the
-# stress rounds under perturbed timing (stress.py; the file's `stress:` mapping tunes them).
-OPTIONAL_STEPS = ("sanitize", "profile", "explore", "stress")
+# the stage notebook's own exploration cells (notebooks/explore/<stage>.py: variant sweeps), the
+# stress rounds under perturbed timing (stress.py; the file's `stress:` mapping tunes them) and the
+# ring-protocol-checking build at the check problems (protocol.py).
+OPTIONAL_STEPS = ("sanitize", "profile", "explore", "stress", "protocol")
 _TIMING_KEYS = {"dtype", "warmup", "repetitions", "modes", "contenders", "backends", "visits"}
 
 

@@ -27,6 +27,8 @@ def evidence(results: StageResults, *, gpu_available: bool, has_parent: bool, mi
         hang=results.hang or "",
         stress_passed=results.stress.passed if results.stress else None,
         stress_failures=results.stress.failures() if results.stress else "",
+        protocol_passed=results.protocol.passed if results.protocol else None,
+        protocol_failures=results.protocol.failures() if results.protocol else "",
         checks_skipped=len(results.checks.skipped) if results.checks else 0,
         sanitize_passed=sanitize.passed if sanitize else None,
         sanitize_failures=sanitize.failures() if sanitize else "",

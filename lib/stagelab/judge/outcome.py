@@ -10,7 +10,10 @@ Precedence, first match wins:
                   found errors (memcheck, racecheck, synccheck), any correctness check failed on
                   any input distribution (a fast wrong kernel is a failure; the reason names the
                   distributions that failed), or the stress step caught a check or chain failing
-                  under perturbed timing (reason `ordering: ...`, stagelab.measure.stress)
+                  under perturbed timing (reason `ordering: ...`, stagelab.measure.stress), or the
+                  protocol step's checking build found a ring-protocol violation or could not read
+                  its record (reason `protocol: <stage>: <violation>`, stagelab.measure.protocol;
+                  judged before `ordering`: it names the rule broken, the stress step only a symptom)
   uncovered       correct on every check, but on a parameter file asking `coverage: every_plan` the
                   checks did not reach every launch plan the stage's build declares (or took one it
                   does not declare): the reason names the plans (core.launch_plans)
@@ -26,11 +29,13 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-# The first word of an `incorrect` outcome's reason when a launch hung, or when only the stress
-# step's perturbed timing made a check or chain fail (an ordering bug in the async proxy).
+# The first word of an `incorrect` outcome's reason when a launch hung, when only the stress
+# step's perturbed timing made a check or chain fail (an ordering bug in the async proxy), or when
+# the protocol-checking build saw a ring slot used against the protocol (measure.protocol).
 HANG = "hang"
 INCORRECT = "incorrect"
 ORDERING = "ordering"
+PROTOCOL = "protocol"
 # Correct where checked, but the checks missed a launch plan the parameter file's coverage rule requires.
 UNCOVERED = "uncovered"
 
@@ -48,6 +53,8 @@ class Evidence:
     hang: str = ""                           # what hung and for how long (stagelab.measure.watchdog); "" when none
     stress_passed: bool | None = None        # None: not stressed
     stress_failures: str = ""                # what failed under stress, for the reason
+    protocol_passed: bool | None = None      # None: the protocol step did not run
+    protocol_failures: str = ""              # the stage and its first violation, for the reason
     checks_skipped: int = 0                  # problems the stage does not take (never launched)
     sanitize_passed: bool | None = None      # None: not sanitized (no GPU, no compute-sanitizer)
     sanitize_failures: str = ""              # which tools failed, for the reason
@@ -81,6 +88,8 @@ def decide(e: Evidence) -> Outcome:
     if e.checks_passed is not True:
         detail = f" ({e.checks_failures})" if e.checks_failures else ""
         return Outcome("incorrect", f"at least one correctness check failed{detail}")
+    if e.protocol_passed is False:
+        return Outcome("incorrect", f"{PROTOCOL}: {e.protocol_failures}")
     if e.stress_passed is False:
         return Outcome("incorrect", f"{ORDERING}: {e.stress_failures}")
     if e.plan_gaps:

@@ -19,6 +19,7 @@ from .sanitize import SanitizeReport
 from .timing import TimingStats, geometric_mean
 
 if TYPE_CHECKING:
+    from .protocol import ProtocolReport
     from .stress import StressReport
 
 PARENT_PREFIX = "parent:"
@@ -213,3 +214,4 @@ class StageResults:
     profile: ProfileReport | None = None
     hang: str | None = None               # what hung (stagelab.measure.watchdog): the run ended there
     stress: "StressReport | None" = None  # stagelab.measure.stress
+    protocol: "ProtocolReport | None" = None  # stagelab.measure.protocol

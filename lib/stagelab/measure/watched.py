@@ -1,4 +1,4 @@
-"""The part of a stage run (stage.StageRun) that a hang can end, and the stress step.
+"""The part of a stage run (stage.StageRun) that a hang can end, and the stress and protocol steps.
 
 A measuring step runs under `_watched`: when a launch in it hangs (stagelab.measure.watchdog raises
 KernelHang), the run records what hung, judges the stage (`incorrect`, reason `hang`), records the
@@ -28,6 +28,22 @@ class WatchedSteps:
         self.recorder.record_stress(self.results.stress)
         print(f"stress: {self.results.stress.status}")
         return self.results.stress.frame()
+
+    def protocol(self) -> pd.DataFrame:
+        """The stage built with its ring-protocol checks (SDPA_PROTOCOL=1), launched once per check problem
+        and dtype, its violation record read after each launch; a violation makes the stage incorrect
+        (reason `protocol`). Skipped without a GPU, without `steps: [protocol]` in the parameter file, or
+        for a stage whose sources have no such checks."""
+        from .protocol import protocol_step
+
+        if self.results.built is None:
+            raise RuntimeError("call build() first")
+        report = self.results.protocol = self._watched(protocol_step, self.ctx)
+        self.recorder.record_protocol(report)
+        print(f"protocol: {report.status}" + (f" ({report.why_not_run})" if report.why_not_run else ""))
+        if report.failures():
+            print(f"  FAIL {report.failures()}")
+        return report.frame()
 
     def _watched(self, step, *args, **kwargs):
         """A measuring step under the watchdog: after a hang, the verdict recorded, `on_hang`."""

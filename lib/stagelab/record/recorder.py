@@ -23,6 +23,7 @@ from ..measure.sanitize import SanitizeReport
 from ..core.context import StageContext
 from ..core.formatting import markdown_as_recorded, plain
 from ..core.sources import run_source_hash
+from ..measure.protocol import ProtocolReport
 from ..measure.stress import StressReport
 
 
@@ -47,6 +48,8 @@ class NullRecorder:
 
     def record_stress(self, report: StressReport) -> None: ...
 
+    def record_protocol(self, report: ProtocolReport) -> None: ...
+
     def record_hang(self, hang: str) -> None: ...
 
     def folder(self, name: str) -> Path:
@@ -64,7 +67,8 @@ def write_table(folder: Path, name: str, frame: pd.DataFrame) -> None:
 
 
 class StressAndHangRecords:
-    """The MLflow recorder's part for the stress step and a hang (MlflowRecorder provides _run and folder)."""
+    """The MLflow recorder's part for the stress and protocol steps and a hang (MlflowRecorder provides
+    _run, folder and artifacts)."""
 
     def record_stress(self, report: StressReport) -> None:
         """The verdict as a tag, rounds and failures as metrics, every round's row as a table."""
@@ -72,6 +76,14 @@ class StressAndHangRecords:
         write_table(self.folder("stress"), "rounds", report.frame())
         tracking.log_metrics(run_id, report.metrics())
         tracking.set_tags(run_id, {metrics.TAG_STRESS: report.status})
+
+    def record_protocol(self, report: ProtocolReport) -> None:
+        """The verdict as a tag, launches and violations as metrics, each launch's plan and report as
+        the table `protocol` (results/protocol.csv)."""
+        run_id = self._run()
+        write_table(self.artifacts, metrics.TABLE_PROTOCOL, report.frame())
+        tracking.log_metrics(run_id, report.metrics())
+        tracking.set_tags(run_id, {metrics.TAG_PROTOCOL: report.status})
 
     def record_hang(self, hang: str) -> None:
         """What hung, as a tag, before the verdict: the process ends right after the record."""

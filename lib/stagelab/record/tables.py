@@ -140,6 +140,7 @@ def ladder_table(runs: pd.DataFrame, params_name: str, mission_tag: str, family:
             "spills (B)": _metric(r, m.TOTAL_SPILLS.key()),
             "checks failed": _metric(r, m.CHECKS_FAILED.key()),
             "sanitizer": r.get(f"tags.{m.TAG_SANITIZE}"),
+            "protocol": r.get(f"tags.{m.TAG_PROTOCOL}"),
             "timing": _timing_order(r),
             "tensor pipe @mission (ncu %)": _metric(r, m.NCU_TENSOR_UTIL.key(mission_tag)),
         })

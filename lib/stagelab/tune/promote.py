@@ -16,6 +16,7 @@ import yaml
 from ..core import metrics as m
 from ..record import tracking
 from ..core.errors import ConfigError
+from .store import elite_tag
 
 _DEFINES_LINE = re.compile(r"^(?P<indent>\s*)defines:\s*\{(?P<body>[^}]*)\}\s*$")
 _ENTRY_START = re.compile(r"^\s*-\s+id:\s*(?P<id>\S+)\s*$")
@@ -153,7 +154,7 @@ def recorded_best(stage_id: str, run_id: str) -> tuple[str, dict[str, str]]:
         raise ConfigError(f"run {run_id} is not a tune run (tag {m.TAG_TUNE_ROLE}={tags.get(m.TAG_TUNE_ROLE)})")
     if tags.get(m.TAG_STAGE) != stage_id:
         raise ConfigError(f"tune run {run_id} tuned {tags.get(m.TAG_STAGE)}, not {stage_id}")
-    best = tags.get(m.elite_tag(1))
+    best = tags.get(elite_tag(1))
     if not best:
         raise ConfigError(f"tune run {run_id} kept no elite: no configuration was checked correct and timed")
     return run.info.run_id, parse_label(best)

@@ -26,6 +26,16 @@ FINISHED_OUTCOMES = tuple(o for o in OUTCOMES if o not in (m.OUTCOME_ERROR, m.OU
 MAX_SEARCH_RESULTS = 10_000
 
 
+def elite_tag(rank: int) -> str:
+    """The tune run's tag holding the configuration label of the elite of this rank (1 = best)."""
+    return f"elite_{rank}"
+
+
+def elite_run_tag(rank: int) -> str:
+    """The tune run's tag holding the run id of the elite of this rank."""
+    return f"elite_{rank}_run"
+
+
 @dataclass(frozen=True)
 class PriorTrial:
     """A configuration an earlier tune of the same parent already measured."""
@@ -102,13 +112,13 @@ class TuneStore:
         an earlier, longer list on the same parent are removed."""
         tags, scores = {}, {}
         for rank, (label, run_id, score) in enumerate(elites, start=1):
-            tags[m.elite_tag(rank)] = label
-            tags[m.elite_run_tag(rank)] = run_id
+            tags[elite_tag(rank)] = label
+            tags[elite_run_tag(rank)] = run_id
             scores[m.ELITE_SCORE_US.key(str(rank))] = score
         client = tracking.client()
         present = client.get_run(parent_run_id).data.tags
         for rank in range(len(elites) + 1, len(present) + 1):
-            for key in (m.elite_tag(rank), m.elite_run_tag(rank)):
+            for key in (elite_tag(rank), elite_run_tag(rank)):
                 if key in present:
                     client.delete_tag(parent_run_id, key)
         if tags:
