@@ -30,7 +30,7 @@ Masking
   at their diagonal tile (sdpa_kv_end). Query rows >= seq_len are computed on
   zeros and never stored.
 
-Knobs (-D overrides): BLOCK_M=64 BLOCK_N=64 THREADS_PER_ROW=4 KEY_CHUNK=16;
+Knobs (-D; their values are stages.yaml's defines): BLOCK_M BLOCK_N THREADS_PER_ROW KEY_CHUNK;
   threads per block = BLOCK_M * THREADS_PER_ROW.
 
 Run:  stagelab run --stages s0_baseline      (resources only, no GPU: stagelab resources s0_baseline)

@@ -22,9 +22,9 @@ Changes vs parent s0_baseline, and why
   The score / online-softmax / P.V chunk step is s0's (sdpa_rowsplit.cuh), now
   reading 16-bit tiles.
 
-Knobs (-D overrides): BLOCK_N=64 (32, 64 and 128 all fit: shared memory is
+Knobs (-D; their values are stages.yaml's defines): BLOCK_N (32, 64 and 128 all fit: shared memory is
   2 buffers * (K + V) * BLOCK_N * D * 2 bytes = 128 KiB at BLOCK_N=128, D=128),
-  BLOCK_M=64 THREADS_PER_ROW=4 KEY_CHUNK=16; threads = BLOCK_M * THREADS_PER_ROW.
+  BLOCK_M THREADS_PER_ROW KEY_CHUNK; threads = BLOCK_M * THREADS_PER_ROW.
 
 Run:  stagelab run --stages s1_cp_async      (resources only, no GPU: stagelab resources s1_cp_async)
 */

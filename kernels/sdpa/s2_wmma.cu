@@ -35,8 +35,8 @@ Shared memory (bytes):
   limit kSdpaMaxSmemPerBlock): that instance returns cudaErrorInvalidValue
   (s3a, which drops P, fits).
 
-Knobs (-D overrides; defaults in sdpa_wmma_stage.cuh): BLOCK_N=64 (multiple of
-  16; 32 and 64 fit for both D, 128 only for D=64), NUM_WARPS=4 ->
+Knobs (-D; their values are stages.yaml's defines): BLOCK_N (multiple of
+  16; 32 and 64 fit for both D, 128 only for D=64), NUM_WARPS ->
   BLOCK_M = 16 * NUM_WARPS = 64, 128 threads.
 
 Run:  stagelab run --stages s2_wmma      (resources only, no GPU: stagelab resources s2_wmma)

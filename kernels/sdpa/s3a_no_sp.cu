@@ -26,7 +26,7 @@ Shared memory (bytes): Q BLOCK_M*(D+8)*2 + K,V 2*2*BLOCK_N*(D+8)*2
   + S/P BLOCK_M*(BLOCK_N+4)*4 + O BLOCK_M*(D+8)*4
   = 136 KiB at D=128, BLOCK_N=64 (s2: 145 KiB), 80 KiB at D=64 (s2: 89 KiB).
 
-Knobs (-D overrides; defaults in sdpa_wmma_stage.cuh): BLOCK_N=64 (multiple of
+Knobs (-D; their values are stages.yaml's defines): BLOCK_N (multiple of
   16; 32, 64 and 128 fit for both D), NUM_WARPS=4 -> BLOCK_M = 16 * NUM_WARPS
   = 64, 128 threads.
 

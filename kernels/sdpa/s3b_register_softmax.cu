@@ -37,11 +37,11 @@ Changes vs parent s2_wmma, and why
   - With one m16 slice per warp every 16 query rows re-read the whole K/V tile
     from shared memory; s4's WARP_M_TILES knob goes after that.
 
-Knobs (-D overrides)
-  BLOCK_M=64         query rows per block; must equal NUM_WARPS * 16
-  NUM_WARPS=4        warps per block (each owns 16 query rows)
-  BLOCK_N=64         keys per K/V tile (multiple of 16)
-  Q_IN_REGISTERS=1   keep Q's A fragments in registers for the whole block
+Knobs (-D; their values are stages.yaml's defines)
+  BLOCK_M            query rows per block; must equal NUM_WARPS * 16
+  NUM_WARPS          warps per block (each owns 16 query rows)
+  BLOCK_N            keys per K/V tile (multiple of 16)
+  Q_IN_REGISTERS     keep Q's A fragments in registers for the whole block
                      (D/16 * 4 registers); 0 re-reads them from shared memory
                      with ldmatrix every tile (fewer registers, more LDSM)
 

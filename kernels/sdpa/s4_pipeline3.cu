@@ -41,14 +41,14 @@ Changes vs parent s3b_register_softmax, and why
     when BLOCK_N < BLOCK_M) now predicates the math instead of `continue`, so
     every warp still reaches both barriers of every tile.
 
-Knobs (-D overrides)
-  PIPELINE_STAGES=3  buffers per K ring and per V ring (1..4); prefetch d = stages-1
-  BLOCK_M=64         query rows per block; must equal NUM_WARPS * WARP_M_TILES * 16
-  NUM_WARPS=4        warps per block
-  WARP_M_TILES=1     m16 query slices per warp (2: 32 rows per warp, see above;
+Knobs (-D; their values are stages.yaml's defines)
+  PIPELINE_STAGES    buffers per K ring and per V ring (1..4); prefetch d = stages-1
+  BLOCK_M            query rows per block; must equal NUM_WARPS * WARP_M_TILES * 16
+  NUM_WARPS          warps per block
+  WARP_M_TILES       m16 query slices per warp (2: 32 rows per warp, see above;
                      spill-free at D=128 with BLOCK_M=128 BLOCK_N=32 Q_IN_REGISTERS=0)
-  BLOCK_N=64         keys per K/V tile (multiple of 16)
-  Q_IN_REGISTERS=1   keep Q's A fragments in registers (0: ldmatrix per tile)
+  BLOCK_N            keys per K/V tile (multiple of 16)
+  Q_IN_REGISTERS     keep Q's A fragments in registers (0: ldmatrix per tile)
 
 Shared memory: Q + PIPELINE_STAGES x (K + V) = (BLOCK_M + 2*STAGES*BLOCK_N)*D*2 B
   = 56 KiB at D=64, 112 KiB at D=128 (defaults); STAGES=2: 40 / 80 KiB.

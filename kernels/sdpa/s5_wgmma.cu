@@ -66,16 +66,16 @@ Changes vs parent s4_pipeline3, and why
     column blocks (D/16 k16 slices, 4 per block) and P.V uses N = D with the
     second 64-wide block at LBO = BLOCK_N * 128 bytes.
 
-Knobs (-D overrides)
-  NUM_WARPGROUPS_D64=1   consumer warpgroups per block at head_dim 64 (1 or 2)
-  NUM_WARPGROUPS_D128=1  ... at head_dim 128 (1 or 2); BLOCK_M = 64 * this.
+Knobs (-D; their values are stages.yaml's defines)
+  NUM_WARPGROUPS_D64     consumer warpgroups per block at head_dim 64 (1 or 2)
+  NUM_WARPGROUPS_D128    ... at head_dim 128 (1 or 2); BLOCK_M = 64 * this.
                          NUM_WARPGROUPS=n sets both.
-  BLOCK_N_D64=128        keys per K/V tile at head_dim 64  (48, 64 or 128)
-  BLOCK_N_D128=48        keys per K/V tile at head_dim 128 (48, 64 or 128)
-  PIPELINE_STAGES=2      buffers per K ring and per V ring (>= 2); prefetch
+  BLOCK_N_D64            keys per K/V tile at head_dim 64  (48, 64 or 128)
+  BLOCK_N_D128           keys per K/V tile at head_dim 128 (48, 64 or 128)
+  PIPELINE_STAGES        buffers per K ring and per V ring (>= 2); prefetch
                          distance STAGES-1 tiles for K, STAGES-2 for V (V(n-1)
                          is read in iteration n). 3 measured no better.
-  QK_BEFORE_PV=0         2 warpgroups only: a named barrier between issuing
+  QK_BEFORE_PV           2 warpgroups only: a named barrier between issuing
                          S(n) and P(n-1).V(n-1) so both warpgroups' S(n) run
                          first on the tensor cores; measured no gain.
 

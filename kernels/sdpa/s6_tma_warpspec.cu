@@ -43,15 +43,15 @@ Changes vs parent s5_wgmma, and why
   - The mission shape (2,8,512,64) gets 64 blocks of 128 rows on 132 SMs
     (s5: 128 blocks of 64): expect no gain there; s8 splits the key range.
 
-Knobs (-D overrides)
-  BLOCK_N_D64=128     keys per K/V tile at head_dim 64  (64 or 128)
-  BLOCK_N_D128=128    keys per K/V tile at head_dim 128 (64 or 128)
-  STAGES_D64=3        buffers per K ring and per V ring at head_dim 64 (>= 2)
-  STAGES_D128=2       ... at head_dim 128
-  PRODUCER_REGS=24    registers per producer thread after setmaxnreg.dec
-  CONSUMER_REGS=240   registers per consumer thread after setmaxnreg.inc
+Knobs (-D; their values are stages.yaml's defines)
+  BLOCK_N_D64         keys per K/V tile at head_dim 64  (64 or 128)
+  BLOCK_N_D128        keys per K/V tile at head_dim 128 (64 or 128)
+  STAGES_D64          buffers per K ring and per V ring at head_dim 64 (>= 2)
+  STAGES_D128         ... at head_dim 128
+  PRODUCER_REGS       registers per producer thread after setmaxnreg.dec
+  CONSUMER_REGS       registers per consumer thread after setmaxnreg.inc
                       (3 warpgroups: 128 * (24 + 2 * 240) = 64512 <= 65536)
-  CONSUMER_WGS_D64=2  consumer warpgroups at head_dim 64: 2 (BLOCK_M 128) or
+  CONSUMER_WGS_D64    consumer warpgroups at head_dim 64: 2 (BLOCK_M 128) or
                       3 (BLOCK_M 192, FlashAttention-3's head-dim-64 block;
                       512 threads, consumers at fit_consumer_regs = 160:
                       (65536 - 24 * 128) / 384 = 162, rounded down to 8).

@@ -25,7 +25,7 @@ Changes vs parent s6_tma_warpspec, and why
   - Intra-warpgroup overlap (S(n+1) issued before softmax(n) finishes, the
     issue's second half of s7) is already in s5/s6 and stays.
 
-Knobs (-D overrides): as s6 (BLOCK_N_D64, BLOCK_N_D128, STAGES_D64,
+Knobs (-D; their values are stages.yaml's defines): as s6 (BLOCK_N_D64, BLOCK_N_D128, STAGES_D64,
   STAGES_D128, PRODUCER_REGS, CONSUMER_REGS).
 
 Shared memory, scope and limits: as s6.

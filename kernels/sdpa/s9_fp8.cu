@@ -34,19 +34,19 @@ Changes vs parent s6_tma_warpspec, and why
   are runs in its MLflow record (`stagelab journal s9_fp8`); knobs removed as
   recorded negatives are patches in docs/results/sdpa/history/patches.
 
-Knobs (-D; the registry's defines are the default build)
-  BLOCK_N_D128=128    keys per K/Vt tile at head_dim 128 (64 or 128; 192 only
+Knobs (-D; their values are stages.yaml's defines)
+  BLOCK_N_D128        keys per K/Vt tile at head_dim 128 (64 or 128; 192 only
                       with QK_F16=0, Vt in three 64-key chunks)
-  STAGES_D128=2       buffers per K ring and per Vt ring at head_dim 128
-  PRODUCER_REGS=40    registers per producer thread after setmaxnreg.dec
-  CONSUMER_REGS=232   per consumer thread (128 * (40 + 2 * 232) <= 65536)
-  PINGPONG=1          s7's turns at head_dim 128
-  FOLD_P_SCALE=1      P8 = e4m3(exp2(s' - max + 8)): the 2^8 in the FFMA's addend
-  EXP2_POLY_EVERY=0   k > 0: every k-th n8 tile's exponentials on the FMA pipe
-  WS_PDL=2            programmatic dependent launch (0 off, 1 early, 2 late)
-  QK_F16=1            0: Q.K^T on e4m3 wgmma (faster, wrong on large logits)
-  PV_PROMOTE_D64=1    0: P.V accumulated in the wgmma's own accumulator
-  PV_PROMOTE_D128=2   1: whole-tile promotion (spills), 0: none
+  STAGES_D128         buffers per K ring and per Vt ring at head_dim 128
+  PRODUCER_REGS       registers per producer thread after setmaxnreg.dec
+  CONSUMER_REGS       per consumer thread (128 * (40 + 2 * 232) <= 65536)
+  PINGPONG            s7's turns at head_dim 128
+  FOLD_P_SCALE        P8 = e4m3(exp2(s' - max + 8)): the 2^8 in the FFMA's addend
+  EXP2_POLY_EVERY     k > 0: every k-th n8 tile's exponentials on the FMA pipe
+  WS_PDL              programmatic dependent launch (0 off, 1 early, 2 late)
+  QK_F16              0: Q.K^T on e4m3 wgmma (faster, wrong on large logits)
+  PV_PROMOTE_D64      0: P.V accumulated in the wgmma's own accumulator
+  PV_PROMOTE_D128     1: whole-tile promotion (spills), 0: none
   head_dim 64's tiles and ring are s6's values (registry defines).
 
 Scope: head_dim 64 and 128, fp16 or bf16 output, causal or not, any
