@@ -42,29 +42,17 @@ Changes vs parent s4_pipeline3, and why
     serialized (the warpgroup index is broadcast with a shuffle and the
     first/last tiles are peeled), and the final wait_group 0 would be hoisted
     above the softmax without schedule_boundary() (sdpa_wgmma.cuh).
-  - Load schedule: the barrier of iteration n publishes K(n) and V(n-1); the
-    warpgroups then issue their wgmma, and only after that every thread issues
-    one cp.async group loading K(n-1+STAGES) and V(n-2+STAGES) into the buffers
-    iteration n-1 finished with (K ring and V ring of STAGES buffers each).
-    Group g holds {K(g), V(g-1)} (Q rides in group 0), so the wait before
-    barrier n is cp.async.wait_group STAGES-2 (STAGES-1 at n=0).
-  - Occupancy over block size: the default D=128 configuration is one
-    warpgroup per block with 48-key tiles (65 KB shared memory, ~134
-    registers), i.e. three independent blocks (12 warps) per SM whose
-    barriers do not couple each other; the two-warpgroup 128x128 tiling (one
-    block, 8 warps per SM, both warpgroups in lockstep through the per-tile
-    barrier) and 64-key tiles measured slower (NUM_WARPGROUPS_D128=2
-    BLOCK_N_D128=128 and NUM_WARPGROUPS_D128=1 BLOCK_N_D128=64 reproduce them).
-    D=64: one warpgroup, 128-key tiles (shared memory allows three blocks per
-    SM; registers too for the 168-register dense instances, two for the
-    170-171-register causal ones).
+  - Load schedule: after iteration n's barrier publishes K(n) and V(n-1), every
+    thread issues one cp.async group of K(n-1+STAGES) and V(n-2+STAGES) into the
+    buffers iteration n-1 finished with (rings of STAGES buffers).
+  - Occupancy over block size: at D=128 one warpgroup per block with 48-key
+    tiles, three independent blocks per SM whose barriers do not couple; the
+    two-warpgroup 128x128 tiling and 64-key tiles measured slower (its trials,
+    the registry's search space). D=64: one warpgroup, 128-key tiles.
   - Causal: as in s4, key tiles entirely above the block's diagonal are never
     loaded; a warpgroup whose 64 rows end before a tile starts skips that
     tile's wgmma (warpgroup-uniform) but still reaches every barrier; masking
     code runs only on warps whose rows straddle the diagonal or the ragged end.
-  - The head dim splits into D/64 swizzle column blocks, so Q.K^T walks the
-    column blocks (D/16 k16 slices, 4 per block) and P.V uses N = D with the
-    second 64-wide block at LBO = BLOCK_N * 128 bytes.
 
 Knobs (-D; their values are stages.yaml's defines)
   NUM_WARPGROUPS_D64     consumer warpgroups per block at head_dim 64 (1 or 2)
@@ -72,36 +60,19 @@ Knobs (-D; their values are stages.yaml's defines)
                          NUM_WARPGROUPS=n sets both.
   BLOCK_N_D64            keys per K/V tile at head_dim 64  (48, 64 or 128)
   BLOCK_N_D128           keys per K/V tile at head_dim 128 (48, 64 or 128)
-  PIPELINE_STAGES        buffers per K ring and per V ring (>= 2); prefetch
-                         distance STAGES-1 tiles for K, STAGES-2 for V (V(n-1)
-                         is read in iteration n). 3 measured no better.
+  PIPELINE_STAGES        buffers per K ring and per V ring (>= 2)
   QK_BEFORE_PV           2 warpgroups only: a named barrier between issuing
-                         S(n) and P(n-1).V(n-1) so both warpgroups' S(n) run
-                         first on the tensor cores; measured no gain.
+                         S(n) and P(n-1).V(n-1), both warpgroups' S(n) first
 
 Shared memory: (BLOCK_M + 2 * STAGES * BLOCK_N) * D * 2 bytes + 1024 (slack to
-  align the tile base to 1024 bytes for the swizzle atoms). Defaults:
-  D=64:  (64 + 4*128) * 64 * 2  + 1024 = 74752 B (3 blocks per SM by smem)
-  D=128: (64 + 4*48)  * 128 * 2 + 1024 = 66560 B (3 blocks per SM)
+  align the tile base to 1024 bytes for the swizzle atoms).
 
 Scope: head_dim 64 and 128, fp16 and bf16, causal or not, any seq_len >= 1
   (ragged query tiles zero-filled on load and guarded on store, ragged key
   tiles zero-filled and masked), any softmax_scale, strided Q/K/V/O (16-byte
-  aligned rows). Other problems: cudaErrorInvalidValue.
-  Needs sm_90a (wgmma): build with -gencode=arch=compute_90a,code=sm_90a.
+  aligned rows). Other problems: cudaErrorInvalidValue. Needs sm_90a (wgmma).
 
-State: correct against a float64 reference (FlashAttention-3's tolerance,
-  NaN-poisoned outputs, repeat runs bit-identical) on H100 for D 64/128,
-  fp16/bf16, causal/dense, seq 1..4097, non-positive scales and strided
-  layouts. Not yet near the tensor-core limit: the softmax is issue-bound and
-  every tile still ends in a block barrier (the cp.async publish); a TMA +
-  mbarrier producer/consumer pipeline is the next step.
-
-Run: stagelab run --stage s5_wgmma
-Build / resources:
-  nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a --resource-usage \
-       -cubin -I kernels/sdpa kernels/sdpa/s5_wgmma.cu -o /tmp/s5.cubin
-  cuobjdump -sass /tmp/s5.cubin | grep -c HGMMA
+Run: stagelab run --stage s5_wgmma; resources and SASS: stagelab resources s5_wgmma
 */
 #include <cuda_runtime.h>
 
