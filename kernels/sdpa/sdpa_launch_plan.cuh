@@ -5,7 +5,6 @@
 #pragma once
 
 #include <cstdio>
-#include <cstring>
 #include <string>
 
 #include "sdpa_warpspec.cuh"

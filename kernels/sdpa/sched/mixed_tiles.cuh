@@ -144,7 +144,6 @@ inline TurnsPlan cached_three_turns_plan(const SdpaProblem& p, int sms, double k
 template <class Cfg, bool kCausal>
 struct MixedTiles {
   static_assert(kMixedTiles<Cfg, kCausal>, "mixed tiles: three warpgroups in turns, non-causal, no multicast");
-  static constexpr bool kMaySnake = false;  // the causal snake; the mixed tiles' own is Schedule::turns_snake
 
   // Host: the cut and the deal of plan_three_turns (remembered per problem).
   template <typename T, int D>

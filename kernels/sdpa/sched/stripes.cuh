@@ -17,7 +17,6 @@ __device__ __forceinline__ WorkTile decode_work(const Params& prm, int w, int sp
 
 template <class Cfg, bool kCausal>
 struct Stripes {
-  static constexpr bool kMaySnake = false;
   static constexpr int kCtas = Cfg::kMulticastCtas;  // a K/V multicast cluster walks one unit (cta_bh)
 
   // Host: the items of kBlockM rows, nothing else to choose.
