@@ -18,6 +18,10 @@ as they are. An edit whose passage is gone (the header was rewritten) fails loud
   consumers wait on it forever, and the producer in turn on their release of that slot. A hang
   on every launch whose items have two key tiles or more (every check shape but one-tile ones):
   the evidence for the watchdog's `hang` verdict.
+
+The protocol plants (issue 46) live in tests/fixtures/planted/protocol/, one YAML file each: the
+passage, its planted edit, and the stage whose protocol step must name the rule and the ring
+(PROTOCOL_PLANTS, ProtocolPlant). make_sdpa_plant_checkout takes either kind by name.
 """
 
 from __future__ import annotations
@@ -25,6 +29,8 @@ from __future__ import annotations
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
+
+import yaml
 
 from stagelab.core.paths import repo_root
 
@@ -92,6 +98,34 @@ PLANTS = {plant.name: plant for plant in (
 )}
 
 
+@dataclass(frozen=True)
+class ProtocolPlant(Plant):
+    stage: str = ""
+    rule: str = ""  # the rule the protocol step's report must name (instrument/protocol.cuh)
+    ring: str = ""  # K or V
+
+    @property
+    def expected(self) -> str:
+        """The start of the report line the protocol build must write."""
+        return f"rule {self.rule}, ring {self.ring}"
+
+
+PROTOCOL_PLANTS_DIR = Path(__file__).resolve().parent / "fixtures" / "planted" / "protocol"
+
+
+def load_protocol_plants(folder: Path = PROTOCOL_PLANTS_DIR) -> dict[str, ProtocolPlant]:
+    plants = {}
+    for path in sorted(folder.glob("*.yaml")):
+        data = yaml.safe_load(path.read_text())
+        plants[path.stem] = ProtocolPlant(name=path.stem, header=data["header"], passage=data["passage"],
+                                          planted=data["planted"], what=" ".join(data["what"].split()),
+                                          stage=data["stage"], rule=data["rule"], ring=data["ring"])
+    return plants
+
+
+PROTOCOL_PLANTS = load_protocol_plants()
+
+
 def plant_text(text: str, plant: Plant) -> str:
     """`text` with the plant's passage replaced; exactly one occurrence, or a clear error."""
     count = text.count(plant.passage)
@@ -107,7 +141,7 @@ def make_sdpa_plant_checkout(root: Path, plant_name: str | None) -> Path:
     shutil.copytree(repo_root() / "params", root / "params")
     shutil.copy(repo_root() / "pyproject.toml", root / "pyproject.toml")
     if plant_name is not None:
-        plant = PLANTS[plant_name]
+        plant = PLANTS.get(plant_name) or PROTOCOL_PLANTS[plant_name]
         header = root / "kernels" / "sdpa" / plant.header
         header.write_text(plant_text(header.read_text(), plant))
     return root

@@ -122,3 +122,16 @@ def test_a_header_the_stage_does_not_include_adds_no_knob(family):
     assert "OTHER_STAGES_TILE" not in stage_knobs(stage, registry)
     (family / "myop_common.cuh").write_text(HEADER.replace("#endif\n", '#include "myop_other.cuh"\n#endif\n', 1))
     assert "OTHER_STAGES_TILE" in stage_knobs(stage, registry)
+
+
+def test_build_refuses_a_define_that_is_no_knob_in_one_line_and_builds_nothing(tmp_path):
+    """`stagelab build --define` (the protocol-checking builds, compiled side by side: SDPA_PROTOCOL=1)
+    checks its overrides as `try` does."""
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT / "lib"), "STAGELAB_ROOT": str(ROOT),
+           "STAGELAB_BUILD_DIR": str(tmp_path / "build")}
+    done = subprocess.run([sys.executable, "-m", "stagelab", "build", "s6_tma_warpspec", "--define", "NOT_A_KNOB=1"],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    error = [line for line in done.stderr.splitlines() if line.startswith("stagelab: error:")]
+    assert done.returncode == 2 and len(error) == 1, done.stderr
+    assert "NOT_A_KNOB is no knob of stage s6_tma_warpspec" in error[0] and "SDPA_PROTOCOL" in error[0]
+    assert not (tmp_path / "build").exists()

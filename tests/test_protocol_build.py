@@ -2,10 +2,15 @@
 (the default) its hooks compile to nothing; with 1 the stage builds with its checks (the first
 violation recorded with an atomic) and exports its report. Built as the lab builds, on the CPU."""
 
+import re
+
 import pytest
+from planted_sdpa import make_sdpa_plant_checkout
 
 from stagelab.core.build import build_stage
-from stagelab.core.registry import find_stage
+from stagelab.core.registry import find_stage, load_registry
+from stagelab.core.sass_loops import compare_listings
+from stagelab.core.sass_schedule import functions
 
 pytestmark = pytest.mark.kernels
 
@@ -30,3 +35,33 @@ def test_the_checking_build_records_through_an_atomic_and_exports_its_report(bui
     _, checking = builds
     assert "ATOM" in checking.sass_listing()
     assert hasattr(checking.module, "protocol_report")
+
+
+HOOK_CALL = re.compile(r"protocol\.\w+\(.*\);")
+
+
+def strip_hooks(root) -> int:
+    """Every statement calling a protocol hook (`protocol.<hook>(...);`) deleted from the checkout's
+    mainloop headers: the code as it was before the hooks. Returns how many were deleted."""
+    deleted = 0
+    for header in (root / "kernels" / "sdpa" / "mainloop").glob("*.cuh"):
+        lines = header.read_text().splitlines(keepends=True)
+        kept = [line for line in lines if not HOOK_CALL.fullmatch(line.strip())]
+        deleted += len(lines) - len(kept)
+        header.write_text("".join(kept))
+    return deleted
+
+
+def test_the_default_build_compiles_the_hooks_away_its_main_loops_unchanged(builds, tmp_path):
+    """The default build's SASS is the SASS of the same sources without the hook calls: every kernel,
+    and so every main loop (core.sass_loops, as tools/sass_loops.py reads them), unchanged."""
+    default, _ = builds
+    root = make_sdpa_plant_checkout(tmp_path / "no-hooks", None)
+    assert strip_hooks(root) >= 10  # landed, reads x2, commit, waited x2, released, drained, filled x2, finish
+    registry = load_registry(root / "kernels" / "sdpa" / "stages.yaml")
+    bare = build_stage(registry.get("s6_tma_warpspec"), registry, load=False)
+    comparisons = compare_listings(bare.sass_listing(), default.sass_listing())
+    assert comparisons and all(row.trial == row.reference and row.trial.similarity == 1.0 for row in comparisons)
+    assert functions(default.sass_listing()).keys() == functions(bare.sass_listing()).keys()
+    assert all([i.text for i in insts] == [i.text for i in functions(bare.sass_listing())[name]]
+               for name, insts in functions(default.sass_listing()).items())

@@ -3,6 +3,8 @@
 # stage batch(es), the GPU tests and the report, and leave everything under $OUT.
 #   usage: [REPORT=0] [BUILD_STAGES="..."] [TRY="..."] [QUICK="..."] [TIMELINE="..."] [GPUS=all|0,1] [SANITIZE="stage ..." [SANITIZE_KNOBS=JSON]] [PROFILE="stage ..."] [TUNE="stage ..."] tools/device_run.sh "<stagelab run args>;<stagelab run args>..." [pytest-args]
 # GPUS adds `--gpus $GPUS` to every batch: one notebook per GPU at a time (nvidia-h200-x2 and larger).
+# PYTEST_GPU=0 runs the pytest args on that GPU from the start, beside the batches (give them GPUS=1,2,3);
+# its whole output is $OUT/pytest.log.
 # Needs `make wheelhouse` beforehand and the folder carried along (carry: ["wheelhouse"]);
 # to keep adding to one store across calls, also carry "mlruns" and "runs".
 # The copy has no .git of its own (a lent machine may hold the session's starting commit there, which
@@ -96,6 +98,12 @@ for i in "${!TIMELINE_SPECS[@]}"; do
 done
 # one archive for the tables, charts and raw stamps (a call brings back at most 8 files)
 [ "${#TIMELINE_SPECS[@]}" -eq 0 ] || tar czf "$OUT/timeline.tgz" build/timeline/timeline-*
+if [ -n "${PYTEST_GPU:-}" ] && [ -n "${2:-}" ]; then
+  echo "=== pytest $2 (GPU $PYTEST_GPU, beside the batches)"
+  CUDA_VISIBLE_DEVICES="$PYTEST_GPU" timeout "${PYTEST_TIMEOUT:-240}" python3 -m pytest -q -s -p no:cacheprovider $2 \
+    > "$OUT/pytest.log" 2>&1 &
+  pytest_pid=$!
+fi
 IFS=';' read -ra BATCHES <<< "${1:-}"
 # Only batches need every stage prebuilt; a tune-only call ("" as batches) builds what it tunes.
 # BUILD_STAGES="s8_persistent_split s7_pingpong ..." limits the prebuild to the batches' stages and
@@ -127,7 +135,9 @@ for stage in ${PROFILE:-}; do
   echo "=== stagelab profile $stage" | tee -a "$OUT/profile.log"
   timeout "${PROFILE_TIMEOUT:-600}" python3 -m stagelab profile "$stage" --params "${PROFILE_PARAMS:-params/mission.yaml}" 2>&1 | tail -40 | tee -a "$OUT/profile.log"
 done
-if [ -n "${2:-}" ]; then
+if [ -n "${pytest_pid:-}" ]; then
+  wait "$pytest_pid"; echo "=== pytest (beside the batches) exit $?"; tail -25 "$OUT/pytest.log"
+elif [ -n "${2:-}" ]; then
   echo "=== pytest $2"
   timeout "${PYTEST_TIMEOUT:-240}" python3 -m pytest -q -p no:cacheprovider $2 2>&1 | tail -25 | tee "$OUT/pytest.log"
 fi

@@ -56,13 +56,23 @@ def _cmd_resources(args) -> int:
 
 
 def _cmd_build(args) -> int:
-    """Build stages in parallel processes so later notebook runs find them cached."""
+    """Build stages in parallel processes so later notebook runs find them cached; with --define, the
+    builds with those overrides (a protocol-checking build: --define SDPA_PROTOCOL=1), each checked
+    against the stage's knobs before any work."""
     from ..core.build import build_all
     from ..core.errors import BuildError
+    from ..core.knobs import check_defines
     from ..core.registry import find_stage
+    from ..core.trial_spec import parse_defines
 
     stage_ids = _stage_ids(args.stages, args.family)
-    builds = [(stage, registry) for registry, stage in map(find_stage, stage_ids)]
+    defines = parse_defines(args.define)
+    builds = []
+    for registry, stage in map(find_stage, stage_ids):
+        if defines:
+            check_defines(stage, registry, defines, "stagelab build --define")
+            stage = stage.with_defines(defines)
+        builds.append((stage, registry))
     failed = 0
     for index, outcome in build_all(builds, args.jobs):
         if isinstance(outcome, BuildError):
@@ -88,4 +98,6 @@ def add_parsers(sub) -> None:
     bld.add_argument("stages", nargs="*")
     add_family_option(bld)
     bld.add_argument("--jobs", type=int, default=4)
+    bld.add_argument("--define", action="append", default=[], metavar="K=V",
+                     help="build with this define override (repeatable), e.g. SDPA_PROTOCOL=1")
     bld.set_defaults(func=_cmd_build)
