@@ -3,6 +3,7 @@
 violation recorded with an atomic) and exports its report. Built as the lab builds, on the CPU."""
 
 import re
+from dataclasses import replace
 
 import pytest
 from planted_sdpa import make_sdpa_plant_checkout
@@ -61,7 +62,8 @@ def test_the_default_build_compiles_the_hooks_away_its_main_loops_unchanged(buil
     registry = load_registry(root / "kernels" / "sdpa" / "stages.yaml")
     bare = build_stage(registry.get("s6_tma_warpspec"), registry, load=False)
     comparisons = compare_listings(bare.sass_listing(), default.sass_listing())
-    assert comparisons and all(row.trial == row.reference and row.trial.similarity == 1.0 for row in comparisons)
+    assert comparisons and all(row.trial.similarity == 1.0 for row in comparisons)  # the same opcode sequence
+    assert all(replace(row.trial, similarity=None) == row.reference for row in comparisons)  # the reference has none
     assert functions(default.sass_listing()).keys() == functions(bare.sass_listing()).keys()
     assert all([i.text for i in insts] == [i.text for i in functions(bare.sass_listing())[name]]
                for name, insts in functions(default.sass_listing()).items())
