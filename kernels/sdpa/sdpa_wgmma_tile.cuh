@@ -29,7 +29,7 @@ namespace sdpa_wgmma {
 // threshold; p = ex2(s - max) then stays below 2^kRescaleThreshold, and O and
 // the row sum share the stale max, so O / l is unchanged (FlashAttention-4's
 // conditional rescaling). FP8's P pays for it with its offset
-// (sdpa_wgmma_fp8.cuh: 2^(8 - threshold)).
+// (fp8/tile.cuh: 2^(8 - threshold)).
 template <typename T, int D, int kBlockN, bool kCausal, bool kScalePositive, int kRescaleThreshold = 0>
 struct WgAttentionTile {
   static_assert(D == 64 || D == 128, "head_dim 64 or 128 (the N of the P.V wgmma)");
@@ -120,7 +120,7 @@ struct WgAttentionTile {
   // Scale + mask S of the tile starting at key0, update the running max / sum;
   // S becomes exp2(S - max + kExp2Offset) in place and `correction` the O
   // rescale per row. kExp2Offset scales p (and the row sum) by 2^kExp2Offset
-  // inside the exponent (FP8's P scale, sdpa_wgmma_fp8.cuh); kPolyEvery > 0
+  // inside the exponent (FP8's P scale, fp8/tile.cuh); kPolyEvery > 0
   // computes every kPolyEvery-th n8 tile's exponentials with ex2_poly3 (FMA
   // pipe) instead of MUFU.EX2. kRowSum = false leaves row_sum alone (a caller
   // that gets the sum from its P.V wgmma). The defaults are the fp16 stages' code.
