@@ -140,7 +140,7 @@ def test_helper_kernels_are_exempt_from_sass_require_only():
 
 
 def fp8_key_of(k):
-    """sdpa_wgmma_fp8.cuh's fp8_key_of, the key the logical k of P's A fragment stands for."""
+    """fp8/wgmma8.cuh's fp8_key_of, the key the logical k of P's A fragment stands for."""
     return 16 * (k // 16) + 8 * ((k % 4) // 2) + 2 * ((k % 16) // 4) + (k % 2)
 
 
@@ -177,7 +177,7 @@ def byte_perm(x, y, selector):
 
 
 def vt_lane(lane, d, vt_chunk):
-    """VtLane's constructor (sdpa_wgmma_fp8.cuh)."""
+    """VtLane's constructor (fp8/vt_transpose.cuh)."""
     tile, row = divmod(lane, 8)
     key, chunk = 8 * (tile % 2) + row, tile // 2
     vt_row = 2 * row + (1 if (tile % 2 == 0) == (row >= 4) else 0)

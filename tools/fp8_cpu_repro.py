@@ -1,6 +1,6 @@
 """CPU emulation of s9_fp8's arithmetic, to find why it fails on large-magnitude inputs (issue 28).
 
-s9 (sdpa_fp8.cuh, WgFp8Tile, WgAttentionTile::softmax) per key tile of BLOCK_N keys: S = Q8.K8^T on
+s9 (kernels/sdpa/fp8/, WgFp8Tile, WgAttentionTile::softmax) per key tile of BLOCK_N keys: S = Q8.K8^T on
 e4m3 wgmma (k32 steps, the first with C = 0), the row max of the raw S times scale*log2(e),
 p' = ex2(s*mul + 8 - max) (FOLD_P_SCALE), row sum of p' in fp32, P8 = e4m3(p'), O = O*correction,
 then O += P8.Vt (k32 steps accumulating into O); out = O * v_descale / l.
@@ -44,7 +44,7 @@ PROMOTED_HALVES = "fp22-halves"
 K_STEP_F16 = 16      # k of one fp16 wgmma
 F16_ALIGN_BITS = 24  # fp16 wgmma with f32 accumulation: float32's 24-bit significand below the largest addend
 F32_MANTISSA = 23
-QK_F16_BLOCK_N_D128 = 128  # QK_F16 at head_dim 128: fp16 K fits 128-key tiles only (sdpa_fp8.cuh's Layout)
+QK_F16_BLOCK_N_D128 = 128  # QK_F16 at head_dim 128: fp16 K fits 128-key tiles only (fp8/layout.cuh's Layout)
 # (accumulation: (k per wgmma step, alignment bits, sum mantissa bits)) of the tensor-core models
 TENSOR_CORE = {"fp22": (K_STEP, ALIGN_BITS, ACC_MANTISSA), "f16": (K_STEP_F16, F16_ALIGN_BITS, F32_MANTISSA)}
 P_OFFSET = 8         # FA3's Max_offset (kPExp2Offset)

@@ -67,7 +67,7 @@ Scope: head_dim 64 and 128, fp16 or bf16 output, causal or not, any
     !defined(CONSUMER_REGS)
 #error "s9_fp8: build with its registry defines (stagelab build s9_fp8)"
 #endif
-#include "sdpa_fp8.cuh"
+#include "fp8/launch.cuh"
 
 namespace {
 
@@ -79,7 +79,7 @@ constexpr int kBlocksPerSm = 1;
 // V transposed in shared memory by the producer warpgroup's warps 1-3, no pre-pass
 constexpr bool kVtInKernel = true;
 constexpr int kVtBatch = 2;  // units in flight per transposing warp
-// QK_F16 at head_dim 128: fp16 K tiles fit 128 keys x 2 stages, not 192 (see the header)
+// QK_F16 at head_dim 128: fp16 K tiles fit 128 keys x 2 stages, not 192 (fp8/layout.cuh's Layout)
 constexpr int kQkF16MaxBlockN128 = 128;
 constexpr int kBlockN128 =
     QK_F16 != 0 && BLOCK_N_D128 > kQkF16MaxBlockN128 ? kQkF16MaxBlockN128 : BLOCK_N_D128;

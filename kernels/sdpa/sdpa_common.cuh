@@ -49,23 +49,21 @@ constexpr size_t kSdpaMaxSmemPerBlock = 227 * 1024;
 // 2-wide type, used to unpack a 16-byte vector with 4 paired conversions.
 template <class T> struct SdpaTraits;
 
-template <> struct SdpaTraits<__half> {
-  using Pair = __half2;
-  static constexpr SdpaDtype kDtype = kSdpaFloat16;
-  static __device__ __forceinline__ float to_float(__half x) { return __half2float(x); }
-  static __device__ __forceinline__ __half from_float(float x) { return __float2half_rn(x); }
-  static __device__ __forceinline__ float2 pair_to_float2(Pair x) { return __half22float2(x); }
-  static __device__ __forceinline__ Pair float2_to_pair(float a, float b) { return __floats2half2_rn(a, b); }
-};
-
-template <> struct SdpaTraits<__nv_bfloat16> {
-  using Pair = __nv_bfloat162;
-  static constexpr SdpaDtype kDtype = kSdpaBFloat16;
-  static __device__ __forceinline__ float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
-  static __device__ __forceinline__ __nv_bfloat16 from_float(float x) { return __float2bfloat16_rn(x); }
-  static __device__ __forceinline__ float2 pair_to_float2(Pair x) { return __bfloat1622float2(x); }
-  static __device__ __forceinline__ Pair float2_to_pair(float a, float b) { return __floats2bfloat162_rn(a, b); }
-};
+// One specialization per type: its pair type, its SdpaDtype and its CUDA conversion intrinsics
+// (scalar to / from float, pair to float2, two floats to a pair; round-to-nearest).
+#define SDPA_TRAITS(T, PAIR, DTYPE, TO_FLOAT, FROM_FLOAT, PAIR_TO_FLOAT2, FLOATS_TO_PAIR)                    \
+  template <> struct SdpaTraits<T> {                                                                         \
+    using Pair = PAIR;                                                                                       \
+    static constexpr SdpaDtype kDtype = DTYPE;                                                               \
+    static __device__ __forceinline__ float to_float(T x) { return TO_FLOAT(x); }                            \
+    static __device__ __forceinline__ T from_float(float x) { return FROM_FLOAT(x); }                        \
+    static __device__ __forceinline__ float2 pair_to_float2(Pair x) { return PAIR_TO_FLOAT2(x); }            \
+    static __device__ __forceinline__ Pair float2_to_pair(float a, float b) { return FLOATS_TO_PAIR(a, b); } \
+  };
+SDPA_TRAITS(__half, __half2, kSdpaFloat16, __half2float, __float2half_rn, __half22float2, __floats2half2_rn)
+SDPA_TRAITS(__nv_bfloat16, __nv_bfloat162, kSdpaBFloat16, __bfloat162float, __float2bfloat16_rn, __bfloat1622float2,
+            __floats2bfloat162_rn)
+#undef SDPA_TRAITS
 
 // Elements of T per 16-byte vector (8 for both 2-byte types).
 template <class T>

@@ -29,7 +29,7 @@ namespace sdpa_wgmma {
 // threshold; p = ex2(s - max) then stays below 2^kRescaleThreshold, and O and
 // the row sum share the stale max, so O / l is unchanged (FlashAttention-4's
 // conditional rescaling). FP8's P pays for it with its offset
-// (sdpa_wgmma_fp8.cuh: 2^(8 - threshold)).
+// (fp8/tile.cuh: 2^(8 - threshold)).
 template <typename T, int D, int kBlockN, bool kCausal, bool kScalePositive, int kRescaleThreshold = 0>
 struct WgAttentionTile {
   static_assert(D == 64 || D == 128, "head_dim 64 or 128 (the N of the P.V wgmma)");
@@ -120,33 +120,17 @@ struct WgAttentionTile {
   // Scale + mask S of the tile starting at key0, update the running max / sum;
   // S becomes exp2(S - max + kExp2Offset) in place and `correction` the O
   // rescale per row. kExp2Offset scales p (and the row sum) by 2^kExp2Offset
-  // inside the exponent (FP8's P scale, sdpa_wgmma_fp8.cuh); kPolyEvery > 0
+  // inside the exponent (FP8's P scale, fp8/tile.cuh); kPolyEvery > 0
   // computes every kPolyEvery-th n8 tile's exponentials with ex2_poly3 (FMA
   // pipe) instead of MUFU.EX2. kRowSum = false leaves row_sum alone (a caller
   // that gets the sum from its P.V wgmma). The defaults are the fp16 stages' code.
   template <int kExp2Offset = 0, int kPolyEvery = 0, bool kRowSum = true>
   __device__ __forceinline__ void softmax(int key0, int seq_len) {
     scale_and_mask(key0, seq_len);
-    // new_row_maxima's logic, written out: ptxas orders the recorded stages' SASS by this spelling
-    // (calling new_row_maxima here changed every head_dim-128 kernel of s8-s17; tools/sass_md5.py).
-    if constexpr (kRescaleThreshold == 0) {
-#pragma unroll
-      for (int r = 0; r < kRowsPerThread; ++r)
-        exponentiate_row<kExp2Offset, kPolyEvery, kRowSum>(r, fmaxf(row_max[r], tile_row_max(r)));
-    } else {
-      float tile_max[kRowsPerThread];
-      bool grows = false;
-#pragma unroll
-      for (int r = 0; r < kRowsPerThread; ++r) {
-        tile_max[r] = tile_row_max(r);
-        grows |= tile_max[r] > row_max[r] + static_cast<float>(kRescaleThreshold);  // -inf + t = -inf
-      }
-      rescale_pending = __any_sync(kFullWarp, grows);
-#pragma unroll
-      for (int r = 0; r < kRowsPerThread; ++r)
-        exponentiate_row<kExp2Offset, kPolyEvery, kRowSum>(r, rescale_pending ? fmaxf(row_max[r], tile_max[r])
-                                                                               : row_max[r]);
-    }
+    // Each row exponentiated as soon as its max is known, in one loop: ptxas orders the recorded
+    // stages' SASS by that order (all maxima first, then the rows, changed every head_dim-128 kernel
+    // of s8-s17; tools/sass_md5.py).
+    with_row_maxima([&](int r, float mx) { exponentiate_row<kExp2Offset, kPolyEvery, kRowSum>(r, mx); });
   }
 
   // One tile's softmax in FlashAttention-4's order (SoftmaxOrder::kInterleaved, sdpa_warpspec.cuh's
@@ -164,7 +148,7 @@ struct WgAttentionTile {
                   "the early exponentials are whole k16 slices of P (two n8 tiles each)");
     scale_and_mask(key0, seq_len);
     float mx[kRowsPerThread];
-    new_row_maxima(mx);
+    with_row_maxima([&](int r, float row_mx) { mx[r] = row_mx; });
     const float mul = score_mul();
     float neg_base[kRowsPerThread];
 #pragma unroll
@@ -308,12 +292,14 @@ struct WgAttentionTile {
     }
   }
   static constexpr unsigned kFullWarp = 0xffffffffu;
-  // Each row's max for this tile's exponentials: the running max grown by the tile's, or with
-  // kRescaleThreshold the kept one unless some row of the warp outgrows it (rescale_pending).
-  __device__ __forceinline__ void new_row_maxima(float (&mx)[kRowsPerThread]) {
+  // use(r, mx) with each row's max for this tile's exponentials, row by row: the running max grown
+  // by the tile's, or with kRescaleThreshold the kept one unless some row of the warp outgrows it
+  // (rescale_pending).
+  template <class UseRowMax>
+  __device__ __forceinline__ void with_row_maxima(UseRowMax&& use) {
     if constexpr (kRescaleThreshold == 0) {
 #pragma unroll
-      for (int r = 0; r < kRowsPerThread; ++r) mx[r] = fmaxf(row_max[r], tile_row_max(r));
+      for (int r = 0; r < kRowsPerThread; ++r) use(r, fmaxf(row_max[r], tile_row_max(r)));
     } else {
       float tile_max[kRowsPerThread];
       bool grows = false;
@@ -324,7 +310,7 @@ struct WgAttentionTile {
       }
       rescale_pending = __any_sync(kFullWarp, grows);
 #pragma unroll
-      for (int r = 0; r < kRowsPerThread; ++r) mx[r] = rescale_pending ? fmaxf(row_max[r], tile_max[r]) : row_max[r];
+      for (int r = 0; r < kRowsPerThread; ++r) use(r, rescale_pending ? fmaxf(row_max[r], tile_max[r]) : row_max[r]);
     }
   }
 

@@ -118,9 +118,24 @@ struct SdpaWmmaSmem {
 };
 
 
+// acc += a[k] . B(k) for k < kSteps, B(k) the 16x16 matrix_b tile (FragB's layout) at b + k * b_step,
+// leading dimension ld: one S tile of Q.K^T (a: Q's fragments, B(k): K^T's tiles down the head
+// dimension) and one O tile of P.V (a: P's fragments, B(k): V's tiles down the keys) alike.
+template <class FragB, int kSteps, class FragA, class FragC, class T>
+__device__ __forceinline__ void sdpa_wmma_row_dot(FragC& acc, const FragA (&a)[kSteps], const T* b, int b_step,
+                                                  unsigned ld) {
+#pragma unroll
+  for (int k = 0; k < kSteps; ++k) {
+    FragB frag;
+    nvcuda::wmma::load_matrix_sync(frag, b + k * b_step, ld);
+    nvcuda::wmma::mma_sync(acc, a[k], frag, acc);
+  }
+}
+
 // The whole kernel body, one function: a stage's __global__ kernel (which keeps
 // its own name and launch bounds) calls it with its traits. Kept in one piece on purpose: split into helpers, nvcc
-// optimises the pieces before inlining them and the generated code changes.
+// optimises the pieces before inlining them and the generated code changes (sdpa_wmma_row_dot, the one
+// helper, leaves s2's and s3a's PTX as it was).
 template <class Tr, class T, int D>
 __device__ __forceinline__ void sdpa_wmma_attention(const SdpaProblem& p) {
   namespace wmma = nvcuda::wmma;
@@ -230,12 +245,7 @@ __device__ __forceinline__ void sdpa_wmma_attention(const SdpaProblem& p) {
       for (int n = 0; n < kNTiles; ++n) {
         FragC acc;
         wmma::fill_fragment(acc, 0.0f);
-#pragma unroll
-        for (int kd = 0; kd < kDTiles; ++kd) {
-          FragKt kt;
-          wmma::load_matrix_sync(kt, k_s + n * kWmma * L::ldq + kd * kWmma, L::ldq);
-          wmma::mma_sync(acc, q_frag[kd], kt, acc);
-        }
+        sdpa_wmma_row_dot<FragKt>(acc, q_frag, k_s + n * kWmma * L::ldq, kWmma, L::ldq);
         wmma::store_matrix_sync(s_warp + n * kWmma, acc, L::lds, wmma::mem_row_major);
       }
       __syncwarp();  // scores stored by the whole warp are visible to every lane
@@ -296,12 +306,7 @@ __device__ __forceinline__ void sdpa_wmma_attention(const SdpaProblem& p) {
       for (int nd = 0; nd < kDTiles; ++nd) {
         FragC acc;
         wmma::load_matrix_sync(acc, o_warp + nd * kWmma, L::ldo, wmma::mem_row_major);
-#pragma unroll
-        for (int kn = 0; kn < kNTiles; ++kn) {
-          FragV vf;
-          wmma::load_matrix_sync(vf, v_s + kn * kWmma * L::ldq + nd * kWmma, L::ldq);
-          wmma::mma_sync(acc, p_frag[kn], vf, acc);
-        }
+        sdpa_wmma_row_dot<FragV>(acc, p_frag, v_s + nd * kWmma, kWmma * L::ldq, L::ldq);
         wmma::store_matrix_sync(o_warp + nd * kWmma, acc, L::ldo, wmma::mem_row_major);
       }
     }

@@ -32,7 +32,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
-#include "../../kernels/sdpa/sdpa_wgmma_fp8.cuh"
+#include "../../kernels/sdpa/fp8/wgmma8.cuh"
 #include "cuda_check.cuh"
 
 namespace {

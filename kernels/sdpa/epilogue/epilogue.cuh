@@ -11,22 +11,7 @@ namespace sdpa_warpspec {
 template <typename T, int D, class Cfg, bool kCausal, bool kScalePositive>
 struct Epilogue : ConsumerWarpgroup<T, D, Cfg, kCausal, kScalePositive> {
   using Base = ConsumerWarpgroup<T, D, Cfg, kCausal, kScalePositive>;
-  using typename Base::L;
-  using typename Base::Tile;
-  using Base::Base;
-  using Base::bars;
-  using Base::ctid;
-  using Base::cwg;
-  using Base::lane;
-  using Base::local;
-  using Base::prm;
-  using Base::release;
-  using Base::rows_end;
-  using Base::s_base;
-  using Base::smem;
-  using Base::tile;
-  using Base::warp_in_wg;
-  using Base::wg_row0;
+  SDPA_CONSUMER_WARPGROUP_NAMES(Base);
   // DeferEpilogue: the last item, whose O waits in the accumulators for the next item's first Q.K^T.
   WorkTile deferred_wt;
   int deferred_local = 0;

@@ -12,33 +12,10 @@ namespace sdpa_warpspec {
 template <typename T, int D, class Cfg, bool kCausal, bool kScalePositive>
 struct Consumer : Epilogue<T, D, Cfg, kCausal, kScalePositive> {
   using Base = Epilogue<T, D, Cfg, kCausal, kScalePositive>;
-  using typename Base::L;
-  using typename Base::Tile;
-  using Base::Base;
-  using Base::bars;
-  using Base::commit;
-  using Base::ctid;
-  using Base::cwg;
-  using Base::desc_k;
-  using Base::desc_q;
-  using Base::desc_v;
+  SDPA_CONSUMER_WARPGROUP_NAMES(Base);
   using Base::finish;
   using Base::finish_block;
-  using Base::lane;
-  using Base::local;
-  using Base::prm;
-  using Base::protocol;
-  using Base::release_kv;
-  using Base::rows_end;
   using Base::store_deferred;
-  using Base::tile;
-  using Base::turn_begin;
-  using Base::turn_end;
-  using Base::wait_all_wgmma;
-  using Base::wait_full;
-  using Base::wait_wgmma_but_last;
-  using Base::warp_in_wg;
-  using Base::wg_row0;
 #if WS_TIMELINE
   using Base::tile_clocks;
 #endif

@@ -116,4 +116,36 @@ struct ConsumerWarpgroup {
   }
 };
 
+// The names of ConsumerWarpgroup that a part built on it (Epilogue, and Consumer on Epilogue) uses
+// unqualified: a dependent base's members need a using-declaration each, and one list serves every
+// part. B: the part's direct base.
+#define SDPA_CONSUMER_WARPGROUP_NAMES(B) \
+  using typename B::L;                   \
+  using typename B::Tile;                \
+  using B::B;                            \
+  using B::bars;                         \
+  using B::commit;                       \
+  using B::ctid;                         \
+  using B::cwg;                          \
+  using B::desc_k;                       \
+  using B::desc_q;                       \
+  using B::desc_v;                       \
+  using B::lane;                         \
+  using B::local;                        \
+  using B::prm;                          \
+  using B::protocol;                     \
+  using B::release;                      \
+  using B::release_kv;                   \
+  using B::rows_end;                     \
+  using B::s_base;                       \
+  using B::smem;                         \
+  using B::tile;                         \
+  using B::turn_begin;                   \
+  using B::turn_end;                     \
+  using B::wait_all_wgmma;               \
+  using B::wait_full;                    \
+  using B::wait_wgmma_but_last;          \
+  using B::warp_in_wg;                   \
+  using B::wg_row0
+
 }  // namespace sdpa_warpspec

@@ -1,0 +1,73 @@
+// fp8/tensor_maps.cuh -- the FP8 launch's host side of memory: the scratch the pre-passes fill
+// (Vt, kQkF16's fp16 Q and K) and the tensor maps of byte tensors (e4m3 Q, K, V and Vt).
+#pragma once
+
+#include <cstdint>
+
+#include "config.cuh"
+
+namespace sdpa_fp8 {
+
+inline int64_t vt_key_stride(int seq_len) { return sdpa_ceil_div(seq_len, kVtKeyPad) * kVtKeyPad; }
+
+// The pre-pass's Vt (none when the kernel transposes V: kVtInKernel), then kQkF16's fp16
+// copies of Q and K, contiguous [B][H][S][D] each.
+inline int64_t vt_scratch_bytes(const SdpaProblem& p, bool vt_in_kernel) {
+  return vt_in_kernel ? 0 : static_cast<int64_t>(p.batch) * p.heads * p.head_dim * vt_key_stride(p.seq_len);
+}
+inline int64_t qk16_elems(const SdpaProblem& p) {
+  return static_cast<int64_t>(p.batch) * p.heads * p.seq_len * p.head_dim;  // of Q, and as many of K
+}
+inline int64_t scratch_bytes(const SdpaProblem& p, bool vt_in_kernel, bool qk_f16 = false) {
+  constexpr int64_t kF16Bytes = 2, kTensors = 2;
+  return vt_scratch_bytes(p, vt_in_kernel) + (qk_f16 ? kTensors * kF16Bytes * qk16_elems(p) : 0);
+}
+// kQkF16: the fp16 Q (tensor 0) or K (tensor 1) in the scratch, and its element strides.
+inline __half* qk16_base(const SdpaFp8Problem& f, bool vt_in_kernel, int tensor) {
+  return reinterpret_cast<__half*>(static_cast<uint8_t*>(f.scratch) + vt_scratch_bytes(f.attn, vt_in_kernel)) +
+         tensor * qk16_elems(f.attn);
+}
+inline SdpaTensorStrides qk16_strides(const SdpaProblem& p) {
+  const int64_t seq = p.head_dim, head = seq * p.seq_len;
+  return SdpaTensorStrides{head * p.heads, head, seq};
+}
+
+// Tensor map of a 4-D byte tensor (dims innermost first, strides in bytes for
+// dims 1..3) with boxes of box[0] x box[1] bytes, swizzled by box[0] (64 or 128).
+inline cudaError_t encode_u8_map(CUtensorMap* map, const void* base, const cuuint64_t (&dims)[4],
+                                 const cuuint64_t (&strides)[3], const cuuint32_t (&box)[4]) {
+  const PFN_cuTensorMapEncodeTiled_v12000 encode = encode_tiled_fn();
+  if (encode == nullptr) return cudaErrorNotSupported;
+  constexpr cuuint32_t kRank = 4;
+  const cuuint32_t elem_strides[kRank] = {1, 1, 1, 1};
+  const CUtensorMapSwizzle swizzle = box[0] == 128 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_64B;
+  const CUresult res = encode(map, CU_TENSOR_MAP_DATA_TYPE_UINT8, kRank, const_cast<void*>(base), dims, strides, box,
+                              elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle,
+                              CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  return res == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
+}
+
+// Q or K: [B, H, S, D] e4m3 with element (= byte) strides; boxes of D x rows.
+inline cudaError_t encode_qk_map(CUtensorMap* map, const void* base, const SdpaTensorStrides& s,
+                                 const SdpaProblem& p, uint32_t rows) {
+  const cuuint64_t dims[4] = {static_cast<cuuint64_t>(p.head_dim), static_cast<cuuint64_t>(p.seq_len),
+                              static_cast<cuuint64_t>(p.heads), static_cast<cuuint64_t>(p.batch)};
+  const cuuint64_t strides[3] = {static_cast<cuuint64_t>(s.seq), static_cast<cuuint64_t>(s.head),
+                                 static_cast<cuuint64_t>(s.batch)};
+  const cuuint32_t box[4] = {static_cast<cuuint32_t>(p.head_dim), rows, 1, 1};
+  return encode_u8_map(map, base, dims, strides, box);
+}
+
+// Vt: [B, H, D, S_pad] bytes, contiguous; boxes of one chunk of keys x D rows
+// (fp8_vt_chunk_keys: a key tile is kBlockN / chunk boxes).
+inline cudaError_t encode_vt_map(CUtensorMap* map, const void* vt, const SdpaProblem& p, uint32_t chunk_keys) {
+  const int64_t s_pad = vt_key_stride(p.seq_len);
+  const cuuint64_t dims[4] = {static_cast<cuuint64_t>(s_pad), static_cast<cuuint64_t>(p.head_dim),
+                              static_cast<cuuint64_t>(p.heads), static_cast<cuuint64_t>(p.batch)};
+  const cuuint64_t strides[3] = {static_cast<cuuint64_t>(s_pad), static_cast<cuuint64_t>(s_pad * p.head_dim),
+                                 static_cast<cuuint64_t>(s_pad * p.head_dim * p.heads)};
+  const cuuint32_t box[4] = {chunk_keys, static_cast<cuuint32_t>(p.head_dim), 1, 1};
+  return encode_u8_map(map, vt, dims, strides, box);
+}
+
+}  // namespace sdpa_fp8
