@@ -102,7 +102,7 @@ PLANTS = {plant.name: plant for plant in (
 class ProtocolPlant(Plant):
     stage: str = ""
     rule: str = ""  # the rule the protocol step's report must name (instrument/protocol.cuh)
-    ring: str = ""  # K or V
+    ring: str = ""  # K, V or Q
 
     @property
     def expected(self) -> str:

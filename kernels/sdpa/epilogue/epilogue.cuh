@@ -27,6 +27,7 @@ struct Epilogue : ConsumerWarpgroup<T, D, Cfg, kCausal, kScalePositive> {
   // Item `item`'s O (its Q buffer stages it), normalised by l.
   __device__ __forceinline__ void store(const WorkTile& wt, const float (&l)[Tile::kRowsPerThread], int item) {
     const SdpaProblem& p = prm.p;
+    protocol.released(sdpa_protocol::kRingQ, item);  // O's staging overwrites the item's Q buffer
     if (wt.q_begin + wg_row0() < rows_end(wt)) {
       T* o_g = sdpa_head_ptr(static_cast<T*>(p.out), p.out_strides, wt.b, wt.h) +
                static_cast<int64_t>(wt.q_begin) * p.out_strides.seq;
@@ -99,6 +100,7 @@ struct Epilogue : ConsumerWarpgroup<T, D, Cfg, kCausal, kScalePositive> {
       park_partial(o_part, t);
       *stat = make_float4(tile.row_max[0], tile.row_max[1], l[0], l[1]);
       bar_arrive(kKeySplitMerge, kPairThreads);  // orders the stores above before the merger's reads
+      protocol.released(sdpa_protocol::kRingQ, local);
       release(empty_q_bar<Cfg>(bars, local));
       return;
     }

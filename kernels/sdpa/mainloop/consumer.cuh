@@ -192,6 +192,7 @@ struct Consumer : Epilogue<T, D, Cfg, kCausal, kScalePositive> {
     WorkOrder<Cfg, kCausal>::for_each(prm, split, splits, [&](const WorkTile& wt, int item) {
       local = item;
       mbarrier_wait(full_q_bar<Cfg>(bars, item), q_parity<Cfg>(item));
+      protocol.landed(sdpa_protocol::kRingQ, item);
       WS_STAMP_IF(ctid == 0, kQLanded);
       WS_STAMP_ITEM_IF(ctid == 0, kItemQLanded, item);
       ring += mainloop(wt, ring);

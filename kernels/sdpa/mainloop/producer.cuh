@@ -59,7 +59,7 @@ __device__ __forceinline__ void produce(const Params& prm, uint32_t s_base, int 
   if constexpr (kPdlOn<Cfg>) grid_dependency_wait();  // Q, K, V may be the previous kernel's output
   WS_STAMP_IF(true, kProducerGo);
   int ring = 0;  // K/V tiles issued so far: the ring position carries across work items
-  sdpa_protocol::Protocol<kStages> protocol;  // SDPA_PROTOCOL=1: each refill after its release
+  sdpa_protocol::Protocol<kStages, Cfg::kQStages> protocol;  // SDPA_PROTOCOL=1: each refill after its release
   // A slot's release (its empty barrier, for ring index `index`), before it is loaded again.
   const auto wait_released = [&](int empty_ring, int index, uint32_t parity) {
     mbarrier_wait(ring_bar<kStages>(bars, empty_ring, index), parity);
@@ -68,7 +68,11 @@ __device__ __forceinline__ void produce(const Params& prm, uint32_t s_base, int 
   WorkOrder<Cfg, kCausal>::for_each(prm, split, splits, [&](const WorkTile& wt, int local) {
     const int h_kv = kv_head(prm.p, wt.h);
     // the epilogue of the item that last used this Q buffer is done with it
-    if (local >= Cfg::kQStages) mbarrier_wait(empty_q_bar<Cfg>(bars, local), q_parity<Cfg>(local - Cfg::kQStages));
+    if (local >= Cfg::kQStages) {
+      mbarrier_wait(empty_q_bar<Cfg>(bars, local), q_parity<Cfg>(local - Cfg::kQStages));
+      protocol.drained(sdpa_protocol::kRingQ, local);
+    }
+    protocol.filled(sdpa_protocol::kRingQ, local);
     WS_STAMP_IF(true, kItemDecoded);
     tma_load_tile<Cfg::kBlockM, kBlocks>(s_base + q_offset<L>(local), &prm.q_map, full_q_bar<Cfg>(bars, local),
                                          wt.q_begin, wt.h, wt.b);

@@ -41,7 +41,7 @@ struct ConsumerWarpgroup {
   Tile tile;
   // SDPA_PROTOCOL=1: this warpgroup's view of the K/V rings, checked at every wait, read and release
   // (instrument/protocol.cuh); otherwise empty hooks.
-  mutable sdpa_protocol::Protocol<kStages> protocol;
+  mutable sdpa_protocol::Protocol<kStages, Cfg::kQStages> protocol;
 
   __device__ __forceinline__ ConsumerWarpgroup(const Params& prm_, uint32_t s_base_, unsigned char* smem_, int cwg_)
       : prm(prm_), s_base(s_base_), bars(s_base_ + L::kBarOffset), smem(smem_), cwg(cwg_), protocol(cwg_) {
@@ -103,6 +103,7 @@ struct ConsumerWarpgroup {
     }
   }
   __device__ __forceinline__ uint64_t desc_q() const {
+    protocol.reads(sdpa_protocol::kRingQ, local);
     return make_desc_kmajor(s_base + q_offset<L>(local) + wg_row0() * kSw128RowBytes);
   }
   // A slot's descriptor is made to read it: the next commit group's wgmma reads the slot.
