@@ -6,11 +6,10 @@ it. Two forms, both written from the run's own tags and metrics, so they can be 
 any time (a trial's conclusion comes later, an old store has none):
 
 - TAG_SUMMARY, one line, a column of the runs tables (runs_view);
-- the run's description (MLflow's `mlflow.note.content`, the run page's first paragraph), opened by
-  a "Result" block: outcome or verdict with its reason, the numbers as a small table, the GPU,
-  parameter file and commit, a trial's key numbers and conclusion, and where the artifacts are when
-  the store has none. The description the run started with (its stage's title and hypothesis)
-  follows it, unchanged.
+- the run's description (MLflow's `mlflow.note.content`, the top of the run's page), opened by a
+  "Result" block: the outcome or verdict with the numbers, a trial's conclusion, the reason, the
+  GPU, parameter file and commit, a trial's key numbers, and where the artifacts are when the store
+  has none. The description the run started with (its stage's title and hypothesis) follows it.
 
 Every number goes through core.formatting: three significant digits, fixed notation.
 """
@@ -23,7 +22,7 @@ from urllib.parse import urlparse
 import pandas as pd
 
 from ..core import metrics as m
-from ..core.formatting import fixed_numbers, latency, markdown, number
+from ..core.formatting import fixed_numbers, latency, number
 from . import tracking
 from .runs_view import TAG_SUMMARY
 from .tables import outcome_cell, short_reason
@@ -91,12 +90,20 @@ def _verdict(tags: dict) -> tuple[str, str]:
     return shown or "no outcome", short_reason(tags.get(m.TAG_OUTCOME_REASON, ""))
 
 
+def _headline(tags: dict, values: dict) -> list[str]:
+    """The outcome or verdict and the headline numbers, as the parts of a line."""
+    numbers = _numbers(tags, values)
+    parts = [_verdict(tags)[0], *(f"{text} {label}" if label.startswith("vs ") else f"{label} {text}"
+                                  for label, text in numbers.items())]
+    if not numbers and tags.get(m.TAG_KEY_NUMBERS):  # an imported trial: its log's numbers, not metrics
+        parts.append(short_reason(tags[m.TAG_KEY_NUMBERS]))
+    return parts
+
+
 def summary_line(tags: dict, values: dict) -> str:
     """One line: outcome or verdict, the headline numbers, the reason; a trial's conclusion."""
-    verdict, reason = _verdict(tags)
-    numbers = _numbers(tags, values)
-    parts = [verdict, *(f"{text} {label}" if label.startswith("vs ") else f"{label} {text}"
-                        for label, text in numbers.items())]
+    reason = _verdict(tags)[1]
+    parts = _headline(tags, values)
     if reason:
         parts.append(reason)
     if is_trial(tags):
@@ -112,19 +119,18 @@ def _where(tags: dict) -> str:
 
 
 def result_block(tags: dict, values: dict) -> str:
-    """The description's opening block (markdown)."""
-    verdict, reason = _verdict(tags)
-    lines = [f"{RESULT_HEADING}: **{verdict}**", "", _where(tags), ""]
-    if reason:
-        lines += [reason, ""]
-    numbers = _numbers(tags, values)
-    if numbers:
-        lines += [markdown(pd.DataFrame([numbers])), ""]
+    """The description's opening block (markdown): the headline first, since the run page shows a
+    description's first lines only until "Show more" is clicked."""
+    verdict, *numbers = _headline(tags, values)
+    lines = [f"{RESULT_HEADING}: **{verdict}**" + "".join(f" · {part}" for part in numbers), ""]
     if is_trial(tags):
-        if key_numbers := tags.get(m.TAG_KEY_NUMBERS):
-            lines += [f"Key numbers: {fixed_numbers(key_numbers)}", ""]
         conclusion = tags.get(m.TAG_CONCLUSION) or "_none yet_ (`stagelab try note RUN_ID \"...\"` adds it)"
         lines += [f"Conclusion: {conclusion}", ""]
+    if reason := _verdict(tags)[1]:
+        lines += [reason, ""]
+    lines += [_where(tags), ""]
+    if is_trial(tags) and (key_numbers := tags.get(m.TAG_KEY_NUMBERS)):
+        lines += [f"Key numbers: {fixed_numbers(key_numbers)}", ""]
     if artifacts := tags.get(TAG_ARTIFACTS_AT):
         lines += [f"Artifacts: {artifacts}", ""]
     return "\n".join(lines).rstrip()

@@ -45,17 +45,20 @@ def _column(kind: str, key: str) -> str:
 
 @dataclass(frozen=True)
 class View:
-    """One shared view: its columns, its search box's filter and its sort."""
+    """One shared view: its columns in their order (after the run's name and date, which the UI
+    pins), the widths of those that hold text, its search box's filter and its sort."""
 
     columns: tuple[str, ...]
     search_filter: str
     order_by: str = ""  # a column name; empty: the UI's own (newest first)
     ascending: bool = True
+    widths: tuple[tuple[str, int], ...] = ()  # (column, pixels); the UI's default is 100
 
     def state(self) -> str:
         """The view's JSON, as the UI's Share button writes it (the UI takes a shared view's filter
         and sort from its state, not the URL)."""
-        state: dict[str, object] = {"selectedColumns": list(self.columns), "searchFilter": self.search_filter}
+        state: dict[str, object] = {"selectedColumns": list(self.columns), "columnOrder": list(self.columns),
+                                    "columnWidths": dict(self.widths), "searchFilter": self.search_filter}
         if self.order_by:
             state |= {"orderByKey": self.order_by, "orderByAsc": self.ascending}
         return json.dumps(state, sort_keys=True)
@@ -70,32 +73,37 @@ class View:
                 f"?workflowType=machine_learning&{SHARE_KEY_PARAM}={self.key()}")
 
 
-# Where each run is best and its summary first: the answer without scrolling sideways.
+# The first screen (the UI's default width beside its assistant panel leaves 825 pixels after the
+# pinned name and date): where each run is best, its summary, its GPU and parameter file. Then, a
+# scroll away, its outcome and the numbers as numbers, to sort by.
+_BEST, _SUMMARY = _column("tags", TAG_BEST_ON), _column("tags", TAG_SUMMARY)
+_GPU, _FILE = _column("tags", metrics.TAG_GPU), _column("tags", metrics.TAG_PARAMS_FILE)
 STAGES = View(
-    columns=(_column("tags", TAG_BEST_ON), _column("tags", TAG_SUMMARY), _column("tags", metrics.TAG_GPU),
-             _column("tags", metrics.TAG_PARAMS_FILE), _column("tags", OUTCOME_TAG),
+    columns=(_BEST, _SUMMARY, _GPU, _FILE, _column("tags", OUTCOME_TAG), _column("tags", metrics.TAG_STAGE),
              *(_column("metrics", m.key()) for m in (
                  metrics.MISSION_P50_US, metrics.speedup_geomean(metrics.PARENT),
-                 metrics.speedup_geomean(metrics.BEST_CONTENDER), metrics.MAX_REGISTERS)),
-             _column("tags", metrics.TAG_STAGE)),
+                 metrics.speedup_geomean(metrics.BEST_CONTENDER), metrics.MAX_REGISTERS))),
     search_filter=STAGE_RUNS_FILTER,
-    order_by=_column("tags", TAG_BEST_ON))  # runs without the tag sort last, whatever the direction
+    order_by=_BEST,  # runs without the tag sort last, whatever the direction
+    widths=((_BEST, 310), (_SUMMARY, 250), (_GPU, 165), (_FILE, 95)))
 
 TRIALS_FILTER = f"tags.`{metrics.TAG_KIND}` = '{metrics.KIND_TRIAL}'"
+_VERDICT, _TRIAL_GPU = _column("tags", metrics.TAG_VERDICT), _column("tags", metrics.TAG_TRIAL_GPU)
 TRIALS = View(
-    columns=(*(_column("tags", t) for t in (metrics.TAG_TRIAL_NAME, metrics.TAG_VERDICT, TAG_SUMMARY,
-                                            metrics.TAG_TRIAL_GPU, metrics.TAG_PARAMS_FILE, metrics.TAG_HYPOTHESIS,
-                                            metrics.TAG_CONCLUSION)),
+    columns=(_SUMMARY, _TRIAL_GPU, _FILE, _VERDICT,
+             *(_column("tags", t) for t in (metrics.TAG_HYPOTHESIS, metrics.TAG_CONCLUSION, metrics.TAG_TRIAL_NAME)),
              *(_column("metrics", m.key()) for m in (metrics.speedup_geomean(metrics.TRIAL_DEFAULT_LABEL),
                                                      metrics.speedup_geomean(metrics.BEST_CONTENDER)))),
-    search_filter=TRIALS_FILTER)
+    search_filter=TRIALS_FILTER,
+    widths=((_SUMMARY, 560), (_TRIAL_GPU, 165), (_FILE, 100)))
 
 # A tune's experiment (stagelab-<family>-tune): each tune run with its configurations nested under it.
+_CONFIG = _column("tags", metrics.TAG_TUNE_CONFIG)
 TUNES = View(
-    columns=(*(_column("tags", t) for t in (metrics.TAG_TUNE_CONFIG, OUTCOME_TAG, TAG_SUMMARY, metrics.TAG_GPU,
-                                            metrics.TAG_PARAMS_FILE)),
+    columns=(_CONFIG, _SUMMARY, _GPU, _FILE,
              *(_column("metrics", m.key()) for m in (metrics.TUNE_SCORE_US, metrics.MISSION_P50_US))),
-    search_filter="")
+    search_filter="",
+    widths=((_CONFIG, 220), (_SUMMARY, 340), (_GPU, 165), (_FILE, 100)))
 VIEWS = (STAGES, TRIALS, TUNES)
 
 
