@@ -3,7 +3,7 @@
 A batch runs two stages (the second has the first as parent) into a store in one folder; the
 recorder adds what a GPU would have measured (gpu_record); the store is copied to another folder
 and the first deleted; `stagelab ui` serves the copy. The runs table and a run's pages must show
-what the README promises. Screenshots go to test-artifacts/ui/.
+what docs/RECORD.md promises. Screenshots go to test-artifacts/ui/.
 """
 
 import os
