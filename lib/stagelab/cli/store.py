@@ -53,7 +53,9 @@ def _cmd_ui(args) -> int:
     artifacts = tracking.artifact_location()
     if artifacts:
         command += ["--default-artifact-root", artifacts]
-    print(f"MLflow UI for {uri} at http://{args.host}:{args.port}", flush=True)
+    # MLflow's own landing page opens an experiment on its GenAI side; the links above do not
+    print(f"MLflow UI for {uri} at http://{args.host}:{args.port}: open a link above (the stage comparison "
+          "first)", flush=True)
     if args.dry_run:
         print(" ".join(command))
         return 0
