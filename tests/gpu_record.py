@@ -9,7 +9,9 @@ lets the judge decide: the keys, tables, plots and outcome are the recorder's ow
 
 from __future__ import annotations
 
+from stagelab.core import metrics
 from stagelab.measure.checks import CheckResult
+from stagelab.record import tracking
 from stagelab.core.distributions import stage_distributions
 from stagelab.judge.judge import judge
 from stagelab.record.recorder import MlflowRecorder
@@ -18,6 +20,7 @@ from stagelab.measure.steps import StageContext
 from stagelab.measure.timing import summarize
 
 SAMPLES = 100           # a timing run's repetitions (the smoke file's count)
+STAND_IN_GPU = "NVIDIA H100 80GB HBM3"  # the gpu tag a GPU machine's run carries (without one: `none`)
 ERROR_OVER_BUDGET = 0.25  # a comfortable pass of the FA3 budget (passing is < 1)
 
 
@@ -50,6 +53,7 @@ def record_gpu_results(run_id: str, stage: str, params: str, stage_us: float, pa
     recorder = MlflowRecorder(ctx, run_id=run_id)
     recorder.record_checks(results.checks)
     recorder.record_timing(results.timing)
+    tracking.set_tags(run_id, {metrics.TAG_GPU: STAND_IN_GPU})  # the recorder wrote `none`: no GPU here
     outcome = judge(results, gpu_available=True, has_parent=ctx.parent is not None, min_gain=ctx.stage.min_gain)
     recorder.finish(outcome, results)
     return outcome.outcome

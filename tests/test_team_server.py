@@ -60,7 +60,7 @@ def test_concurrent_runs_lose_nothing(team_server):
     client = MlflowClient(url)
     experiment = client.get_experiment_by_name(EXPERIMENT)
     assert experiment.artifact_location.startswith("mlflow-artifacts:")  # proxied through the server
-    assert json.loads(experiment.tags[runs_view.SHARED_VIEW_TAG_PREFIX + runs_view.share_key()])
+    assert json.loads(experiment.tags[runs_view.SHARED_VIEW_TAG_PREFIX + runs_view.STAGES.key()])
     runs = client.search_runs([experiment.experiment_id], max_results=100)
     assert len(runs) == CONCURRENT_RUNS
     assert len({r.data.tags["batch"] for r in runs}) == CONCURRENT_RUNS  # one batch folder each

@@ -16,16 +16,21 @@ def test_store_carries_the_runs_table_view(tmp_store):
     tracking.init_store("stagelab-sdpa")  # a second open writes nothing new
     tags = tracking.client().get_experiment(experiment_id).tags
     views = sorted(k for k in tags if k.startswith(runs_view.SHARED_VIEW_TAG_PREFIX))
-    stage_view = runs_view.SHARED_VIEW_TAG_PREFIX + runs_view.share_key()
-    trial_view = runs_view.SHARED_VIEW_TAG_PREFIX + runs_view.share_key(*runs_view.trials_view())
-    assert views == sorted([stage_view, trial_view])
-    columns = json.loads(tags[stage_view])["selectedColumns"]
-    assert "tags.`outcome`" in columns and "metrics.`mission_p50_us`" in columns
-    trial_columns = json.loads(tags[trial_view])["selectedColumns"]
-    assert "tags.`stagelab.trial.verdict`" in trial_columns and "metrics.`speedup_vs_default_geomean`" in trial_columns
+    assert views == sorted(runs_view.SHARED_VIEW_TAG_PREFIX + view.key() for view in runs_view.VIEWS)
+    stages = json.loads(tags[runs_view.SHARED_VIEW_TAG_PREFIX + runs_view.STAGES.key()])
+    # the answer first: where each run is best, its summary, its GPU and parameter file
+    assert stages["selectedColumns"][:4] == ["tags.`stagelab.best_on`", "tags.`stagelab.summary`", "tags.`gpu`",
+                                             "tags.`params_file`"]
+    assert "tags.`outcome`" in stages["selectedColumns"] and "metrics.`mission_p50_us`" in stages["selectedColumns"]
+    assert stages["searchFilter"] == "tags.`outcome` LIKE '%'"
+    assert (stages["orderByKey"], stages["orderByAsc"]) == ("tags.`stagelab.best_on`", True)
+    trials = json.loads(tags[runs_view.SHARED_VIEW_TAG_PREFIX + runs_view.TRIALS.key()])
+    assert "tags.`stagelab.trial.verdict`" in trials["selectedColumns"] and \
+        "metrics.`speedup_vs_default_geomean`" in trials["selectedColumns"]
+    assert {"tags.`stagelab.trial.gpu`", "tags.`params_file`", "tags.`stagelab.summary`"} <= set(trials["selectedColumns"])
     url = runs_view.runs_url("http://127.0.0.1:5000/", experiment_id)
     assert url == (f"http://127.0.0.1:5000/#/experiments/{experiment_id}/runs?workflowType=machine_learning"
-                   f"&viewStateShareKey={runs_view.share_key()}")
+                   f"&viewStateShareKey={runs_view.STAGES.key()}")
 
 
 def test_ui_prints_the_view_for_a_store_written_before_it(tmp_store, capsys):
@@ -34,7 +39,7 @@ def test_ui_prints_the_view_for_a_store_written_before_it(tmp_store, capsys):
     assert cli.main(["ui", "--dry-run", "--port", "5999"]) == 0
     printed = capsys.readouterr().out
     assert runs_view.runs_url("http://127.0.0.1:5999", experiment_id) in printed
-    assert runs_view.SHARED_VIEW_TAG_PREFIX + runs_view.share_key() in c.get_experiment(experiment_id).tags
+    assert runs_view.SHARED_VIEW_TAG_PREFIX + runs_view.STAGES.key() in c.get_experiment(experiment_id).tags
 
 
 def test_server_command_is_postgres_with_proxied_artifacts_on_loopback(tmp_path):

@@ -113,7 +113,7 @@ def test_the_trials_link_filters_trials_from_stage_runs(tmp_store, stagelab_cli)
     stage_run = tracking.create_run(experiment_id, S8, "acceptance")
     url = runs_view.trials_url("http://h:5000", experiment_id)
     assert url.startswith(f"http://h:5000/#/experiments/{experiment_id}/runs?workflowType=machine_learning")
-    key = runs_view.share_key(*runs_view.trials_view())
+    key = runs_view.TRIALS.key()
     assert url.endswith(f"viewStateShareKey={key}")
     state = json.loads(tracking.client().get_experiment(experiment_id).tags[runs_view.SHARED_VIEW_TAG_PREFIX + key])
     assert state["searchFilter"] == runs_view.TRIALS_FILTER and "tags.`stagelab.trial.verdict`" in state["selectedColumns"]

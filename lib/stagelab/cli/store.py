@@ -14,10 +14,29 @@ def _families():
     return [load_family(name) for name in all_registries()]
 
 
+def _print_links(family, base: str) -> None:
+    """The family's summaries and best-stage marks brought up to date, then a link to each view:
+    the stage comparison first (the answer), the trials, the tunes."""
+    from ..record import runs_view, tracking, ui_refresh
+
+    c = tracking.client()
+    found = c.get_experiment_by_name(family.experiment)
+    if found is not None:
+        print(ui_refresh.refresh(family), flush=True)
+    for experiment, views in ((family.experiment, (("", runs_view.STAGES), (" trials", runs_view.TRIALS))),
+                              (family.tune_experiment, (("", runs_view.TUNES),))):
+        found = c.get_experiment_by_name(experiment)
+        if found is None:
+            continue
+        runs_view.install(c, found)  # a store written before stagelab set its views
+        for suffix, view in views:
+            print(f"{experiment}{suffix}: {view.url(base, found.experiment_id)}", flush=True)
+
+
 def _cmd_ui(args) -> int:
     """The MLflow UI on the store stagelab writes to: MLFLOW_TRACKING_URI when set, else the default SQLite store."""
     from ..core.stopping import run_until_stopped
-    from ..record import runs_view, tracking
+    from ..record import tracking
 
     uri = tracking.tracking_uri()
     remote = uri.startswith(("http://", "https://"))
@@ -25,13 +44,7 @@ def _cmd_ui(args) -> int:
         tracking.relocate_local_store()  # a store copied from another machine opens with its artifacts
     base = uri if remote else f"http://{args.host}:{args.port}"
     for family in _families():
-        for experiment in (family.experiment, family.tune_experiment):
-            found = tracking.client().get_experiment_by_name(experiment)
-            if found is not None:
-                runs_view.install(tracking.client(), found)  # a store written before stagelab set its columns
-                print(f"{experiment}: {runs_view.runs_url(base, found.experiment_id)}")
-                if experiment == family.experiment:
-                    print(f"{experiment} trials: {runs_view.trials_url(base, found.experiment_id)}")
+        _print_links(family, base)
     if remote:
         print(f"MLFLOW_TRACKING_URI points at a tracking server: open {uri} in a browser")
         return 0
@@ -40,7 +53,9 @@ def _cmd_ui(args) -> int:
     artifacts = tracking.artifact_location()
     if artifacts:
         command += ["--default-artifact-root", artifacts]
-    print(f"MLflow UI for {uri} at http://{args.host}:{args.port}", flush=True)
+    # MLflow's own landing page opens an experiment on its GenAI side; the links above do not
+    print(f"MLflow UI for {uri} at http://{args.host}:{args.port}: open a link above (the stage comparison "
+          "first)", flush=True)
     if args.dry_run:
         print(" ".join(command))
         return 0

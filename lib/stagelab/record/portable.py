@@ -15,10 +15,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from . import tracking
+from ..core import metrics
 from ..core.errors import ConfigError
+from .run_summary import SOURCE_RUN_TAG, TAG_ARTIFACTS_AT, artifacts_elsewhere, write_summary
 from .sqlite_store import relocate
 
-SOURCE_RUN_TAG = "stagelab.imported_from_run"
 
 
 def _already_imported(experiment_id: str) -> set[str]:
@@ -26,21 +27,26 @@ def _already_imported(experiment_id: str) -> set[str]:
     return {r.data.tags[SOURCE_RUN_TAG] for r in found if SOURCE_RUN_TAG in r.data.tags}
 
 
-def _copy_run(source, run, experiment_id: str) -> None:
+def _copy_run(source, run, experiment_id: str, origin: str) -> None:
     dest = tracking.client()
-    created = dest.create_run(experiment_id, start_time=run.info.start_time, run_name=run.info.run_name,
-                              tags={**run.data.tags, SOURCE_RUN_TAG: run.info.run_id})
+    tags = {**run.data.tags, SOURCE_RUN_TAG: run.info.run_id}
+    has_artifacts = bool(source.list_artifacts(run.info.run_id))
+    if not has_artifacts and TAG_ARTIFACTS_AT not in tags:
+        tags[TAG_ARTIFACTS_AT] = artifacts_elsewhere(tags, origin)
+    created = dest.create_run(experiment_id, start_time=run.info.start_time, run_name=run.info.run_name, tags=tags)
     run_id = created.info.run_id
     tracking.log_params(run_id, run.data.params)
     tracking.log_metrics(run_id, run.data.metrics, timestamp_ms=run.info.start_time or 0)
-    if source.list_artifacts(run.info.run_id):
+    if has_artifacts:
         tracking.log_artifacts(run_id, source.download_artifacts(run.info.run_id, ""))
     dest.set_terminated(run_id, status=run.info.status, end_time=run.info.end_time)
+    write_summary(run_id)  # a run from an older store has none; the artifacts' place goes in it
 
 
-def import_store(source_db: Path, progress=print) -> int:
+def import_store(source_db: Path, progress=print, origin: str | None = None) -> int:
     """Copy every run of `source_db` (a mlflow.db with its artifacts/ beside it) that this store
-    does not hold yet; returns how many were copied."""
+    does not hold yet; returns how many were copied. `origin`: the store's name in a run's
+    description where it brought no artifacts (default: the database's path)."""
     from mlflow.tracking import MlflowClient
 
     source_db = Path(source_db).resolve()
@@ -58,7 +64,7 @@ def import_store(source_db: Path, progress=print) -> int:
         for run in runs:
             if run.info.run_id in done or run.data.tags.get(SOURCE_RUN_TAG) in done:
                 continue
-            _copy_run(source, run, experiment_id)
+            _copy_run(source, run, experiment_id, origin or str(source_db))
             copied += 1
         progress(f"{experiment.name}: {len(runs)} runs, {copied} copied so far")
     return copied
@@ -87,4 +93,4 @@ def import_record(record: Path, progress=print) -> int:
                 shutil.copyfileobj(packed, plain)
         except (OSError, EOFError) as err:
             raise ConfigError(f"{record} is not a gzipped MLflow database: {err}") from err
-        return import_store(db, progress)
+        return import_store(db, progress, origin=f"the record {record.name}")

@@ -14,6 +14,7 @@ from pathlib import Path
 import pandas as pd
 
 from . import flatten, tracking
+from .run_summary import write_summary
 from .saved_sources import log_sources
 from ..core import metrics
 from ..judge.outcome import Outcome
@@ -221,6 +222,7 @@ class MlflowRecorder(StressAndHangRecords):
         except Exception as exc:  # a plot must never cost the record
             (self.artifacts / "plot_error.txt").write_text(repr(exc))
         tracking.set_tags(run_id, {metrics.TAG_OUTCOME: outcome.outcome, metrics.TAG_OUTCOME_REASON: outcome.reason})
+        write_summary(run_id)
         log_sources(run_id, self.ctx, self.artifacts)
         for path in sorted(self.artifacts.iterdir()):
             subfolder = "results" if path.suffix in {".csv", ".md", ".json"} or path.is_dir() else None

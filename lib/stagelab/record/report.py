@@ -91,7 +91,7 @@ class FileSection:
     shapes: pd.DataFrame  # the per-problem table, raw (the plot's data)
 
 
-def _file_plan(name: str, family: Family) -> tuple[str, str, str, list[str]]:
+def file_plan(name: str, family: Family) -> tuple[str, str, str, list[str]]:
     """The file's mission problem, primary and throughput timing modes, and problems in its order;
     defaults when the file is gone from the checkout."""
     from ..core.params import load_params
@@ -110,7 +110,7 @@ def _params_section(runs: pd.DataFrame, name: str, family: Family) -> FileSectio
     if subset.empty:
         empty = ["_no finished runs on this GPU_", ""]
         return FileSection([best_heading(name), "", *empty], [f"## {name}", "", *empty], pd.DataFrame())
-    mission, primary, rate_mode, problems = _file_plan(name, family)
+    mission, primary, rate_mode, problems = file_plan(name, family)
     commits = sorted(set(subset["tags.git_commit"].fillna("?").str[:10]))
     lines = [f"## {name}", "", f"Runs from commit(s) {', '.join(commits)}; mission problem `{mission}`; "
              f"p50 and ratios in {primary} mode.", "", markdown(ladder_table(runs, name, mission, family)), ""]

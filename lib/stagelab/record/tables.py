@@ -17,6 +17,7 @@ from ..core.params import TIMING_MODES
 from ..core.registry import family_registry
 from ..judge.error_cause import error_cause
 from . import tracking
+from .runs_view import STAGE_RUNS_FILTER
 from .source_state import CURRENT, SOURCE_COLUMN, source_states
 
 
@@ -43,20 +44,37 @@ def require_gpu_runs(gpus: list[str], without_gpu: int, params_names: list[str],
         raise NoRunsError(f"--gpu {gpu}: {asked}; GPUs with runs of {files}: {', '.join(gpus)}")
 
 
-def latest_runs(experiment: str, params_names: list[str], gpu: str | None,
-                current: Mapping[str, str] | None = None) -> tuple[pd.DataFrame, str]:
-    """Per (stage, parameter file) on one GPU (`gpu`, or the newest run's): the newest run that ended
-    on its own. With `current` (stage -> its current source hash, source_state), a run of the
-    stage's current source before any stale one, and the frame's `source` column says which."""
+def stage_runs(experiment: str) -> pd.DataFrame:
+    """Every stage run of the experiment, newest first, as mlflow.search_runs' frame."""
     import mlflow
 
     mlflow.set_tracking_uri(tracking.tracking_uri())
     found = tracking.client().get_experiment_by_name(experiment)
     if found is None:
         raise NoRunsError(f"no experiment {experiment!r} in {tracking.tracking_uri()}: run `stagelab run` first")
-    runs = mlflow.search_runs([found.experiment_id], order_by=["attributes.start_time DESC"])
+    runs = mlflow.search_runs([found.experiment_id], filter_string=STAGE_RUNS_FILTER,
+                              order_by=["attributes.start_time DESC"])
     if runs.empty:
-        raise NoRunsError(f"experiment {experiment!r} has no runs yet")
+        raise NoRunsError(f"experiment {experiment!r} has no stage runs yet")
+    return runs
+
+
+def runs_frame(runs: list) -> pd.DataFrame:
+    """mlflow Runs as stage_runs' frame holds them (run_id, `tags.*`, `metrics.*`, `params.*`), in
+    their order: built directly, where mlflow.search_runs' own frame takes longer than the query."""
+    rows = [{"run_id": r.info.run_id, **{f"tags.{k}": v for k, v in r.data.tags.items()},
+             **{f"metrics.{k}": v for k, v in r.data.metrics.items()},
+             **{f"params.{k}": v for k, v in r.data.params.items()}} for r in runs]
+    return pd.DataFrame.from_records(rows)
+
+
+def latest_runs(experiment: str, params_names: list[str], gpu: str | None,
+                current: Mapping[str, str] | None = None, runs: pd.DataFrame | None = None) -> tuple[pd.DataFrame, str]:
+    """Per (stage, parameter file) on one GPU (`gpu`, or the newest run's): the newest run that ended
+    on its own. With `current` (stage -> its current source hash, source_state), a run of the
+    stage's current source before any stale one, and the frame's `source` column says which.
+    `runs`: stage_runs(experiment) already read (one search for several GPUs)."""
+    runs = stage_runs(experiment) if runs is None else runs
     runs = runs[runs["tags.params_file"].isin(params_names) & runs["tags.outcome"].notna()
                 & (runs["tags.outcome"] != "running")]
     gpus = runs.get("tags.gpu", pd.Series(NO_GPU, index=runs.index)).fillna(NO_GPU)

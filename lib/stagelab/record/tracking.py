@@ -164,10 +164,13 @@ def log_params(run_id: str, params: dict[str, object]) -> None:
         c.log_batch(run_id, params=items[start:start + 90])
 
 
+TAG_VALUE_CHARS = 5000  # MLflow's limit on a tag's value (8000 in 3.x, 5000 in older stores' schema)
+
+
 def set_tags(run_id: str, tags: dict[str, object]) -> None:
     from mlflow.entities import RunTag
 
-    client().log_batch(run_id, tags=[RunTag(k, str(v)[:5000]) for k, v in tags.items()])
+    client().log_batch(run_id, tags=[RunTag(k, str(v)[:TAG_VALUE_CHARS]) for k, v in tags.items()])
 
 
 def log_artifact(run_id: str, path: Path | str, artifact_path: str | None = None) -> None:

@@ -23,6 +23,7 @@ import numpy
 from ..core import metrics
 
 from . import tracking
+from .run_summary import write_summary
 from ..core.errors import ConfigError
 from ..core.paths import repo_root
 
@@ -144,6 +145,7 @@ def _import_entry(entry: dict, where: str, position: int, source: str, folder: P
                 copy.write_text(patch.read_text())
                 tracking.log_artifact(run_id, copy, "trial/patches")
         client.set_terminated(run_id, status="FINISHED", end_time=start)
+        write_summary(run_id)
     except Exception:
         client.delete_run(run_id)  # a half-written run carries the entry's hash: it would block a re-import
         raise

@@ -22,6 +22,7 @@ from ..core import metrics
 from . import tracking
 from ..core.errors import ConfigError
 from .recorder import write_table
+from .run_summary import write_summary
 from ..measure.trial_compare import (default_timing_metrics, key_numbers, main_loop_metrics, resources_vs_default,
                                      sass_vs_default)
 
@@ -120,6 +121,7 @@ def record_trial(session, trial, hypothesis: str = "", from_run: str | None = No
         metrics.TAG_VERDICT: trial.verdict.verdict, metrics.TAG_VERDICT_REASON: trial.verdict.reason,
         metrics.TAG_KEY_NUMBERS: key_numbers(trial, session.default, session.ctx.params.mission.tag),
         **(m.timing.clocks if m.timing else {})})
+    write_summary(run_id)
     tracking.end_run(run_id, "FAILED" if trial.verdict.verdict == "build_failed" else "FINISHED")
     trial.run_id = run_id
     return run_id
@@ -144,4 +146,5 @@ def add_conclusion(run_id: str, text: str) -> str:
         raise ConfigError(f"run {run_id} is not a trial (no tag {metrics.TAG_KIND}={metrics.KIND_TRIAL}): "
                           "a conclusion goes on a trial run")
     tracking.set_tags(run_id, {metrics.TAG_CONCLUSION: text.strip()})
+    write_summary(run_id)  # the description and summary say the conclusion too
     return run.data.tags.get(metrics.TAG_TRIAL_NAME, run_id)

@@ -38,7 +38,7 @@ from ..core.paths import resolve_params_path, runs_dir
 from .progress import BatchProgress
 from ..core.registry import Registry, family_registry
 from ..core.sources import run_source_hash
-from .repair import mark_killed, repair_stale_runs
+from .repair import close_run, mark_killed, repair_stale_runs
 from .resume import finished_run
 from .shard import Shard
 from ..core.stopping import stop_on_signals
@@ -70,9 +70,7 @@ class NotebookResult:
 def _record_error(run_id: str, outcome: str, error: str) -> str:
     """The outcome to report; a run the notebook never finished is closed as `error` with why."""
     if outcome == metrics.OUTCOME_RUNNING:  # the notebook never reached finish(): record why
-        tracking.set_tags(run_id, {metrics.TAG_OUTCOME: metrics.OUTCOME_ERROR,
-                                   metrics.TAG_OUTCOME_REASON: error or "notebook ended before finish()"})
-        tracking.end_run(run_id, "FAILED")
+        close_run(run_id, metrics.OUTCOME_ERROR, error or "notebook ended before finish()", "FAILED")
         return metrics.OUTCOME_ERROR
     if error:
         tracking.set_tags(run_id, {metrics.TAG_NOTEBOOK_ERROR: error})

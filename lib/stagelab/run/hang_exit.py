@@ -8,6 +8,7 @@ from ..core import metrics
 from ..judge.outcome import HANG, INCORRECT
 from ..measure.watchdog import HANG_EXIT_CODE, HANG_MARKER
 from ..record import tracking
+from .repair import close_run
 
 # The note a run ended by its own hang verdict gets instead of papermill's "kernel died".
 HANG_EXIT_NOTE = (f"the notebook's process ended itself after its hang verdict (status {HANG_EXIT_CODE}): "
@@ -23,9 +24,7 @@ def hang_exit(run_id: str, outcome: str, stderr: str) -> str | None:
         return None
     if outcome == metrics.OUTCOME_RUNNING:
         hang = hang or next(line for line in stderr.splitlines() if HANG_MARKER in line)
-        tracking.set_tags(run_id, {metrics.TAG_OUTCOME: INCORRECT, metrics.TAG_HANG: hang,
-                                   metrics.TAG_OUTCOME_REASON: f"{HANG}: {hang}"})
-        tracking.end_run(run_id, "FINISHED")
+        close_run(run_id, INCORRECT, f"{HANG}: {hang}", "FINISHED", **{metrics.TAG_HANG: hang})
         outcome = INCORRECT
     tracking.set_tags(run_id, {metrics.TAG_NOTEBOOK_ERROR: HANG_EXIT_NOTE})
     return outcome

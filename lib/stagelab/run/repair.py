@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from ..core import metrics
 from ..record import tracking
+from ..record.run_summary import write_summary
 from ..record.owner import Owner
 from ..core.params import RunParams
 
@@ -53,9 +54,16 @@ def open_runs() -> list[OpenRun]:
     return result
 
 
+def close_run(run_id: str, outcome: str, reason: str, status: str, **tags: str) -> None:
+    """A run's outcome decided outside its notebook (killed, crashed, hung): its tags, its summary
+    (run_summary), its end."""
+    tracking.set_tags(run_id, {metrics.TAG_OUTCOME: outcome, metrics.TAG_OUTCOME_REASON: reason, **tags})
+    write_summary(run_id)
+    tracking.end_run(run_id, status)
+
+
 def mark_killed(run_id: str, reason: str) -> None:
-    tracking.set_tags(run_id, {metrics.TAG_OUTCOME: metrics.OUTCOME_KILLED, metrics.TAG_OUTCOME_REASON: reason})
-    tracking.end_run(run_id, "KILLED")
+    close_run(run_id, metrics.OUTCOME_KILLED, reason, "KILLED")
 
 
 def close_stale(run: OpenRun) -> None:

@@ -12,6 +12,7 @@ from ..core import metrics as m
 from ..core.formatting import latency
 from ..judge.outcome import UNCOVERED
 from ..record import tracking
+from ..record.run_summary import write_summary
 from ..record.recorder import write_table
 from .store import TuneStore
 from .trials import TuneResult
@@ -51,6 +52,7 @@ def finish_parent(store: TuneStore, result: TuneResult) -> None:
     tracking.log_metrics(run_id, {m.TUNE_CONFIGS.key(outcome): n for outcome, n in counts.items()})
     outcome, reason = parent_outcome(result)
     tracking.set_tags(run_id, {m.TAG_OUTCOME: outcome, m.TAG_OUTCOME_REASON: reason})
+    write_summary(run_id)
     with tempfile.TemporaryDirectory(prefix="stagelab-tune-") as folder:
         try:
             _artifacts(result, Path(folder))

@@ -1,5 +1,5 @@
 """FP8 (e4m3) attention, the library half: per-(batch, head) quantizer, a plain FP8 emulation in
-FlashAttention-3's arithmetic, and the error budget an FP8 stage is judged by (README: FP8)."""
+FlashAttention-3's arithmetic, and the error budget an FP8 stage is judged by (docs/JUDGING.md: FP8)."""
 
 from .budget import (
     STAGE_BASELINE,
