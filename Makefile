@@ -92,6 +92,8 @@ wheelhouse: setup
 		nvidia-cuda-cuobjdump==13.2.86 nvidia-cuda-nvdisasm==13.2.86
 	# Liger-Kernel's Triton kernels: a contender of the rmsnorm family (pure Python, no deps taken)
 	$(PY) -m pip download -q --no-deps --only-binary=:all: -d $(WHEELHOUSE) "liger-kernel==0.8.5"
+	# SageAttention's Triton kernels (20 kB, pure Python, no deps taken): the INT8 stage's contender
+	$(PY) -m pip download -q --no-deps --only-binary=:all: -d $(WHEELHOUSE) "sageattention==1.0.6"
 	$(PY) -m pip wheel -q --no-deps -w $(WHEELHOUSE) .
 	# The kernel's debugger (5 MB) is optional to ipykernel and runs nowhere here: left out, so the
 	# wheelhouse and the tree stay under a device call's 64 MiB carry.

@@ -26,6 +26,10 @@ from .shapes import BSHD, PROBLEM_FEATURES, SUPPORTED_HEAD_DIMS, Shape, parse_sh
 # The input kind of an FP8 stage (stages.yaml `inputs: fp8`): e4m3 inputs quantized per (batch, head),
 # called as kernel(fp8_inputs, out, softmax_scale, causal) and judged by the FP8 budget (fp8/budget.py).
 FP8_INPUTS = "fp8"
+# The input kind of an INT8 stage (issue 44; int8/): so far only its contenders are wired
+# (kind_contenders). The stage adds it to input_kinds with its kernel wrapper, call, launch and
+# checks (int8/budget.py: check_int8_all).
+INT8_INPUTS = "int8"
 
 
 class SdpaFamily(Family):
@@ -125,15 +129,24 @@ class SdpaFamily(Family):
             from .fp8.contenders import fp8_contender
 
             return fp8_contender(name, q, k, v, default_scale(problem.head_dim), problem.causal)
+        if name in self.kind_contenders(INT8_INPUTS):
+            from .int8.contenders import int8_contender
+
+            return int8_contender(name, q, k, v, default_scale(problem.head_dim), problem.causal)
         return library_contender(name, q, k, v, default_scale(problem.head_dim), problem.causal)
 
     def kind_contenders(self, input_kind: str) -> tuple[str, ...]:
-        """FP8 stages also meet torch's FP8 attention (FA3's and cuDNN's; fp8/contenders.py)."""
-        if input_kind != FP8_INPUTS:
-            return ()
-        from .fp8.contenders import FP8_CONTENDERS
+        """FP8 stages also meet torch's FP8 attention (FA3's and cuDNN's; fp8/contenders.py), INT8
+        stages SageAttention's kernel (int8/contenders.py)."""
+        if input_kind == FP8_INPUTS:
+            from .fp8.contenders import FP8_CONTENDERS
 
-        return tuple(FP8_CONTENDERS)
+            return tuple(FP8_CONTENDERS)
+        if input_kind == INT8_INPUTS:
+            from .int8.contenders import INT8_CONTENDERS
+
+            return INT8_CONTENDERS
+        return ()
 
     def dynamic_shared_memory(self, module: ModuleType, template_args: list[str]) -> int | None:
         """Kernels are templated <dtype, head_dim, ...>: the first argument names the dtype,
@@ -159,4 +172,4 @@ class SdpaFamily(Family):
 
 
 FAMILY = SdpaFamily()
-__all__ = ["FAMILY", "FP8_INPUTS", "Shape", "StageKernel", "attention", "default_scale", "SUPPORTED_HEAD_DIMS"]
+__all__ = ["FAMILY", "FP8_INPUTS", "INT8_INPUTS", "Shape", "StageKernel", "attention", "default_scale", "SUPPORTED_HEAD_DIMS"]

@@ -22,6 +22,7 @@ from collections.abc import Callable
 import torch
 
 from ...core.distributions import DEFAULT_DISTRIBUTION, input_generator
+from ...core.errors import ConfigError
 from .shapes import Shape
 
 NORMAL = DEFAULT_DISTRIBUTION
@@ -149,3 +150,13 @@ def draw(shape: Shape, seed: int, distribution: str) -> Inputs:
     them, moves them and lays them out)."""
     generator = input_generator((seed, *shape.input_key), distribution)
     return DRAWS[distribution](shape, generator)
+
+
+def known_distributions(distributions) -> tuple[str, ...]:
+    """The names as a tuple, or ConfigError naming the first this family cannot draw (checked
+    before any launch, so a misspelt name fails a check run at once)."""
+    distributions = tuple(distributions)
+    unknown = [d for d in distributions if d not in DISTRIBUTIONS]
+    if unknown:
+        raise ConfigError(f"the sdpa family has no input distribution {unknown[0]!r}; supported: {list(DISTRIBUTIONS)}")
+    return distributions

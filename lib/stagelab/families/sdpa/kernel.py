@@ -46,6 +46,16 @@ def input_features(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple[s
                                            (BSHD, tensor_layout(q) == BSHD)) if needed)
 
 
+def check_grouped_shapes(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
+    """Q [B, H, Sq, D] with K and V [B, Hkv, Sk, D], Hkv dividing H (4-dim tensors already)."""
+    if k.shape != v.shape:
+        raise InputError(f"k and v must share one shape; got {tuple(k.shape)}, {tuple(v.shape)}")
+    if k.shape[0] != q.shape[0] or k.shape[3] != q.shape[3]:
+        raise InputError(f"q, k, v must share batch and head_dim; got {tuple(q.shape)}, {tuple(k.shape)}")
+    if q.shape[1] % k.shape[1]:
+        raise InputError(f"k and v have {k.shape[1]} heads, which do not divide q's {q.shape[1]}")
+
+
 def validate_inputs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, require_cuda: bool = True,
                     supports: tuple[str, ...] = (), causal: bool = False) -> None:
     """Q [B, H, Sq, D], K and V [B, Hkv, Sk, D], one dtype, device and layout; grouped-query
@@ -53,12 +63,7 @@ def validate_inputs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, requir
     (refused whatever the device: the stage cannot take the problem anywhere)."""
     for name, t in (("q", q), ("k", k), ("v", v)):
         _check_tensor(name, t)
-    if k.shape != v.shape:
-        raise InputError(f"k and v must share one shape; got {tuple(k.shape)}, {tuple(v.shape)}")
-    if k.shape[0] != q.shape[0] or k.shape[3] != q.shape[3]:
-        raise InputError(f"q, k, v must share batch and head_dim; got {tuple(q.shape)}, {tuple(k.shape)}")
-    if q.shape[1] % k.shape[1]:
-        raise InputError(f"k and v have {k.shape[1]} heads, which do not divide q's {q.shape[1]}")
+    check_grouped_shapes(q, k, v)
     if not (tensor_layout(q) == tensor_layout(k) == tensor_layout(v)):
         raise InputError(f"q, k, v must share one layout; got strides {q.stride()}, {k.stride()}, {v.stride()}")
     if not (q.dtype == k.dtype == v.dtype):

@@ -20,9 +20,8 @@ from dataclasses import dataclass
 import torch
 
 from ....measure.checks import CheckResult, check_each, error_budget, judge_launches, poisoned_launch
-from ....core.errors import ConfigError
 from ....core.family import DEFAULT_DISTRIBUTION, KernelFn
-from ..distributions import DISTRIBUTIONS
+from ..distributions import known_distributions
 from ..inputs import FA3_ATOL_MAGNITUDE, call_plain, make_inputs, torch_dtype
 from ..reference import attention, default_scale
 from ..shapes import Shape
@@ -52,9 +51,9 @@ class Fp8CheckResult(CheckResult):
 
 def plant_zero_head(inputs: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, ...]:
     """Q, K and V with their last (batch, head) all zeros, so every check meets the quantizer's
-    zero-scale case; unchanged when there is only one head (it would zero the whole problem)."""
-    q = inputs[0]
-    if q.shape[0] * q.shape[1] < 2:
+    zero-scale case; unchanged when Q, or K and V (grouped-query attention), have only one head
+    (it would zero the whole problem)."""
+    if min(t.shape[0] * t.shape[1] for t in inputs) < 2:
         return inputs
     planted = tuple(t.clone() for t in inputs)
     for t in planted:
@@ -105,11 +104,7 @@ def check_fp8_all(kernel: Fp8KernelFn, shapes: Iterable[Shape], dtypes: Iterable
                   plan_of: Callable[[], str] | None = None) -> list[CheckResult]:
     """Every (problem, output dtype, seed, input distribution); a launch that raises is a failed check
     (plan_of: measure.checks.check_each)."""
-    distributions = tuple(distributions)
-    unknown = [d for d in distributions if d not in DISTRIBUTIONS]  # a misspelt name fails before any launch
-    if unknown:
-        raise ConfigError(f"the sdpa family has no input distribution {unknown[0]!r}; "
-                          f"supported: {list(DISTRIBUTIONS)}")
+    distributions = known_distributions(distributions)
 
     def check(shape: Shape, dtype_name: str, seed: int, distribution: str) -> CheckResult:
         return check_fp8_shape(kernel, shape, dtype_name, seed, device, fp16_kernel, distribution)

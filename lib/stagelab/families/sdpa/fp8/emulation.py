@@ -49,21 +49,23 @@ def per_head(descale: torch.Tensor) -> torch.Tensor:
 
 
 def flat_e4m3_operands(fp8: Fp8Inputs) -> tuple[torch.Tensor, ...]:
-    """Q, K and V's e4m3 values as float32 [batch*heads, seq_len, head_dim] (exact)."""
-    b, h, s, d = fp8.q.data.shape
-    return tuple(t.data.to(ACCUMULATOR_DTYPE).reshape(b * h, s, d) for t in (fp8.q, fp8.k, fp8.v))
+    """Q, K and V's e4m3 values as float32 [batch*heads, seq_len, head_dim] (exact); K and V with
+    their own length."""
+    return tuple(t.data.to(ACCUMULATOR_DTYPE).flatten(0, 1) for t in (fp8.q, fp8.k, fp8.v))
 
 
 def emulate_fp8_attention(fp8: Fp8Inputs, softmax_scale: float, causal: bool) -> torch.Tensor:
     """softmax(Q K^T * scale + mask) V on the e4m3 inputs, FA3's way; [batch, heads, seq_len, head_dim]
-    in fp8.source_dtype. A causal row always keeps its diagonal key, so no row is fully masked."""
+    in fp8.source_dtype. K and V may be longer than Q (the causal mask aligned bottom-right, as
+    reference.py's): a causal row always keeps its diagonal key, so no row is fully masked."""
     b, h, s, d = fp8.q.data.shape
+    s_kv = fp8.k.data.shape[2]
     q8, k8, v8 = flat_e4m3_operands(fp8)
     score_scale = softmax_scale * per_head(fp8.q.descale) * per_head(fp8.k.descale)
     output_scale = per_head(fp8.v.descale)
     out = torch.empty((b * h, s, d), dtype=ACCUMULATOR_DTYPE, device=q8.device)
-    mask = causal_mask(s, q8.device) if causal else None
-    for sl in head_chunks(b * h, s):
+    mask = causal_mask(s, q8.device, s_kv) if causal else None
+    for sl in head_chunks(b * h, s, s_kv):
         scores = torch.matmul(q8[sl], k8[sl].transpose(-1, -2)) * score_scale[sl]
         if mask is not None:
             scores = scores.masked_fill(mask, float("-inf"))

@@ -97,11 +97,14 @@ def quantize_e4m3(x: torch.Tensor, name: str) -> Fp8Tensor:
     """One tensor, head by head; `name` is what errors call it (q, k or v)."""
     _validate(name, x)
     scale, descale = head_scales(x)
-    scaled = x.to(SCALE_DTYPE) * scale[..., None, None]
-    # Saturate as the GPU's cvt .satfinite does: float32 rounding of amax * scale may land a
-    # hair above E4M3_MAX, which must stay the largest value and not become NaN.
-    data = scaled.clamp(-E4M3_MAX, E4M3_MAX).to(E4M3)
+    data = saturated_e4m3(x.to(SCALE_DTYPE) * scale[..., None, None])
     return Fp8Tensor(data=data, scale=scale, descale=descale)
+
+
+def saturated_e4m3(scaled: torch.Tensor) -> torch.Tensor:
+    """Scaled values in e4m3, saturating as the GPU's cvt .satfinite does: float32 rounding of
+    amax * scale may land a hair above E4M3_MAX, which must stay the largest value, not NaN."""
+    return scaled.clamp(-E4M3_MAX, E4M3_MAX).to(E4M3)
 
 
 def quantize_qkv(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> Fp8Inputs:
@@ -114,7 +117,13 @@ def e4m3_rounding_bound(x: torch.Tensor, descale: torch.Tensor) -> torch.Tensor:
     """The most a round trip may move each element of x (float64): half an ulp of the scaled value,
     or half the sub-normal step where the scaled value is below e4m3's smallest normal, plus the
     float32 rounding of the scaling itself."""
-    descale = descale.to(torch.float64)[..., None, None]
+    return e4m3_broadcast_bound(x, descale[..., None, None])
+
+
+def e4m3_broadcast_bound(x: torch.Tensor, descale: torch.Tensor) -> torch.Tensor:
+    """e4m3_rounding_bound for descales of any granularity that broadcast against x (the INT8
+    recipe's V: one per channel, [batch, heads, 1, head_dim])."""
+    descale = descale.to(torch.float64)
     magnitude = x.to(torch.float64).abs()
     scaled = magnitude / descale
     e4m3_rounding = torch.maximum(scaled * E4M3_HALF_ULP, torch.full_like(scaled, E4M3_HALF_SUBNORMAL_STEP))
