@@ -93,9 +93,9 @@ def test_a_stale_run_stays_visible_marked_and_a_current_one_stands_for_its_stage
     ladder = table_rows(text, "\n## acceptance", "Per problem")
     source = ladder["header"].index("source")
     assert ladder["s8_persistent_split"][source] == "current"
-    assert ladder["s9_fp8"][source] == "stale (commit 51f3545)"
+    assert ladder["s9_fp8"][source] == "stale (commit g51f3545)"
     per_problem = table_rows(text, "Per problem:", "![")
-    assert "s9_fp8 — stale (commit 51f3545)" in per_problem and "s8_persistent_split" in per_problem
+    assert "s9_fp8 — stale (commit g51f3545)" in per_problem and "s8_persistent_split" in per_problem
     assert per_problem["s8_persistent_split"][per_problem["header"].index("p50 (cold, µs)")] == "12"
     best = table_rows(text, "### Best stage on acceptance", "## acceptance")
     assert best[VIT][1] == "s8_persistent_split"  # s9 is faster, but stale

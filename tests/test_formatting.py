@@ -6,8 +6,8 @@ import re
 import pandas as pd
 import pytest
 
-from stagelab.core.formatting import (fixed, fixed_numbers, latency, markdown, markdown_as_recorded, number, plain, rate,
-                                      table)
+from stagelab.core.formatting import (csv_cells, fixed, fixed_numbers, latency, markdown, markdown_as_recorded, number,
+                                      plain, rate, scientific_notation, short_commit, table)
 
 SCIENTIFIC = re.compile(r"\d[eE][+-]?\d")
 
@@ -65,24 +65,27 @@ def test_a_markdown_table_has_no_scientific_notation():
 
 
 def test_the_results_page_has_no_scientific_notation(tmp_store, tmp_path):
-    """The per-problem table once printed 5.38e+03 and 5.63e-05."""
+    """The per-problem table once printed 5.38e+03 and 5.63e-05; the page's commits read 6123e17696 and the
+    runs' CSV a tag's `1e9 too long` as stored."""
     from stagelab.core import metrics as m
     from stagelab.record import tracking
     from stagelab.record.report import write_report
 
     experiment_id = tracking.init_store("stagelab-sdpa")
     run_id = tracking.create_run(experiment_id, "s0_baseline", "acceptance")
-    tracking.set_tags(run_id, {"outcome": "pass", "gpu": "Test GPU 3", "git_commit": "abc"})
+    tracking.set_tags(run_id, {"outcome": "pass", "gpu": "Test GPU 3", "stagelab.retracted": "ncu: 1e9 too long",
+                               "git_commit": "6123e17696f07a8d58dc9c39dd661976f94a6593"})
     tracking.log_metrics(run_id, {m.MISSION_P50_US.key(): 5383.0, m.P50_US.key("2x8x512x64"): 5383.0,
                                   m.TFLOPS.key("2x8x512x64"): 0.0123, m.speedup("flash").key("2x8x512x64"): 5.63e-05,
                                   m.MAX_SHARED_MEMORY.key(): 232448.0})
     tracking.end_run(run_id)
     text = write_report(["acceptance"], out_dir=tmp_path).read_text()
     assert "mission p50 (ms)" in text and "| 5.38 " in text and "<0.01" in text and "(KiB)" in text
-    assert not SCIENTIFIC.search(text.split("## acceptance")[1]), text
+    assert "Runs from commit(s) g6123e17;" in text and not scientific_notation(text), text
     runs_csv = next(tmp_path.glob("*.runs.csv")).read_text()  # the runs behind the page, every digit kept
     cells = runs_csv.replace("\n", ",").split(",")
-    assert "0.0000563" in cells and not [c for c in cells if re.fullmatch(r"-?\d+(\.\d+)?[eE][-+]?\d+", c)], runs_csv
+    assert "0.0000563" in cells and "ncu: 1000000000 too long" in cells and not scientific_notation(runs_csv), runs_csv
+    assert "6123e17696f07a8d58dc9c39dd661976f94a6593" in cells  # the tag as recorded: a full hash is no number
 
 
 @pytest.mark.parametrize("value, text", [(3.66e4, "36600"), (5.58e-4, "0.000558"), (6.44, "6.44"), (0.0361, "0.0361"),
@@ -100,3 +103,31 @@ def test_as_recorded_every_digit_stays_and_none_is_scientific():
 def test_numbers_an_older_formatter_wrote_in_text_read_fixed():
     text = "differ by 3.66e+04 (race?); 1e-05 over budget; s8e4, sm_90a and 2x8x512x64 unchanged"
     assert fixed_numbers(text) == "differ by 36600 (race?); 0.00001 over budget; s8e4, sm_90a and 2x8x512x64 unchanged"
+
+
+@pytest.mark.parametrize("commit, label", [
+    ("6123e17696f07a8d58dc9c39dd661976f94a6593", "g6123e17"),  # reads 6.123e20 when written bare
+    ("6123e17", "g6123e17"), ("g6123e17", "g6123e17"), ("abc1234567", "gabc1234"),
+    ("unknown", "unknown"), ("", "unknown"), (None, "unknown"), (float("nan"), "unknown"),
+])
+def test_a_commit_reads_as_git_describe_writes_it_never_as_a_number(commit, label):
+    assert short_commit(commit) == label and not scientific_notation(label)
+
+
+def test_text_keeps_its_digits_and_loses_every_scientific_token():
+    """A stored tag a person wrote (`1e9 too long`), a conclusion naming a commit bare, a float's repr:
+    rewritten with the digits they were written with; names that only look so (a kernel tag's digest
+    after its dot, s8e4) stay."""
+    text = ("1e9 too long, fixed at 61870e5. err 7.012881413814842e-05, 0.00e+00 of 2.5e+38; "
+            "W..8611e38319 and s8e4 stay")
+    assert scientific_notation(text) == ["1e9", "61870e5", "7.012881413814842e-05", "0.00e+00", "2.5e+38"]
+    assert fixed_numbers(text) == ("1000000000 too long, fixed at g61870e5. err 0.00007012881413814842, 0.00 of "
+                                   "250000000000000000000000000000000000000; W..8611e38319 and s8e4 stay")
+    assert scientific_notation(fixed_numbers(text)) == []
+    assert fixed_numbers("9e9999 is no float") == "9e9999 is no float"  # not expanded to ten thousand digits
+
+
+def test_csv_cells_write_every_digit_in_fixed_notation_and_leave_gaps_empty():
+    frame = pd.DataFrame({"metric": [7.012881413814842e-05, math.nan], "tag": ["1e9 too long", None], "n": [3, 4]})
+    text = csv_cells(frame).to_csv(index=False)
+    assert text.splitlines() == ["metric,tag,n", "0.00007012881413814842,1000000000 too long,3", ",,4"]

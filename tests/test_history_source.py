@@ -29,7 +29,7 @@ REQUIRED = {
     "source": str,
 }
 NULLABLE = {"commit": str, "gpu": str}  # present, a string or null
-OPTIONAL = {"session": str, "checks": str}
+OPTIONAL = {"session": str, "checks": str, "imported_as": str}
 VERDICTS = {"faster", "valid_negative", "incorrect", "build_failed", "resource_fail", "inconclusive"}
 METRICS = {"tflops", "us_per_launch", "us", "ratio", "pct", "clocks", "registers", "spill_bytes", "other"}
 NUMBER_KEYS = {"problem", "metric", "trial", "default", "clock_mhz", "unit", "quantity", "contenders",

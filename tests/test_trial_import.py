@@ -91,7 +91,7 @@ def test_the_journal_lists_trials_oldest_first_with_their_record(tmp_store, tmp_
     text = journal_markdown(S8, entries)
     assert text.index("ws_pv_ss") < text.index("late_merger")
     assert "2 trials (1 inconclusive, 1 valid_negative)" in text
-    assert "### 1. 2026-11-24 · `e3ae422` · ws_pv_ss · **valid_negative**" in text
+    assert "### 1. 2026-11-24 · `ge3ae422` · ws_pv_ss · **valid_negative**" in text
     unwrapped = " ".join(line.strip() for line in text.splitlines())  # lines are wrapped at about 100 columns
     assert "4x16x4096x128 tflops 100 vs 110 @1700 MHz; 2x8x512x64 us_per_launch 6.0 vs 5.5; 10/10 checks" in unwrapped
     assert "Conclusion: slower on every shape; code removed" in text and "Conclusion: (none yet" in text
@@ -192,3 +192,40 @@ def test_the_journal_keeps_words_says_imported_wraps_and_writes_numbers_in_fixed
     assert "- Hypothesis: " + " ".join(hypothesis.split()) in joined  # every word, apostrophes included
     assert "differ by 36600 (race?); error 0.000558 over budget 1060000000000000" in joined
     assert "e+" not in text and "e-04" not in text and "s8e4 problems" in joined
+
+
+def test_the_journal_writes_commits_so_none_reads_as_a_number():
+    """The header's commit and one a conclusion names bare (`fixed at 61870e5`, `kernels/sdpa at
+    24084e2`) read as 6.187e9 and 2.4084e6; the journal writes them as git describe does."""
+    from stagelab.core.formatting import scientific_notation
+    from stagelab.record.journal import JournalEntry, entry_markdown
+
+    entry = JournalEntry("r1", 0, "61870e5b77421be34b59e869bd2a1cfd80dc2efc", "default",
+                         "as kernels/sdpa at 24084e2 does", "2x8x512x64 us 7.0e-05 vs 6.5e-05", "inconclusive",
+                         "", "the spill is fixed at 61870e5.", "docs/results/sdpa/history/trials.yaml")
+    text = "\n".join(entry_markdown(1, entry))
+    assert "· `g61870e5` · default ·" in text and "kernels/sdpa at g24084e2 does" in text
+    assert "fixed at g61870e5." in text and "us 0.000070 vs 0.000065" in text
+    assert not scientific_notation(text), text
+
+
+def test_an_entry_edited_in_notation_alone_keeps_its_import(tmp_store, tmp_path):
+    """trials.yaml's numbers and commits rewritten so none reads as scientific notation (issue 45): an
+    entry that names the hash it was first imported under is no new trial; one that does not is a
+    corrected trial, imported as new; a malformed `imported_as` is refused before anything is written."""
+    from stagelab.record.trial_source import entry_hash
+
+    import_trials(FIXTURE)
+    entries = yaml.safe_load(FIXTURE.read_text())
+    first = entries[0]["conclusion"]
+    edited = tmp_path / "trials.yaml"
+    entries[0].update(conclusion=first + " (at g1106e31)", imported_as=entry_hash(dict(entries[0], conclusion=first)))
+    edited.write_text(yaml.safe_dump(entries))
+    assert import_trials(edited) == (0, 3)
+    entries[0]["imported_as"] = "not a hash"
+    edited.write_text(yaml.safe_dump(entries))
+    with pytest.raises(ConfigError, match="imported_as 'not a hash' is not an import hash"):
+        import_trials(edited)
+    del entries[0]["imported_as"]
+    edited.write_text(yaml.safe_dump(entries))
+    assert import_trials(edited) == (1, 2)

@@ -1,6 +1,8 @@
 """Numbers for people: every results page, journal, terminal summary and table artifact formats through here.
 
-Never scientific notation (`fixed` and `plain` for numbers quoted in text and CSV cells). Three significant digits; whole numbers at 1000 and above; a value
+Never scientific notation (`fixed` and `plain` for numbers quoted in text and CSV cells, `fixed_numbers` for
+text an older formatter or a person wrote). A commit reads `g6123e17` (`short_commit`: git describe's `g`), never
+6123e17, which reads as a number. Three significant digits; whole numbers at 1000 and above; a value
 under 0.01 as `<0.01`. A latency column (µs in its name) reads in µs, or in ms where every value
 in it reaches 1000 µs (a column in seconds, `_s`, too); throughputs and clocks (TFLOP/s, GB/s, MHz, W) as
 whole numbers from 100 up and with three significant digits below (a tiny problem's TFLOP/s never reads 0);
@@ -17,7 +19,16 @@ import numpy
 import pandas as pd
 
 MISSING = "–"
-_SCIENTIFIC_RE = re.compile(r"(?<![\w.])[-+]?\d+(?:\.\d+)?[eE][-+]?\d+(?![\w.])")
+# A number in scientific notation (3.66e+04, 1e-05, 6123e17): not one inside a name (s8e4, a kernel tag's
+# digest after its dot, ...W..8611e38319), and a sentence's full stop may follow it.
+SCIENTIFIC_RE = re.compile(r"(?<![\w.])[-+]?\d+(?:\.\d+)?[eE][-+]?\d+(?!\w|\.\w)")
+# Digits and one `e`, no sign, no point, git's abbreviation or longer: a commit (6123e17), not a number a
+# formatter wrote (those sign their exponent: 3.66e+04), nor one a person wrote short (1e9).
+_COMMIT_LIKE_RE = re.compile(r"\d+e\d+")
+_HASH_RE = re.compile(r"g?([0-9a-f]{7,40})")
+SHORT_COMMIT = 7  # git's default abbreviation
+COMMIT_PREFIX = "g"  # as `git describe` writes a commit (v1.2-3-g6123e17)
+FLOAT_EXPONENT_LIMIT = 400  # a token beyond any float's exponent is no number the lab wrote: left as it is
 TINY = 0.01  # below this a value reads as "<0.01": its digits say nothing at a table's scale
 US_PER_MS = 1000.0
 US_PER_S = 1e6
@@ -37,10 +48,37 @@ def fixed(value: float, digits: int = 3) -> str:
     return format(Decimal(f"{value:.{digits}g}"), "f")
 
 
+def short_commit(commit: object) -> str:
+    """A commit as the lab writes it for people: `g` and its first SHORT_COMMIT hex digits (g6123e17, as
+    `git describe` does), so a hash of digits and one `e` never reads as a number; text that is no hash
+    (`unknown`) as it is; no commit at all: `unknown`."""
+    if not isinstance(commit, str) or not commit.strip():
+        return "unknown"
+    found = _HASH_RE.fullmatch(commit.strip())
+    return COMMIT_PREFIX + found.group(1)[:SHORT_COMMIT] if found else commit.strip()
+
+
+def _fixed_token(match: re.Match) -> str:
+    token = match.group(0)
+    if len(token) >= SHORT_COMMIT and _COMMIT_LIKE_RE.fullmatch(token):
+        return COMMIT_PREFIX + token  # a short commit in the text (fixed at 61870e5): g61870e5
+    value = Decimal(token)
+    if abs(value.adjusted()) > FLOAT_EXPONENT_LIMIT:
+        return token
+    return format(value, "f")
+
+
 def fixed_numbers(text: str) -> str:
-    """A text's numbers in scientific notation (`3.66e+04`, as an older formatter wrote a check's reason
-    into the store) rewritten by `fixed`; nothing else in the text changes."""
-    return _SCIENTIFIC_RE.sub(lambda match: fixed(float(match.group(0))), text)
+    """The text with no token that reads as scientific notation: a number (as an older formatter wrote a
+    check's reason into the store, or a person a conclusion) in fixed notation with the digits it was
+    written with (3.66e+04 reads 36600, 1e-05 0.00001), a short commit (6123e17) as `short_commit` spells
+    it (g6123e17); nothing else in the text changes."""
+    return SCIENTIFIC_RE.sub(_fixed_token, text)
+
+
+def scientific_notation(text: str) -> list[str]:
+    """Every token of the text that reads as scientific notation (a number, or a commit written bare)."""
+    return [match.group(0) for match in SCIENTIFIC_RE.finditer(text)]
 
 
 def plain(value: float) -> str:
@@ -143,6 +181,16 @@ def markdown(frame: pd.DataFrame) -> str:
     if frame.empty:
         return frame.to_markdown(index=False)
     return table(frame).to_markdown(index=False, disable_numparse=True)
+
+
+def csv_cells(frame: pd.DataFrame) -> pd.DataFrame:
+    """The frame as a CSV of the record writes it: floats with every digit in fixed notation (`plain`),
+    text through `fixed_numbers` (a tag a person wrote, `1e9 too long`), gaps left empty."""
+    def cell(value):
+        if isinstance(value, float):
+            return value if math.isnan(value) else plain(value)
+        return fixed_numbers(value) if isinstance(value, str) else value
+    return frame.map(cell)
 
 
 def markdown_as_recorded(frame: pd.DataFrame) -> str:

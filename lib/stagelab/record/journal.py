@@ -5,7 +5,8 @@ docs/results/<family>/journal-<stage>.md for each stage with trials and links it
 experiment's description. Each entry: date, commit, the trial, its hypothesis, the key numbers
 with their clocks, the verdict and the conclusion. Nothing here is typed in: the journal follows
 the store (imported trials keep their original date and commit, or read `imported` where their
-history gave none), its words as written, its lines wrapped at about 100 columns.
+history gave none), its words as written (but that no number or bare commit in them reads as scientific
+notation), its lines wrapped at about 100 columns.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from ..core import metrics
-from ..core.formatting import fixed_numbers
+from ..core.formatting import fixed_numbers, short_commit
 from ..core.markdown_text import WIDTH, wrap_item
 
 from . import tracking
@@ -74,29 +75,28 @@ def journal_entries(stage_id: str, experiment: str | None = None) -> list[Journa
 
 
 def commit_label(e: "JournalEntry") -> str:
-    """The commit as the header shows it: its short hash; `imported` for an entry imported from a
-    history that did not give one (the store says `unknown`); `unknown` otherwise."""
-    commit = e.commit
-    if e.imported_from and commit in ("", "unknown"):
+    """The commit as the header shows it: `short_commit`'s (g6123e17, never a number); `imported` for an
+    entry imported from a history that did not give one (the store says `unknown`); `unknown` otherwise."""
+    if e.imported_from and e.commit in ("", "unknown"):
         return "imported"
-    short = commit[:7] if len(commit) >= 7 and all(c in "0123456789abcdef" for c in commit) else commit
-    return f"`{short}`"
+    return f"`{short_commit(e.commit)}`"
 
 
 NO_CONCLUSION = '(none yet: `stagelab try note RUN_ID "..."`)'
 
 
 def entry_markdown(number: int, e: JournalEntry) -> list[str]:
-    """One entry: the people's words (hypothesis, conclusion) as written, the lab's (numbers, verdict)
-    with any number an older formatter wrote in scientific notation in fixed notation; every line
-    wrapped at about 100 columns."""
+    """One entry: the people's words (hypothesis, conclusion) as written and the lab's (numbers, verdict),
+    save that no token reads as scientific notation (`fixed_numbers`: a number an older formatter or a
+    person wrote so in fixed notation, a bare short commit g-prefixed); every line wrapped at about 100
+    columns."""
     lines = [f"### {number}. {e.date} · {commit_label(e)} · {e.name} · **{e.verdict}**", ""]
-    lines += wrap_item("- Hypothesis: ", e.hypothesis or "(none recorded)")
+    lines += wrap_item("- Hypothesis: ", fixed_numbers(e.hypothesis) or "(none recorded)")
     if e.key_numbers:
         lines += wrap_item("- Numbers: ", fixed_numbers(e.key_numbers))
     if e.reason:
         lines += wrap_item("- Verdict: ", fixed_numbers(e.reason))
-    lines += wrap_item("- Conclusion: ", e.conclusion or NO_CONCLUSION)
+    lines += wrap_item("- Conclusion: ", fixed_numbers(e.conclusion) or NO_CONCLUSION)
     lines += wrap_item("- ", f"Run `{e.run_id}`" + (f", imported from {e.imported_from}" if e.imported_from else ""))
     return lines + [""]
 

@@ -18,7 +18,7 @@ from mlflow.utils.validation import MAX_EXPERIMENT_TAG_VAL_LENGTH
 
 from ..core.envinfo import gpu_label
 from ..core.family import Family, load_family
-from ..core.formatting import markdown, plain
+from ..core.formatting import csv_cells, markdown, short_commit
 from ..core.family_sources import family_folders
 from ..core.paths import repo_root, resolve_params_path, workspace_root
 from . import tracking
@@ -111,7 +111,7 @@ def _params_section(runs: pd.DataFrame, name: str, family: Family) -> FileSectio
         empty = ["_no finished runs on this GPU_", ""]
         return FileSection([best_heading(name), "", *empty], [f"## {name}", "", *empty], pd.DataFrame())
     mission, primary, rate_mode, problems = file_plan(name, family)
-    commits = sorted(set(subset["tags.git_commit"].fillna("?").str[:10]))
+    commits = sorted({short_commit(commit) for commit in subset["tags.git_commit"]})
     lines = [f"## {name}", "", f"Runs from commit(s) {', '.join(commits)}; mission problem `{mission}`; "
              f"p50 and ratios in {primary} mode.", "", markdown(ladder_table(runs, name, mission, family)), ""]
     distributions = distribution_table(runs, name, family)
@@ -162,7 +162,7 @@ def write_report(params_names: list[str] | None = None, *, family: str = "sdpa",
     # The runs behind the page, flat, so the numbers stay traceable without the store itself.
     keep = ["run_id", "start_time", "status"] + sorted(c for c in runs.columns if c.startswith(("tags.", "metrics.", "params."))
                                                      and not c.startswith("tags.mlflow.note"))
-    runs[keep].dropna(axis=1, how="all").to_csv(out / f"{label}.runs.csv", index=False, float_format=plain)
+    csv_cells(runs[keep].dropna(axis=1, how="all")).to_csv(out / f"{label}.runs.csv", index=False)
     lines += [f"The {len(runs)} runs behind this page, with every metric and tag: [{label}.runs.csv]({label}.runs.csv).", ""]
     page = out / f"{label}.md"
     page.write_text("\n".join(lines))

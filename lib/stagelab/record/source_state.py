@@ -16,13 +16,13 @@ import pandas as pd
 
 from ..core import metrics as m
 from ..core.family import Family
+from ..core.formatting import short_commit
 from ..core.registry import family_registry
 from ..core.sources import run_source_hash
 
 CURRENT = "current"
-# The column of the runs frame (tables.latest_runs) that says it: CURRENT or `stale (commit abc1234)`.
+# The column of the runs frame (tables.latest_runs) that says it: CURRENT or `stale (commit gabc1234)`.
 SOURCE_COLUMN = "source"
-SHORT_COMMIT = 7
 
 
 def current_source_hashes(family: Family) -> dict[str, str]:
@@ -32,8 +32,7 @@ def current_source_hashes(family: Family) -> dict[str, str]:
 
 
 def stale_label(commit: object) -> str:
-    short = commit[:SHORT_COMMIT] if isinstance(commit, str) and commit else "unknown"
-    return f"stale (commit {short})"
+    return f"stale (commit {short_commit(commit)})"
 
 
 def source_states(runs: pd.DataFrame, current: Mapping[str, str]) -> pd.Series:
@@ -48,7 +47,7 @@ def source_states(runs: pd.DataFrame, current: Mapping[str, str]) -> pd.Series:
 
 
 def mark_stale(frame: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
-    """The table's `stage` cells with their run's stale label (`s9_fp8 — stale (commit 51f3545)`);
+    """The table's `stage` cells with their run's stale label (`s9_fp8 — stale (commit g51f3545)`);
     `runs`: one parameter file's runs from latest_runs, one per stage."""
     if frame.empty or SOURCE_COLUMN not in runs:
         return frame

@@ -5,10 +5,12 @@ and `imported_from` the file; its start time is the entry's date and its commit 
 numbers metrics (`imported/<metric>/<problem>/<trial|default|clock_mhz>`), and the patch of each of
 its defines that has one (`<file's folder>/patches/<KNOB>.diff`) an artifact, so `stagelab try
 --patch` can replay it. Importing twice adds nothing: each run carries the content hash of its
-entry (TAG_IMPORT_HASH), and an entry whose hash is in the store is skipped.
+entry (TAG_IMPORT_HASH), and an entry whose hash is in the store is skipped (or whose `imported_as`: an
+entry since edited in notation alone, trial_source).
 
 Schema (/work/notes/trials_schema.md): stage, date, commit, session, gpu, name, defines, hypothesis,
-verdict, conclusion, numbers [{problem, metric, trial, default, clock_mhz, unit}], checks, source.
+verdict, conclusion, numbers [{problem, metric, trial, default, clock_mhz, unit}], checks, source,
+imported_as.
 """
 
 from __future__ import annotations
@@ -191,7 +193,7 @@ def _import_file(path: Path, progress) -> tuple[list[str], int]:
         experiment_id = tracking.init_store(experiments[entry["stage"]])
         hashes = known.setdefault(experiment_id, _known_hashes(experiment_id))
         digest = entry_hash(entry)
-        if digest in hashes:
+        if digest in hashes or entry.get("imported_as") in hashes:  # imported before, maybe in other notation
             skipped += 1
             continue
         added.append(_import_entry(entry, f"{path}: entry {index}", index, source, path.parent, experiment_id, digest))

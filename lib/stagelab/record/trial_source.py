@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -13,7 +14,12 @@ from ..core.errors import ConfigError
 from ..core.yaml_file import read_yaml
 
 REQUIRED_KEYS = ("stage", "date", "name", "hypothesis", "verdict")
-ENTRY_KEYS = {*REQUIRED_KEYS, "commit", "session", "gpu", "defines", "conclusion", "numbers", "checks", "source"}
+ENTRY_KEYS = {*REQUIRED_KEYS, "commit", "session", "gpu", "defines", "conclusion", "numbers", "checks", "source",
+              "imported_as"}
+# `imported_as`: the digest (entry_hash) an entry was first imported under, kept when it is edited in
+# notation alone (numbers and commits written so none reads as scientific notation, issue 45): the
+# importer counts it as there. Left out, an edited entry is a corrected one, imported as new.
+IMPORT_HASH_RE = re.compile(r"[0-9a-f]{20}")
 # A number row's values (docs/results/sdpa/history/README.md): the trial's and the default's, and what
 # quick_check printed beside them (clocks, board power; the contenders' too).
 NUMBER_VALUES = ("trial", "default", "clock_mhz", "default_clock_mhz", "power_w", "default_power_w",
@@ -46,6 +52,8 @@ def _check_entry(where: str, entry) -> dict:
                                                                   unknown and f"unknown key(s) {unknown}"])))
     if entry["verdict"] not in IMPORTED_VERDICTS:
         raise ConfigError(f"{where}: verdict {entry['verdict']!r} is not one of {list(IMPORTED_VERDICTS)}")
+    if "imported_as" in entry and not IMPORT_HASH_RE.fullmatch(str(entry["imported_as"])):
+        raise ConfigError(f"{where}: imported_as {entry['imported_as']!r} is not an import hash (20 hex digits)")
     if not isinstance(entry.get("defines") or {}, dict):
         raise ConfigError(f"{where}: defines: expected a mapping NAME: value")
     for index, number in enumerate(entry.get("numbers") or []):
