@@ -8,43 +8,19 @@ that `tools/sass_md5.py --out DIR` wrote (one `STAGE.sass.txt` per stage), e.g. 
     python tools/sass_kernel_match.py /tmp/sass-before /tmp/sass-after
 
 Per stage: each kernel's body with its name, addresses and encodings stripped (the instructions
-alone) is hashed, and the two builds' hashes are compared as multisets. Prints each stage's count
-of kernels matched, then the kernels of either build that found no twin (by their names), and
-exits 1 if a stage has any.
+alone: stagelab.core.sass_kernels.instruction_digests) is hashed, and the two builds' hashes are
+compared as multisets. Prints each stage's count of kernels matched, then the kernels of either
+build that found no twin (by their names), and exits 1 if a stage has any.
 """
 
 from __future__ import annotations
 
 import argparse
-import hashlib
-import re
 import sys
 from collections import Counter
 from pathlib import Path
 
-FUNCTION = re.compile(r"^\s*Function : (\S+)\s*$")
-# `/*0a10*/  HGMMA.64x128x16.F32 ... ;  /* 0x... */`: keep the instruction, drop offset and encoding
-INSTRUCTION = re.compile(r"^\s*/\*[0-9a-f]{4,}\*/\s*(.*?)\s*;?\s*(?:/\*\s*0x[0-9a-f]+\s*\*/)?\s*$")
-ENCODING_ONLY = re.compile(r"^\s*/\*\s*0x[0-9a-f]+\s*\*/\s*$")
-ANONYMOUS_NAMESPACE = re.compile(r"_GLOBAL__N__[0-9a-f]{8}")
-
-
-def kernels(listing: str) -> dict[str, str]:
-    """Kernel name -> the md5 of its instructions (names inside them made uniform)."""
-    bodies: dict[str, list[str]] = {}
-    current = None
-    for line in listing.splitlines():
-        match = FUNCTION.match(line)
-        if match:
-            current = match.group(1)
-            bodies[current] = []
-            continue
-        if current is None or ENCODING_ONLY.match(line):
-            continue
-        instruction = INSTRUCTION.match(line)
-        if instruction:
-            bodies[current].append(ANONYMOUS_NAMESPACE.sub("_GLOBAL__N__", instruction.group(1)))
-    return {name: hashlib.md5("\n".join(lines).encode()).hexdigest() for name, lines in bodies.items()}
+from stagelab.core.sass_kernels import instruction_digests as kernels  # name -> md5 of its instructions
 
 
 def compare(before: dict[str, str], after: dict[str, str]) -> tuple[int, list[str], list[str]]:

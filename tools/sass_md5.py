@@ -9,15 +9,14 @@ and writes each listing beside it in --out (default: a temporary folder) for a d
 
 The md5 is of the listing with anonymous namespaces' names made uniform: nvcc names them
 `_GLOBAL__N__<8 hex digits>` from the source file's path, so the same stage compiled from two
-checkouts would differ there alone (s5 has its kernels in one; s6-s9 none).
+checkouts would differ there alone (s5 has its kernels in one; s6-s9 none). The lab's own
+normalisation (stagelab.core.sass_kernels), the one `stagelab same-code` records.
 """
 
 from __future__ import annotations
 
 import argparse
-import hashlib
 import os
-import re
 import subprocess
 import sys
 import tempfile
@@ -38,13 +37,6 @@ def sass_of(stage_id: str, defines: dict[str, str], out: Path) -> str:
     return object_sass(obj)
 
 
-ANONYMOUS_NAMESPACE = re.compile(r"_GLOBAL__N__[0-9a-f]{8}")
-
-
-def normalized(listing: str) -> str:
-    return ANONYMOUS_NAMESPACE.sub("_GLOBAL__N__", listing)
-
-
 def parse_defines(items: list[str]) -> dict[str, str]:
     defines = {}
     for item in items:
@@ -56,6 +48,8 @@ def parse_defines(items: list[str]) -> dict[str, str]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from stagelab.core.sass_kernels import listing_md5
+
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("stages", nargs="+")
     parser.add_argument("-D", dest="defines", action="append", default=[], help="NAME=VALUE stage define override")
@@ -71,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     for stage_id in args.stages:
         listing = sass_of(stage_id, defines, out)
         (out / f"{stage_id}.sass.txt").write_text(listing)
-        print(f"{hashlib.md5(normalized(listing).encode()).hexdigest()}  {stage_id}  {label}", flush=True)
+        print(f"{listing_md5(listing)}  {stage_id}  {label}", flush=True)
     print(f"listings in {out}", file=sys.stderr)
     return 0
 

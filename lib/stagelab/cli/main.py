@@ -1,6 +1,7 @@
 """The `stagelab` command: run stage notebooks, list stages, build, show resources, write reports,
 regenerate notebooks, open the MLflow UI, close runs left RUNNING, back up the store, try changes
-to a stage and read its journal, and show which launch plans a parameter file's problems take."""
+to a stage and read its journal, show which launch plans a parameter file's problems take, and
+record which stages a refactor left compiling to the same code."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from .coverage import add_parsers as add_coverage_parsers
 from .new_family import add_parsers as add_new_family_parsers
 from .pages import add_parsers as add_page_parsers
 from .run import add_parsers as add_run_parsers
+from .same_code import add_parsers as add_same_code_parsers
 from .stages import add_parsers as add_stage_parsers
 from .store import add_parsers as add_store_parsers
 from .tools import add_parsers as add_tool_parsers
@@ -23,8 +25,8 @@ from .tune import add_parsers as add_tune_parsers
 # The shell's convention for a process ended by signal N: exit status 128 + N (130 for SIGINT).
 SIGNAL_EXIT_BASE = 128
 # The command groups in the order `stagelab --help` lists them.
-COMMAND_GROUPS = (add_run_parsers, add_stage_parsers, add_coverage_parsers, add_page_parsers, add_tune_parsers,
-                  add_tool_parsers, add_store_parsers, add_trial_parsers, add_new_family_parsers)
+COMMAND_GROUPS = (add_run_parsers, add_stage_parsers, add_coverage_parsers, add_page_parsers, add_same_code_parsers,
+                  add_tune_parsers, add_tool_parsers, add_store_parsers, add_trial_parsers, add_new_family_parsers)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -92,7 +92,7 @@ def compile_flags(registry: Registry) -> list[str]:
             *(flag for include in system_includes for flag in ("-isystem", include))]
 
 
-def _compiler() -> str:
+def cxx_compiler() -> str:
     from torch.utils import cpp_extension
 
     return cpp_extension.get_cxx_compiler()
@@ -152,7 +152,7 @@ def _run_compiler(cmd: list[str], what: str, timeout_s: int) -> str:
 def compile_binding(registry: Registry) -> BindingObject:
     """The family's binding object: from the cache, or compiled once into it."""
     started = time.perf_counter()
-    compiler = _compiler()
+    compiler = cxx_compiler()
     flags = compile_flags(registry)
     key = binding_key(registry, flags, compiler)
     final = binding_cache_dir() / registry.family / key
@@ -183,7 +183,7 @@ def link_command(objects: list[Path], output: Path) -> list[str]:
     from torch.utils import cpp_extension
 
     lib64 = cuda_home() / "lib64"
-    return [_compiler(), "-shared", *map(str, objects), "-o", str(output),
+    return [cxx_compiler(), "-shared", *map(str, objects), "-o", str(output),
             *(f"-L{path}" for path in cpp_extension.library_paths()), "-lc10", "-ltorch_cpu", "-ltorch",
             "-ltorch_python", f"-L{lib64}", "-lcudart", f"-Wl,-rpath,{lib64}"]
 

@@ -41,6 +41,14 @@ def workspace_root() -> Path:
     return Path(env).resolve() if env else repo_root()
 
 
+def results_dir(family: str) -> Path:
+    """docs/results/<family> of the checkout; results/<family> where the command runs for a store
+    kept outside it (a family outside the repo, run outside it)."""
+    if workspace_root() == repo_root():
+        return repo_root() / "docs" / "results" / family
+    return workspace_root() / "results" / family
+
+
 def binding_cache_dir() -> Path:
     """Compiled family bindings (core.binding), keyed by content; $STAGELAB_BINDING_CACHE overrides,
     so that builds into separate build folders (the tests') share one binding per family."""

@@ -26,30 +26,45 @@ def family_package_dir(family: Family) -> Path:
     return Path(inspect.getfile(type(family))).resolve().parent
 
 
+def python_files_under(folder: Path) -> list[Path]:
+    """Every .py file under a folder, sub-packages included (sdpa/fp8/), sorted."""
+    return sorted(p for p in folder.rglob("*.py") if "__pycache__" not in p.relative_to(folder).parts)
+
+
 def family_python_files(family: Family | str) -> list[Path]:
     """The family's Python: every .py file under its package folder, sub-packages included
     (sdpa/fp8/), sorted. Over-cautious rather than short: a helper module the family imports
     lazily counts as much as one it imports at once."""
     if isinstance(family, str):
         family = load_family(family)
-    folder = family_package_dir(family)
-    return sorted(p for p in folder.rglob("*.py") if "__pycache__" not in p.relative_to(folder).parts)
+    return python_files_under(family_package_dir(family))
 
 
 def result_python_files(registry: Registry, family: Family | None = None) -> list[Path]:
     """The family's Python less the stage sources among it (a Triton stage's .py in a family
     folder): those are each stage's own source, hashed with that stage only, so an edit to one
     stage never marks its siblings' runs stale."""
+    return result_python_files_in(family_package_dir(family or load_family(registry.family)), registry)
+
+
+def result_python_files_in(folder: Path, registry: Registry) -> list[Path]:
+    """result_python_files of a family whose package folder is `folder` (a checkout of another
+    commit, `stagelab same-code`)."""
     stage_sources = {s.source.resolve() for s in registry.stages.values()}
-    return [p for p in family_python_files(family or registry.family) if p not in stage_sources]
+    return [p for p in python_files_under(folder) if p.resolve() not in stage_sources]
 
 
 def run_source_hash(stage: Stage, registry: Registry, family: Family | None = None) -> str:
     """The build's source hash and the family's Python: what a run records as `source_hash`."""
-    family = family or load_family(registry.family)
-    folder = family_package_dir(family)
-    digest = hashlib.sha256(source_hash(stage, registry).encode())
-    for path in result_python_files(registry, family):
+    folder = family_package_dir(family or load_family(registry.family))
+    return run_hash_of(source_hash(stage, registry), folder, result_python_files_in(folder, registry))
+
+
+def run_hash_of(build_source_hash: str, folder: Path, python_files: list[Path]) -> str:
+    """run_source_hash from its parts: the build's source hash and the family's Python files
+    under its package folder `folder` (named relative to it)."""
+    digest = hashlib.sha256(build_source_hash.encode())
+    for path in python_files:
         digest.update(path.relative_to(folder).as_posix().encode())  # sdpa/ and sdpa/fp8/ both hold a contenders.py
         digest.update(path.read_bytes())
     return digest.hexdigest()

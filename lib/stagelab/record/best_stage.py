@@ -1,10 +1,11 @@
 """The answer at a glance: which stage is fastest on each problem of a parameter file, and by how much.
 
-A results page opens with it. Only a stage's latest run of its current source (source_state) that
-passed its checks (outcome pass or valid_negative) can be best: a stale run measured code that is
-gone, and a fast wrong kernel is a failure. The ratios against the libraries are the best run's
-own (timed side by side with it); the ratio against the previous best, the fastest stage before it
-in the ladder, compares two runs' p50s.
+A results page opens with it. Only a stage's latest run of its current source (source_state; or of
+an older source `stagelab same-code` showed compiles to the same code) that passed its checks
+(outcome pass or valid_negative) can be best: a stale run measured code that is gone, and a fast
+wrong kernel is a failure. The ratios against the libraries are the best run's own (timed side by
+side with it); the ratio against the previous best, the fastest stage before it in the ladder,
+compares two runs' p50s.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from ..core import metrics as m
 from ..core.family import Family
 from ..core.formatting import markdown
 from ..core.registry import family_registry
-from .source_state import CURRENT, SOURCE_COLUMN
+from .source_state import SOURCE_COLUMN, is_current
 from .tables import stage_order
 
 # Outcomes of a run correct on every check and within its gates: the candidates for best.
@@ -25,7 +26,7 @@ PARENT_COLUMN = f"vs {m.PARENT}"
 
 def candidates(runs: pd.DataFrame) -> set[str]:
     """The stages whose run (one parameter file's, from latest_runs) can be best."""
-    current = runs.get(SOURCE_COLUMN, pd.Series(None, index=runs.index)) == CURRENT
+    current = runs.get(SOURCE_COLUMN, pd.Series(None, index=runs.index)).map(is_current)
     return set(runs.loc[current & runs[f"tags.{m.TAG_OUTCOME}"].isin(CORRECT_OUTCOMES), f"tags.{m.TAG_STAGE}"])
 
 
@@ -89,7 +90,7 @@ def best_stage_lines(name: str, table: pd.DataFrame, runs: pd.DataFrame) -> list
     lines = [best_heading(name), ""]
     if not table.empty:
         return lines + [markdown(table), ""]  # the p50 column names the file's primary timing mode
-    stale = int((runs.get(SOURCE_COLUMN, pd.Series(None, index=runs.index)) != CURRENT).sum())
+    stale = int((~runs.get(SOURCE_COLUMN, pd.Series(None, index=runs.index)).map(is_current)).sum())
     return lines + [f"_no stage has a run of its current source that passed its checks on this GPU "
                     f"({len(runs)} stage runs, {stale} of them stale): see the tables below_", ""]
 
@@ -100,8 +101,10 @@ def section_intro(gpu: str) -> list[str]:
         "## Best stage per problem", "",
         f"On `{gpu}`, per parameter file: the fastest stage on each problem, among each stage's latest run",
         "of its current source that passed its checks (outcome pass or valid_negative); a stale run, marked",
-        "in the tables below, is never picked. \"vs <library>\": the library's p50 over the best stage's,",
-        "timed side by side in the same run (>1: the stage is faster; – : not timed there).",
+        "in the tables below, is never picked; a run of an older source whose code `stagelab same-code` found",
+        "unchanged counts as current, marked \"same SASS as\" its commit (not re-run).",
+        "\"vs <library>\": the library's p50 over the best stage's, timed side by side in the same run (>1:",
+        "the stage is faster; – : not timed there).",
         "\"vs previous best\": the p50 of the fastest stage before it in the ladder (named) over the best",
         "stage's, each from its own run. A stage on 8-bit inputs is ranked apart: \"best 8-bit stage\", and",
         "\"8-bit vs best\", the best stage's p50 over its.", "",

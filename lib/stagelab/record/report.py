@@ -20,9 +20,10 @@ from ..core.envinfo import gpu_label
 from ..core.family import Family, load_family
 from ..core.formatting import csv_cells, markdown, short_commit
 from ..core.family_sources import family_folders
-from ..core.paths import repo_root, resolve_params_path, workspace_root
+from ..core.paths import resolve_params_path, results_dir
 from . import tracking
 from .best_stage import best_heading, best_stage_lines, best_stage_table, section_intro
+from .same_code_file import SameCode
 from .source_state import current_source_hashes, mark_stale
 from .tables import distribution_table, ladder_table, latest_runs, per_shape_table, rate_column
 
@@ -125,14 +126,6 @@ def _params_section(runs: pd.DataFrame, name: str, family: Family) -> FileSectio
     return FileSection(best_stage_lines(name, best, subset), lines, shapes)
 
 
-def results_dir(family: str) -> Path:
-    """docs/results/<family> of the checkout; results/<family> where the command runs for a store
-    kept outside it (a family outside the repo, run outside it)."""
-    if workspace_root() == repo_root():
-        return repo_root() / "docs" / "results" / family
-    return workspace_root() / "results" / family
-
-
 def write_report(params_names: list[str] | None = None, *, family: str = "sdpa", out_dir: str | Path | None = None,
                  experiment: str | None = None, gpu: str | None = None) -> Path:
     """The family's page on one GPU; `params_names` None: the family's own (Family.report_params)."""
@@ -142,7 +135,8 @@ def write_report(params_names: list[str] | None = None, *, family: str = "sdpa",
     params_names = list(params_names or fam.report_params)
     out = Path(out_dir) if out_dir else results_dir(fam.name)
     journals = write_journals(fam.name, out, experiment)  # the trials, whether or not stage runs exist yet
-    runs, gpu = latest_runs(experiment or fam.experiment, params_names, gpu, current_source_hashes(fam))
+    runs, gpu = latest_runs(experiment or fam.experiment, params_names, gpu, current_source_hashes(fam),
+                            SameCode.of_family(fam.name))
     label = gpu_label({"gpu": gpu})
     out.mkdir(parents=True, exist_ok=True)
     sections = {name: _params_section(runs, name, fam) for name in params_names}

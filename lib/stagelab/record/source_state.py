@@ -6,6 +6,10 @@ the checkout's sources hash to now measured code that is gone: the page keeps it
 stale with its commit, and never names it the best stage. A run with no hash (a notebook that
 died before its build was recorded, by a runner older than the tag) cannot be shown current, so
 it is stale too.
+
+A run of an older source whose code a later refactor left as it was (`stagelab same-code` compiled
+both and found every kernel, the host code and the binding the same: same_code.yaml) measured the
+current code: it is current, and its label says it was not re-run (`current (same SASS as e9b45a4)`).
 """
 
 from __future__ import annotations
@@ -19,9 +23,11 @@ from ..core.family import Family
 from ..core.formatting import short_commit
 from ..core.registry import family_registry
 from ..core.sources import run_source_hash
+from .same_code_file import SameCode
 
 CURRENT = "current"
-# The column of the runs frame (tables.latest_runs) that says it: CURRENT or `stale (commit gabc1234)`.
+# The column of the runs frame (tables.latest_runs) that says it: CURRENT, `current (same SASS as
+# gabc1234)` or `stale (commit gabc1234)`.
 SOURCE_COLUMN = "source"
 
 
@@ -35,20 +41,49 @@ def stale_label(commit: object) -> str:
     return f"stale (commit {short_commit(commit)})"
 
 
-def source_states(runs: pd.DataFrame, current: Mapping[str, str]) -> pd.Series:
-    """Per run: CURRENT where its recorded source hash is its stage's current one, else its
-    stale label (a stage no longer in stages.yaml has no current source: stale)."""
-    hashes = runs.get(f"tags.{m.TAG_SOURCE_HASH}", pd.Series(None, index=runs.index, dtype=object))
-    commits = runs.get("tags.git_commit", pd.Series(None, index=runs.index, dtype=object))
-    states = [CURRENT if isinstance(recorded, str) and current.get(stage) == recorded else stale_label(commit)
-              for stage, recorded, commit in zip(runs[f"tags.{m.TAG_STAGE}"], hashes, commits)]
+def same_code_label(commit: object) -> str:
+    """A run of an older source whose code is the current one's (same_code.yaml): not re-run."""
+    return f"{CURRENT} (same SASS as {short_commit(commit)})"
+
+
+def is_current(state: object) -> bool:
+    """Whether a source state (source_states) is the current source, re-run or shown the same code."""
+    return state == CURRENT or (isinstance(state, str) and state.startswith(f"{CURRENT} ("))
+
+
+def _column(runs: pd.DataFrame, tag: str) -> pd.Series:
+    return runs.get(f"tags.{tag}", pd.Series(None, index=runs.index, dtype=object))
+
+
+def source_state(stage: str, recorded: object, *, commit: object, nvcc: object, current: Mapping[str, str],
+                 same_code: SameCode) -> str:
+    """CURRENT where a run's recorded source hash is its stage's current one; the same-code label
+    where same_code.yaml shows its code is the current code under the nvcc that built the run; else
+    its stale label (a stage no longer in stages.yaml has no current source: stale)."""
+    now = current.get(stage)
+    if not isinstance(recorded, str) or now is None:
+        return stale_label(commit)
+    if recorded == now:
+        return CURRENT
+    if isinstance(nvcc, str) and same_code.same(stage, recorded, now, nvcc):
+        return same_code_label(commit)
+    return stale_label(commit)
+
+
+def source_states(runs: pd.DataFrame, current: Mapping[str, str], same_code: SameCode | None = None) -> pd.Series:
+    """Per run (a frame of mlflow.search_runs): its source_state."""
+    same_code = same_code or SameCode([])
+    columns = zip(runs[f"tags.{m.TAG_STAGE}"], _column(runs, m.TAG_SOURCE_HASH), _column(runs, "git_commit"),
+                  _column(runs, "nvcc"))
+    states = [source_state(stage, recorded, commit=commit, nvcc=nvcc, current=current, same_code=same_code)
+              for stage, recorded, commit, nvcc in columns]
     return pd.Series(states, index=runs.index, dtype=object)
 
 
-
 def mark_stale(frame: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
-    """The table's `stage` cells with their run's stale label (`s9_fp8 — stale (commit g51f3545)`);
-    `runs`: one parameter file's runs from latest_runs, one per stage."""
+    """The table's `stage` cells with their run's label where it is not plainly CURRENT: stale
+    (`s9_fp8 — stale (commit g51f3545)`) or current by same code, not re-run (`s8_persistent_split —
+    current (same SASS as ge9b45a4)`); `runs`: one parameter file's runs from latest_runs, one per stage."""
     if frame.empty or SOURCE_COLUMN not in runs:
         return frame
     states = dict(zip(runs[f"tags.{m.TAG_STAGE}"], runs[SOURCE_COLUMN]))

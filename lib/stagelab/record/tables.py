@@ -18,7 +18,8 @@ from ..core.registry import family_registry
 from ..judge.error_cause import error_cause
 from . import tracking
 from .runs_view import STAGE_RUNS_FILTER
-from .source_state import CURRENT, SOURCE_COLUMN, source_states
+from .same_code_file import SameCode
+from .source_state import SOURCE_COLUMN, is_current, source_states
 
 
 # A failure's reason in a table cell: enough for its exception and message, not its traceback.
@@ -69,11 +70,13 @@ def runs_frame(runs: list) -> pd.DataFrame:
 
 
 def latest_runs(experiment: str, params_names: list[str], gpu: str | None,
-                current: Mapping[str, str] | None = None, runs: pd.DataFrame | None = None) -> tuple[pd.DataFrame, str]:
+                current: Mapping[str, str] | None = None, runs: pd.DataFrame | None = None,
+                same_code: SameCode | None = None) -> tuple[pd.DataFrame, str]:
     """Per (stage, parameter file) on one GPU (`gpu`, or the newest run's): the newest run that ended
     on its own. With `current` (stage -> its current source hash, source_state), a run of the
-    stage's current source before any stale one, and the frame's `source` column says which.
-    `runs`: stage_runs(experiment) already read (one search for several GPUs)."""
+    stage's current source (or of the same code, `same_code`: same_code.yaml) before any stale one,
+    and the frame's `source` column says which. `runs`: stage_runs(experiment) already read (one
+    search for several GPUs)."""
     runs = stage_runs(experiment) if runs is None else runs
     runs = runs[runs["tags.params_file"].isin(params_names) & runs["tags.outcome"].notna()
                 & (runs["tags.outcome"] != "running")]
@@ -87,8 +90,8 @@ def latest_runs(experiment: str, params_names: list[str], gpu: str | None,
     # A stale run stands for the stage only where it has no run of its current source.
     rank = (runs["tags.outcome"] == m.OUTCOME_KILLED).astype(int)
     if current is not None:
-        runs = runs.assign(**{SOURCE_COLUMN: source_states(runs, current)})
-        rank += 2 * (runs[SOURCE_COLUMN] != CURRENT).astype(int)
+        runs = runs.assign(**{SOURCE_COLUMN: source_states(runs, current, same_code)})
+        rank += 2 * (~runs[SOURCE_COLUMN].map(is_current)).astype(int)
     runs = runs.assign(_rank=rank).sort_values("_rank", kind="stable").drop(columns="_rank")
     latest = runs.drop_duplicates(subset=["tags.stage", "tags.params_file"], keep="first")
     return latest, gpu
@@ -146,7 +149,7 @@ def ladder_table(runs: pd.DataFrame, params_name: str, mission_tag: str, family:
         row = {
             "stage": r["tags.stage"],
             "outcome": outcome_cell(r),
-            "source": r.get(SOURCE_COLUMN),  # current, or stale with its commit (latest_runs)
+            "source": r.get(SOURCE_COLUMN),  # current, current by same code, or stale with its commit (latest_runs)
             "mission p50 (µs)": _metric(r, m.MISSION_P50_US.key()),
             "vs parent (geomean)": _metric(r, m.speedup_geomean(m.PARENT).key()),
         }
