@@ -50,19 +50,19 @@ def test_source_states_label_same_code_runs_current_and_say_they_were_not_re_run
                  ("s8", "A", "e9b45a46394d", OTHER_NVCC), ("s8", "A", "e9b45a46394d", None),
                  ("s8", "Q", "51f3545aaa", NVCC), ("s9", "A", "e9b45a46394d", NVCC), ("gone", "A", "e9b45a4", NVCC))
     states = list(source_states(frame, current, same))
-    assert states == [CURRENT, "current (same SASS as e9b45a4)", "stale (commit e9b45a4)", "stale (commit e9b45a4)",
-                      "stale (commit 51f3545)", "stale (commit e9b45a4)", "stale (commit e9b45a4)"]
+    assert states == [CURRENT, "current (same SASS as ge9b45a4)", "stale (commit ge9b45a4)", "stale (commit ge9b45a4)",
+                      "stale (commit g51f3545)", "stale (commit ge9b45a4)", "stale (commit ge9b45a4)"]
     assert [is_current(s) for s in states] == [True, True, False, False, False, False, False]
     # without a record, the older run is stale as before
-    assert list(source_states(frame.iloc[:2], current)) == [CURRENT, "stale (commit e9b45a4)"]
+    assert list(source_states(frame.iloc[:2], current)) == [CURRENT, "stale (commit ge9b45a4)"]
 
 
 def test_a_same_code_row_is_marked_in_the_tables_beside_the_stale_ones():
     frame = pd.DataFrame({"stage": ["s7", "s8", "s9"]})
     latest = pd.DataFrame({f"tags.{m.TAG_STAGE}": ["s7", "s8", "s9"],
-                           "source": [CURRENT, "current (same SASS as e9b45a4)", "stale (commit 51f3545)"]})
-    assert list(mark_stale(frame, latest)["stage"]) == ["s7", "s8 — current (same SASS as e9b45a4)",
-                                                        "s9 — stale (commit 51f3545)"]
+                           "source": [CURRENT, "current (same SASS as ge9b45a4)", "stale (commit g51f3545)"]})
+    assert list(mark_stale(frame, latest)["stage"]) == ["s7", "s8 — current (same SASS as ge9b45a4)",
+                                                        "s9 — stale (commit g51f3545)"]
 
 
 def test_entries_round_trip_and_a_new_check_of_the_same_sides_replaces_the_old(tmp_path):
@@ -104,5 +104,5 @@ def test_the_page_shows_a_same_code_run_as_current_and_can_name_it_best(tmp_stor
     best = text.split("### Best stage on acceptance", 1)[1].split("## acceptance", 1)[0]
     assert f"| {VIT}" in best and "s8_persistent_split" in best  # s9 is faster but stale
     ladder = text.split("\n## acceptance", 1)[1]
-    assert "current (same SASS as e9b45a4)" in ladder and "stale (commit e9b45a4)" in ladder
-    assert "s8_persistent_split — current (same SASS as e9b45a4)" in ladder
+    assert "current (same SASS as ge9b45a4)" in ladder and "stale (commit ge9b45a4)" in ladder
+    assert "s8_persistent_split — current (same SASS as ge9b45a4)" in ladder

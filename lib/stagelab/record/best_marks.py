@@ -20,6 +20,7 @@ from ..core.family import Family
 from ..core.formatting import latency, number
 from . import tracking
 from .runs_view import TAG_BEST_ON
+from .same_code_file import SameCode
 from .best_stage import PARENT_COLUMN, best_stage_table
 from .source_state import current_source_hashes
 from .tables import NO_GPU, latest_runs, per_shape_table, stage_runs
@@ -64,9 +65,10 @@ def best_marks(family: Family, everything: pd.DataFrame) -> dict[str, str]:
     gpus = finished.get(f"tags.{m.TAG_GPU}", pd.Series(dtype=object)).dropna()
     names = sorted(finished[f"tags.{m.TAG_PARAMS_FILE}"].dropna().unique())
     current = current_source_hashes(family)
+    same_code = SameCode.of_family(family.name)  # the pages' rule: runs of the same code count as current
     marks: dict[str, str] = {}
     for gpu in sorted(set(gpus) - {NO_GPU}):
-        runs, _ = latest_runs(family.experiment, names, gpu, current, runs=everything)
+        runs, _ = latest_runs(family.experiment, names, gpu, current, runs=everything, same_code=same_code)
         for name in names:
             marks |= _file_marks(runs, name, family)
     return marks

@@ -136,7 +136,7 @@ def write_report(params_names: list[str] | None = None, *, family: str = "sdpa",
     out = Path(out_dir) if out_dir else results_dir(fam.name)
     journals = write_journals(fam.name, out, experiment)  # the trials, whether or not stage runs exist yet
     runs, gpu = latest_runs(experiment or fam.experiment, params_names, gpu, current_source_hashes(fam),
-                            SameCode.of_family(fam.name))
+                            same_code=SameCode.of_family(fam.name))
     label = gpu_label({"gpu": gpu})
     out.mkdir(parents=True, exist_ok=True)
     sections = {name: _params_section(runs, name, fam) for name in params_names}
