@@ -95,9 +95,10 @@ wheelhouse: setup
 	# SageAttention's Triton kernels (20 kB, pure Python, no deps taken): the INT8 stage's contender
 	$(PY) -m pip download -q --no-deps --only-binary=:all: -d $(WHEELHOUSE) "sageattention==1.0.6"
 	$(PY) -m pip wheel -q --no-deps -w $(WHEELHOUSE) .
-	# The kernel's debugger (5 MB) is optional to ipykernel and runs nowhere here: left out, so the
-	# wheelhouse and the tree stay under a device call's 64 MiB carry.
-	rm -f $(WHEELHOUSE)/debugpy-*.whl
+	# The kernel's debugger (5 MB) and IPython's completion engine jedi (5 MB, imported only when a
+	# completion is asked for) run nowhere here: left out, so the wheelhouse and the tree stay under a
+	# device call's 64 MiB carry (with jedi the tree and wheelhouse came to 67 MB on 2026-11-28).
+	rm -f $(WHEELHOUSE)/debugpy-*.whl $(WHEELHOUSE)/jedi-*.whl
 	@du -sh $(WHEELHOUSE)
 
 clean:
