@@ -13,6 +13,7 @@
 // null in every other stage's module, whose fp8_forward then says so.
 #pragma weak sdpa_fp8_forward
 #pragma weak sdpa_fp8_scratch_bytes
+#pragma weak sdpa_int8_forward
 // Launch plans: only stages that choose among kernel instances per problem define them.
 #pragma weak sdpa_launch_plan
 #pragma weak sdpa_launch_plans
@@ -121,6 +122,42 @@ void fp8_forward(const torch::Tensor& q, const torch::Tensor& k, const torch::Te
 
 bool has_fp8() { return sdpa_fp8_forward != nullptr; }
 
+// INT8: int8 q [B, H, Sq, D] and k [B, Hkv, Sk, D], e4m3 vt [B, Hkv, D, Sk rounded up to 16] (keys
+// permuted per 32), float32 descales per 64 query rows, per 128 keys and per channel; out fp16/bf16.
+// stagelab.families.sdpa.int8.kernel validates with friendly messages; these are the backstop.
+void int8_forward(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& vt,
+                  const torch::Tensor& q_descale, const torch::Tensor& k_descale, const torch::Tensor& v_descale,
+                  const torch::Tensor& out, double softmax_scale, bool causal, int64_t stream) {
+  TORCH_CHECK(sdpa_int8_forward != nullptr, "sdpa int8: this stage has no INT8 entry (sdpa_int8_forward)");
+  for (const torch::Tensor* t : {&q, &k, &vt, &out}) {
+    TORCH_CHECK(t->is_cuda() && t->dim() == 4 && t->stride(3) == 1,
+                "sdpa int8: q, k, vt, out must be 4-D CUDA tensors with a contiguous last dim");
+  }
+  TORCH_CHECK(q.scalar_type() == torch::kInt8 && k.scalar_type() == torch::kInt8, "sdpa int8: q and k must be int8");
+  TORCH_CHECK(vt.scalar_type() == at::kFloat8_e4m3fn && vt.is_contiguous(), "sdpa int8: vt must be contiguous float8_e4m3fn");
+  TORCH_CHECK(out.scalar_type() == torch::kFloat16 || out.scalar_type() == torch::kBFloat16,
+              "sdpa int8: out must be float16 or bfloat16");
+  TORCH_CHECK(out.sizes() == q.sizes(), "sdpa int8: out must have q's shape");
+  TORCH_CHECK(vt.size(0) == k.size(0) && vt.size(1) == k.size(1) && vt.size(2) == k.size(3) && vt.size(3) >= k.size(2),
+              "sdpa int8: vt must be [batch, kv_heads, head_dim, >= kv_seq_len]");
+  for (const torch::Tensor* d : {&q_descale, &k_descale, &v_descale}) {
+    TORCH_CHECK(d->is_cuda() && d->scalar_type() == torch::kFloat32 && d->is_contiguous(),
+                "sdpa int8: descales must be contiguous float32 CUDA tensors");
+  }
+  SdpaInt8Problem problem{};
+  problem.attn = problem_of(q, k, k, out, softmax_scale, causal,
+                            out.scalar_type() == torch::kFloat16 ? kSdpaFloat16 : kSdpaBFloat16);
+  problem.attn.v = vt.data_ptr();
+  problem.q_descale = q_descale.data_ptr<float>();
+  problem.k_descale = k_descale.data_ptr<float>();
+  problem.v_descale = v_descale.data_ptr<float>();
+  problem.vt_key_stride = vt.size(3);
+  cudaError_t status = sdpa_int8_forward(&problem, reinterpret_cast<cudaStream_t>(stream));
+  TORCH_CHECK(status == cudaSuccess, "sdpa int8 kernel launch failed: ", cudaGetErrorString(status));
+}
+
+bool has_int8() { return sdpa_int8_forward != nullptr; }
+
 std::string stage_config() { return std::string(sdpa_stage_config()); }
 
 int64_t dynamic_shared_memory_bytes(int64_t head_dim, int64_t dtype) {
@@ -194,6 +231,10 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("fp8_forward", &fp8_forward, "FP8 (e4m3) SDPA forward into a preallocated fp16/bf16 output",
         py::arg("q"), py::arg("k"), py::arg("v"), py::arg("q_descale"), py::arg("k_descale"),
         py::arg("v_descale"), py::arg("out"), py::arg("softmax_scale"), py::arg("causal"), py::arg("stream"));
+  m.def("int8_forward", &int8_forward, "INT8 (int8 Q.K^T, e4m3 P.V) SDPA forward into a preallocated fp16/bf16 output",
+        py::arg("q"), py::arg("k"), py::arg("vt"), py::arg("q_descale"), py::arg("k_descale"),
+        py::arg("v_descale"), py::arg("out"), py::arg("softmax_scale"), py::arg("causal"), py::arg("stream"));
+  m.def("has_int8", &has_int8, "whether the stage exports the INT8 entry point");
   m.def("launch_plans", &launch_plans, "every launch plan the stage's build can take (empty: one implicit plan)");
   m.def("launch_plan", &launch_plan, "the launch plan a problem of this shape takes on a device of sms SMs and l2_bytes of L2");
   m.def("last_launch_plan", &last_launch_plan, "the plan of this thread's last forward launch");

@@ -109,3 +109,24 @@ extern "C" cudaError_t sdpa_fp8_forward(const SdpaFp8Problem* problem, cudaStrea
 
 // Scratch the stage needs for this problem (e.g. a transposed copy of V), in bytes.
 extern "C" int64_t sdpa_fp8_scratch_bytes(const SdpaFp8Problem* problem);
+
+// ----------------------------------------------------------------- INT8 --
+// An INT8 stage (8-bit Q.K^T, e4m3 P.V) exports sdpa_int8_forward besides the three above (its
+// sdpa_forward rejects every problem). `attn` describes the problem as for sdpa_forward, except:
+// q and k point to int8 data (strides in elements, now of one byte); v points to Vt, V in e4m3
+// transposed to [batch, kv_heads, head_dim, vt_key_stride] (contiguous, zero past kv_seq_len) with
+// the keys of every group of 32 permuted as P's register fragments hold them (fp8/wgmma8.cuh's
+// fp8_key_of: column 32 g + k holds key 32 g + fp8_key_of(k)); `attn.v_strides` is unused;
+// `attn.dtype` is the output's dtype. Every descale is float32, contiguous, the value an 8-bit
+// element is multiplied by to give the real one (K's after its mean over the keys was subtracted).
+struct SdpaInt8Problem {
+  SdpaProblem attn;
+  const float* q_descale;  // [batch, heads, ceil(seq_len / 64)]: one per 64 query rows
+  const float* k_descale;  // [batch, kv_heads, ceil(kv_seq_len / 128)]: one per 128 keys
+  const float* v_descale;  // [batch, kv_heads, head_dim]: one per channel
+  int64_t vt_key_stride;   // Vt's row length in keys: kv_seq_len rounded up to a multiple of 16
+};
+
+// O = softmax(Q.K^T * softmax_scale) . V from the 8-bit operands, in attn.dtype; returns as
+// sdpa_forward does.
+extern "C" cudaError_t sdpa_int8_forward(const SdpaInt8Problem* problem, cudaStream_t stream);

@@ -49,7 +49,8 @@
 namespace sdpa_warpspec {
 
 template <typename T, int D, class Cfg, bool kCausal, bool kScalePositive>
-__global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) warpspec_kernel(const __grid_constant__ Params prm) {
+__global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) warpspec_kernel(
+    const __grid_constant__ typename Operands<T>::KernelParams prm) {
   using L = Layout<T, D, Cfg>;
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   const uint32_t raw_base = sdpa_mma::smem_addr(smem_raw);

@@ -98,6 +98,20 @@ struct Params {
   int turns_snake;
 };
 
+// What a kernel's operands are, as the T every part takes (Layout, ConsumerWarpgroup, Epilogue,
+// produce, the kernel): a 16-bit stage's T is the element of Q, K, V and O alike; an 8-bit stage's T
+// is a tag whose specialization (int8/operands.cuh) names its tile, its operand bytes, its V layout
+// and its kernel parameters.
+template <typename T>
+struct Operands {
+  using Out = T;              // O's element
+  using KernelParams = Params;
+  static constexpr int kQkBytes = sizeof(T);   // bytes per element of Q and K (and V)
+  static constexpr bool kVTransposed = false;  // V as it is, [keys][D], read MN-major by the P.V wgmma
+  template <int D, int kBlockN, bool kCausal, bool kScalePositive, int kRescaleThreshold>
+  using Tile = WgAttentionTile<T, D, kBlockN, kCausal, kScalePositive, kRescaleThreshold>;
+};
+
 // The problem as the kernel reads it (sdpa_api.h). Without SDPA_GENERAL_PROBLEM these fold to
 // self-attention's values at compile time, so s6-s8 build the code they always did.
 // kv_len: the keys; key_offset: query i's position among them (causal aligned bottom-right,
@@ -215,12 +229,20 @@ struct DeferEpilogue : Base {
 
 template <typename T, int D, class Cfg>
 struct Layout {
-  static_assert(sizeof(T) == 2, "16-bit storage types only");
-  static_assert(D % kSw128BlockElems == 0, "head_dim is whole 64-element TMA boxes / swizzle column blocks");
-  static constexpr int kColumnBlocks = D / kSw128BlockElems;  // TMA boxes per tile
+  using Ops = Operands<T>;
+  static_assert(Ops::kQkBytes == 2 || Ops::kQkBytes == 1, "16- or 8-bit operands");
+  // A Q or K row: whole 128-byte swizzle rows (16-bit), or one row of D bytes (8-bit: SW64 or SW128).
+  static constexpr int kFullRowBytes = D * Ops::kQkBytes;
+  static constexpr int kRowBytes = kFullRowBytes < kSw128RowBytes ? kFullRowBytes : kSw128RowBytes;
+  static_assert(kRowBytes == 64 || kRowBytes == 128, "a Q/K row is 64 bytes or whole 128-byte swizzle rows");
+  static_assert(kFullRowBytes % kRowBytes == 0, "head_dim is whole TMA boxes / swizzle column blocks");
+  static constexpr int kColumnBlocks = kFullRowBytes / kRowBytes;  // TMA boxes per tile
   static constexpr int kQStages = Cfg::kQStages;
-  static constexpr uint32_t kQBytes = Cfg::kBlockM * D * 2;
-  static constexpr uint32_t kKVBytes = Cfg::kBlockN * D * 2;
+  // A Q buffer also stages its item's O (the epilogue), in O's element.
+  static constexpr uint32_t kQTileBytes = Cfg::kBlockM * kFullRowBytes;
+  static constexpr uint32_t kOTileBytes = Cfg::kBlockM * D * sizeof(typename Ops::Out);
+  static constexpr uint32_t kQBytes = kQTileBytes > kOTileBytes ? kQTileBytes : kOTileBytes;
+  static constexpr uint32_t kKVBytes = Cfg::kBlockN * kFullRowBytes;
   static constexpr int kQOffset = 0;
   static constexpr int kKOffset = kQOffset + Cfg::kQStages * kQBytes;
   static constexpr int kVOffset = kKOffset + Cfg::kStages * kKVBytes;

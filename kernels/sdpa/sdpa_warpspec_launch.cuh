@@ -71,7 +71,7 @@ inline int l2_cache_bytes() {
 inline SdpaDevice this_device() { return SdpaDevice{sm_count(), l2_cache_bytes()}; }
 
 template <typename T, int D, class Cfg, bool kCausal, bool kScalePositive>
-cudaError_t launch_instance(const Params& prm, int splits, cudaStream_t stream) {
+cudaError_t launch_instance(const typename Operands<T>::KernelParams& prm, int splits, cudaStream_t stream) {
   constexpr size_t smem = Layout<T, D, Cfg>::kSmemBytes;
   auto kernel = warpspec_kernel<T, D, Cfg, kCausal, kScalePositive>;
   const cudaError_t err = sdpa_set_smem(kernel, smem);

@@ -64,6 +64,18 @@ struct WgAttentionTile {
   int warp_q0;  // sequence index of this warp's first row
   int g, t;     // lane / 4, lane % 4
 
+  // The tile's operands in shared memory: Q and K K-major SW128 (column blocks of 64), V as it is
+  // ([keys][D]), read MN-major.
+  static __device__ __forceinline__ uint64_t desc_qk(uint32_t smem_addr) { return make_desc_kmajor(smem_addr); }
+  static __device__ __forceinline__ uint64_t desc_v(uint32_t smem_addr) {
+    return make_desc_mnmajor(smem_addr, kBlockN * kSw128RowBytes);
+  }
+  // Hooks of an 8-bit tile (int8/tile.cuh), nothing here: the work item's scales, and a P.V retired.
+  template <class KernelParams>
+  __device__ __forceinline__ void bind_item(const KernelParams&, int /*b*/, int /*h*/, int /*q_row*/) {}
+  __device__ __forceinline__ void pv_retired() {}
+  static constexpr bool kHasInterleavedSoftmax = true;  // softmax_interleaved below
+
   // kZeroO = false leaves O alone (a caller that still has to store the last item's O zeroes it
   // with zero_o before the first P.V).
   template <bool kZeroO = true>

@@ -29,7 +29,8 @@ struct Epilogue : ConsumerWarpgroup<T, D, Cfg, kCausal, kScalePositive> {
     const SdpaProblem& p = prm.p;
     protocol.released(sdpa_protocol::kRingQ, item);  // O's staging overwrites the item's Q buffer
     if (wt.q_begin + wg_row0() < rows_end(wt)) {
-      T* o_g = sdpa_head_ptr(static_cast<T*>(p.out), p.out_strides, wt.b, wt.h) +
+      using Out = typename Ops::Out;
+      Out* o_g = sdpa_head_ptr(static_cast<Out*>(p.out), p.out_strides, wt.b, wt.h) +
                static_cast<int64_t>(wt.q_begin) * p.out_strides.seq;
       int row_base = wg_row0() + warp_in_wg * Tile::kWarpRows;
       if constexpr (kLateEpilogueAddresses) asm volatile("" : "+r"(row_base));

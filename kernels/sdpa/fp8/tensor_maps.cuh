@@ -32,21 +32,6 @@ inline SdpaTensorStrides qk16_strides(const SdpaProblem& p) {
   return SdpaTensorStrides{head * p.heads, head, seq};
 }
 
-// Tensor map of a 4-D byte tensor (dims innermost first, strides in bytes for
-// dims 1..3) with boxes of box[0] x box[1] bytes, swizzled by box[0] (64 or 128).
-inline cudaError_t encode_u8_map(CUtensorMap* map, const void* base, const cuuint64_t (&dims)[4],
-                                 const cuuint64_t (&strides)[3], const cuuint32_t (&box)[4]) {
-  const PFN_cuTensorMapEncodeTiled_v12000 encode = encode_tiled_fn();
-  if (encode == nullptr) return cudaErrorNotSupported;
-  constexpr cuuint32_t kRank = 4;
-  const cuuint32_t elem_strides[kRank] = {1, 1, 1, 1};
-  const CUtensorMapSwizzle swizzle = box[0] == 128 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_64B;
-  const CUresult res = encode(map, CU_TENSOR_MAP_DATA_TYPE_UINT8, kRank, const_cast<void*>(base), dims, strides, box,
-                              elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle,
-                              CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  return res == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
-}
-
 // Q or K: [B, H, S, D] e4m3 with element (= byte) strides; boxes of D x rows.
 inline cudaError_t encode_qk_map(CUtensorMap* map, const void* base, const SdpaTensorStrides& s,
                                  const SdpaProblem& p, uint32_t rows) {

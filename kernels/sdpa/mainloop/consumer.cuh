@@ -25,7 +25,7 @@ struct Consumer : Epilogue<T, D, Cfg, kCausal, kScalePositive> {
 
   // The interleaved softmax order on the configs whose consumers hold 240 registers (the short
   // policy's 232 spilled a register with it at head_dim 128); kInterleavedD128: at head_dim 128 only.
-  static constexpr bool kInterleave = Cfg::kConsumerRegs >= 240 &&
+  static constexpr bool kInterleave = Tile::kHasInterleavedSoftmax && Cfg::kConsumerRegs >= 240 &&
                                       (Cfg::kSoftmaxOrder == SoftmaxOrder::kInterleaved ||
                                        (Cfg::kSoftmaxOrder == SoftmaxOrder::kInterleavedD128 && D == 128));
   // n8 tiles whose exponentials softmax_interleaved computes before the P.V's wait.
@@ -107,6 +107,7 @@ struct Consumer : Epilogue<T, D, Cfg, kCausal, kScalePositive> {
       wait_all_wgmma();
       fence_regs(tile.o_acc);
       fence_regs(tile.p_frag);
+      tile.pv_retired();
       WS_TILE_STEP(kTilePvWait);
       release_kv(kEmptyV, prev);
       tile.pack_p();
@@ -126,6 +127,7 @@ struct Consumer : Epilogue<T, D, Cfg, kCausal, kScalePositive> {
     turn_end();
     wait_all_wgmma();
     fence_regs(tile.o_acc);
+    tile.pv_retired();
     release_kv(kEmptyV, idx);
   }
 
@@ -142,6 +144,7 @@ struct Consumer : Epilogue<T, D, Cfg, kCausal, kScalePositive> {
     const int mine = max(0, min(wt.kt_end, needed) - wt.kt_begin);
     // a deferred epilogue still reads O: first_tile zeroes it after the store
     tile.template init<!Cfg::kDeferEpilogue>(prm.p.softmax_scale, wg_q0 + offset + warp_in_wg * Tile::kWarpRows, lane);
+    tile.bind_item(prm, wt.b, wt.h, wg_q0);
     first_tile(ring, wt.kt_begin * kBlockN, mine > 0);
     WS_STAMP_IF(ctid == 0, kFirstTile);
     WS_STAMP_ITEM_IF(ctid == 0, kItemFirstTile, local);
@@ -171,6 +174,7 @@ struct Consumer : Epilogue<T, D, Cfg, kCausal, kScalePositive> {
     const int tiles = wt.kt_end - wt.kt_begin;
     const int mine = max(0, sdpa_ceil_div(tiles - cwg, kStride));
     tile.init(prm.p.softmax_scale, wt.q_begin + key_offset(prm.p) + warp_in_wg * Tile::kWarpRows, lane);
+    tile.bind_item(prm, wt.b, wt.h, wt.q_begin);
     first_tile(ring + cwg, (wt.kt_begin + cwg) * kBlockN, mine > 0);
     WS_STAMP_IF(ctid == 0, kFirstTile);
     for (int j = 1; j < mine; ++j) {

@@ -10,14 +10,15 @@
 namespace sdpa_warpspec {
 
 // One tile of kRows rows: announce its bytes on `bar`, then one TMA box per
-// 64-column block into the block-major SW128 layout.
-template <int kRows, int kColumnBlocks>
+// column block (64 16-bit columns) into the block-major SW128 layout; 8-bit rows of
+// 64 or 128 bytes are one box (kRowBytes, swizzled as the tensor map says).
+template <int kRows, int kColumnBlocks, int kRowBytes = kSw128RowBytes>
 __device__ __forceinline__ void tma_load_tile(uint32_t dst, const CUtensorMap* map, uint32_t bar, int row0, int h,
                                               int b) {
-  mbarrier_arrive_expect_tx(bar, kRows * kColumnBlocks * kSw128RowBytes);
+  mbarrier_arrive_expect_tx(bar, kRows * kColumnBlocks * kRowBytes);
 #pragma unroll
   for (int cb = 0; cb < kColumnBlocks; ++cb)
-    tma_load_4d(dst + cb * kRows * kSw128RowBytes, map, bar, cb * kSw128BlockElems, row0, h, b);
+    tma_load_4d(dst + cb * kRows * kRowBytes, map, bar, cb * kSw128BlockElems, row0, h, b);
 }
 
 // K/V multicast (KvMulticast<Config>): this CTA's half of a kRows-row tile, rows
@@ -37,13 +38,24 @@ __device__ __forceinline__ void tma_load_tile_multicast(uint32_t dst, const CUte
 }
 
 // One K or V tile into its ring slot: the whole tile, or this CTA's multicast half.
-template <class Cfg, int kColumnBlocks>
+template <class Cfg, int kColumnBlocks, int kRowBytes = kSw128RowBytes>
 __device__ __forceinline__ void load_kv_tile(uint32_t dst, const CUtensorMap* map, uint32_t bar, int row0, int h,
                                              int b) {
-  if constexpr (Cfg::kMulticastCtas > 1)
+  if constexpr (Cfg::kMulticastCtas > 1) {
+    static_assert(kRowBytes == kSw128RowBytes, "K/V multicast: 16-bit tiles");
     tma_load_tile_multicast<Cfg::kBlockN, kColumnBlocks>(dst, map, bar, row0, h, b);
-  else
-    tma_load_tile<Cfg::kBlockN, kColumnBlocks>(dst, map, bar, row0, h, b);
+  } else {
+    tma_load_tile<Cfg::kBlockN, kColumnBlocks, kRowBytes>(dst, map, bar, row0, h, b);
+  }
+}
+// A V tile stored transposed (Operands::kVTransposed, 8-bit): Vt's D rows of kBlockN keys, one box
+// whose first coordinate is the key (Vt is [batch, kv_heads, D, keys]).
+template <class Cfg, int D>
+__device__ __forceinline__ void load_vt_tile(uint32_t dst, const CUtensorMap* map, uint32_t bar, int key0, int h,
+                                             int b) {
+  static_assert(Cfg::kMulticastCtas == 1, "Vt tiles: no K/V multicast");
+  mbarrier_arrive_expect_tx(bar, D * Cfg::kBlockN);
+  tma_load_4d(dst, map, bar, key0, 0, h, b);
 }
 
 // Producer: one thread issues Q and every K/V tile of each work item in order.
@@ -74,7 +86,7 @@ __device__ __forceinline__ void produce(const Params& prm, uint32_t s_base, int 
     }
     protocol.filled(sdpa_protocol::kRingQ, local);
     WS_STAMP_IF(true, kItemDecoded);
-    tma_load_tile<Cfg::kBlockM, kBlocks>(s_base + q_offset<L>(local), &prm.q_map, full_q_bar<Cfg>(bars, local),
+    tma_load_tile<Cfg::kBlockM, kBlocks, L::kRowBytes>(s_base + q_offset<L>(local), &prm.q_map, full_q_bar<Cfg>(bars, local),
                                          wt.q_begin, wt.h, wt.b);
     WS_STAMP_IF(true, kQIssued);
 #if STRESS_POISON >= 2
@@ -85,12 +97,15 @@ __device__ __forceinline__ void produce(const Params& prm, uint32_t s_base, int 
       const uint32_t slot = (ring % kStages) * L::kKVBytes;
       wait_released(kEmptyK, ring, freed);
       protocol.filled(sdpa_protocol::kRingK, ring);
-      load_kv_tile<Cfg, kBlocks>(s_base + L::kKOffset + slot, &prm.k_map, ring_bar<kStages>(bars, kFullK, ring),
+      load_kv_tile<Cfg, kBlocks, L::kRowBytes>(s_base + L::kKOffset + slot, &prm.k_map, ring_bar<kStages>(bars, kFullK, ring),
                                  n * Cfg::kBlockN, h_kv, wt.b);
       wait_released(kEmptyV, ring, freed);
       protocol.filled(sdpa_protocol::kRingV, ring);
-      load_kv_tile<Cfg, kBlocks>(s_base + L::kVOffset + slot, &prm.v_map, ring_bar<kStages>(bars, kFullV, ring),
-                                 n * Cfg::kBlockN, h_kv, wt.b);
+      const uint32_t v_bar = ring_bar<kStages>(bars, kFullV, ring);
+      if constexpr (Operands<T>::kVTransposed)
+        load_vt_tile<Cfg, D>(s_base + L::kVOffset + slot, &prm.v_map, v_bar, n * Cfg::kBlockN, h_kv, wt.b);
+      else
+        load_kv_tile<Cfg, kBlocks>(s_base + L::kVOffset + slot, &prm.v_map, v_bar, n * Cfg::kBlockN, h_kv, wt.b);
     }
 #if STRESS_POISON >= 2
     // Stress only (sdpa_stress.cuh): each slot still holding this item's tiles poisoned as soon as

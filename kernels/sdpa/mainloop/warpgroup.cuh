@@ -27,12 +27,14 @@ __device__ __forceinline__ void bar_arrive(int id, int threads) {
 template <typename T, int D, class Cfg, bool kCausal, bool kScalePositive>
 struct ConsumerWarpgroup {
   using L = Layout<T, D, Cfg>;
-  using Tile = WgAttentionTile<T, D, Cfg::kBlockN, kCausal, kScalePositive, kRescaleThresholdOf<Cfg, D>>;
+  using Ops = Operands<T>;
+  using Tile = typename Ops::template Tile<D, Cfg::kBlockN, kCausal, kScalePositive, kRescaleThresholdOf<Cfg, D>>;
+  using KernelParams = typename Ops::KernelParams;
   static constexpr int kStages = Cfg::kStages;
   static constexpr int kBlockN = Cfg::kBlockN;
   static constexpr int kTurnThreads = 2 * kWarpgroupThreads;  // the warpgroup whose turn ends and the next one
 
-  const Params& prm;
+  const KernelParams& prm;
   uint32_t s_base, bars;
   unsigned char* smem;
   int cwg, ctid, warp_in_wg, lane;
@@ -43,7 +45,7 @@ struct ConsumerWarpgroup {
   // (instrument/protocol.cuh); otherwise empty hooks.
   mutable sdpa_protocol::Protocol<kStages, Cfg::kQStages> protocol;
 
-  __device__ __forceinline__ ConsumerWarpgroup(const Params& prm_, uint32_t s_base_, unsigned char* smem_, int cwg_)
+  __device__ __forceinline__ ConsumerWarpgroup(const KernelParams& prm_, uint32_t s_base_, unsigned char* smem_, int cwg_)
       : prm(prm_), s_base(s_base_), bars(s_base_ + L::kBarOffset), smem(smem_), cwg(cwg_), protocol(cwg_) {
     ctid = static_cast<int>(threadIdx.x) - kWarpgroupThreads;
     warp_in_wg = (ctid % kWarpgroupThreads) / kWarpSize;
@@ -104,16 +106,16 @@ struct ConsumerWarpgroup {
   }
   __device__ __forceinline__ uint64_t desc_q() const {
     protocol.reads(sdpa_protocol::kRingQ, local);
-    return make_desc_kmajor(s_base + q_offset<L>(local) + wg_row0() * kSw128RowBytes);
+    return Tile::desc_qk(s_base + q_offset<L>(local) + wg_row0() * L::kRowBytes);
   }
   // A slot's descriptor is made to read it: the next commit group's wgmma reads the slot.
   __device__ __forceinline__ uint64_t desc_k(int index) const {
     protocol.reads(sdpa_protocol::kRingK, index);
-    return make_desc_kmajor(s_base + L::kKOffset + (index % kStages) * L::kKVBytes);
+    return Tile::desc_qk(s_base + L::kKOffset + (index % kStages) * L::kKVBytes);
   }
   __device__ __forceinline__ uint64_t desc_v(int index) const {
     protocol.reads(sdpa_protocol::kRingV, index);
-    return make_desc_mnmajor(s_base + L::kVOffset + (index % kStages) * L::kKVBytes, kBlockN * kSw128RowBytes);
+    return Tile::desc_v(s_base + L::kVOffset + (index % kStages) * L::kKVBytes);
   }
 };
 
@@ -122,6 +124,7 @@ struct ConsumerWarpgroup {
 // part. B: the part's direct base.
 #define SDPA_CONSUMER_WARPGROUP_NAMES(B) \
   using typename B::L;                   \
+  using typename B::Ops;                 \
   using typename B::Tile;                \
   using B::B;                            \
   using B::bars;                         \

@@ -1,0 +1,134 @@
+// int8/launch.cuh -- the INT8 stage's host side: its recipe part (Int8Operands), its Config per head
+// dim (the persistent long policy of its composition: two consumer warpgroups taking turns), the
+// tensor maps of its 8-bit operands, and SDPA_INT8_STAGE, a stage's exports.
+#pragma once
+
+#include <algorithm>
+#include <string>
+
+#include "../sdpa_persistent_split.cuh"
+#include "operands.cuh"
+
+namespace sdpa_int8 {
+
+using sdpa_warpspec::Schedule;
+
+// The part an INT8 stage composes last: every O rescaled (p <= 2^8 keeps no headroom for a kept max),
+// 128-key tiles (one K descale each), and rings as deep as the 16-bit stages' bytes allow at 8 bits.
+template <class R>
+struct Int8Operands : R {
+  struct Body : R::Body {
+    static constexpr int kRescaleThresholdD128 = 0;
+  };
+  static constexpr int kBlockN64 = kKBlock, kBlockN128 = kKBlock;
+  static constexpr int kStages64 = 4, kStages128 = 4;
+  static_assert(!R::kDeferEpilogue, "a deferred store would read the next item's V descales (bind_item)");
+  static_assert(!R::kKvMulticast, "Vt tiles load whole (producer's load_vt_tile)");
+};
+
+// The launch of every problem: the composition's long policy, two warpgroups in turns.
+template <class R, int D>
+using Config = typename sdpa_persistent::PersistentSplit<R>::template LongConfigOf<D, 2, kKBlock, /*Pingpong=*/true>;
+
+inline bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+// What the kernel reads: TMA bases and strides in whole 16-byte units, Vt long enough, a
+// head_dim the tiles take; the rest as sdpa_check_problem (shape, GQA, causal lengths) says.
+inline cudaError_t check(const SdpaInt8Problem& q8) {
+  const SdpaProblem& p = q8.attn;
+  const cudaError_t ok = sdpa_check_problem(p);
+  if (ok != cudaSuccess) return ok;
+  const bool strides_ok = p.q_strides.seq % 16 == 0 && p.q_strides.head % 16 == 0 && p.q_strides.batch % 16 == 0 &&
+                          p.k_strides.seq % 16 == 0 && p.k_strides.head % 16 == 0 && p.k_strides.batch % 16 == 0;
+  const bool vt_ok = q8.vt_key_stride >= p.kv_seq_len && q8.vt_key_stride % 16 == 0;
+  const bool scales_ok = q8.q_descale != nullptr && q8.k_descale != nullptr && q8.v_descale != nullptr;
+  if (!strides_ok || !vt_ok || !scales_ok || !aligned16(p.q) || !aligned16(p.k) || !aligned16(p.v)) return cudaErrorInvalidValue;
+  constexpr int kOutBytes = 2;  // fp16 or bf16: O's 16-byte stores
+  return sdpa_vec16_ok(p.out, p.out_strides, kOutBytes) ? cudaSuccess : cudaErrorInvalidValue;
+}
+
+// Q [B, H, Sq, D] and K [B, Hkv, Sk, D] int8 in boxes of D bytes x rows; Vt [B, Hkv, D, stride] in
+// boxes of kBlockN keys x D rows.
+template <int kQRows, int kKeys>
+cudaError_t encode_maps(const SdpaInt8Problem& q8, sdpa_warpspec::Params& prm) {
+  using sdpa_tma::encode_u8_map;
+  const SdpaProblem& p = q8.attn;
+  const auto u64 = [](int64_t v) { return static_cast<cuuint64_t>(v); };
+  const cuuint32_t d = static_cast<cuuint32_t>(p.head_dim);
+  cudaError_t err = encode_u8_map(&prm.q_map, p.q, {u64(p.head_dim), u64(p.seq_len), u64(p.heads), u64(p.batch)},
+                                  {u64(p.q_strides.seq), u64(p.q_strides.head), u64(p.q_strides.batch)}, {d, kQRows, 1, 1});
+  if (err == cudaSuccess)
+    err = encode_u8_map(&prm.k_map, p.k, {u64(p.head_dim), u64(p.kv_seq_len), u64(p.kv_heads), u64(p.batch)},
+                        {u64(p.k_strides.seq), u64(p.k_strides.head), u64(p.k_strides.batch)}, {d, kKeys, 1, 1});
+  const int64_t row = q8.vt_key_stride, head = row * p.head_dim;
+  if (err == cudaSuccess)
+    err = encode_u8_map(&prm.v_map, p.v, {u64(row), u64(p.head_dim), u64(p.kv_heads), u64(p.batch)},
+                        {u64(row), u64(head), u64(head * p.kv_heads)}, {kKeys, d, 1, 1});
+  return err;
+}
+
+template <typename Out, int D, class Cfg>
+cudaError_t launch(const SdpaInt8Problem& q8, cudaStream_t stream) {
+  using T = Int8Qk<Out>;
+  const SdpaProblem& p = q8.attn;
+  Int8Params prm{};
+  prm.p = p;
+  const Schedule schedule = sdpa_warpspec::schedule_of<T, D, Cfg>(p, sdpa_warpspec::this_device());
+  prm.m_tiles = schedule.m_tiles;
+  prm.big_tiles = schedule.big_tiles;
+  prm.big_items = schedule.big_tiles * p.heads * p.batch;
+  prm.turns_snake = schedule.turns_snake;
+  prm.causal_snake = schedule.causal_snake;
+  prm.work_items = prm.m_tiles * p.heads * p.batch;
+  prm.q_descale = q8.q_descale;
+  prm.k_descale = q8.k_descale;
+  prm.v_descale = q8.v_descale;
+  const cudaError_t err = encode_maps<Cfg::kBlockM, Cfg::kBlockN>(q8, prm);
+  if (err != cudaSuccess) return err;
+  constexpr int kNoSplit = 1;
+  using sdpa_warpspec::launch_instance;
+  const bool positive = p.softmax_scale > 0.0f;
+  if (p.causal)
+    return positive ? launch_instance<T, D, Cfg, true, true>(prm, kNoSplit, stream)
+                    : launch_instance<T, D, Cfg, true, false>(prm, kNoSplit, stream);
+  return positive ? launch_instance<T, D, Cfg, false, true>(prm, kNoSplit, stream)
+                  : launch_instance<T, D, Cfg, false, false>(prm, kNoSplit, stream);
+}
+
+template <class R>
+cudaError_t forward(const SdpaInt8Problem* q8, cudaStream_t stream) {
+  if (q8 == nullptr) return cudaErrorInvalidValue;
+  const cudaError_t ok = check(*q8);
+  if (ok != cudaSuccess) return ok;
+  if (sdpa_problem_is_empty(q8->attn)) return cudaSuccess;
+  return sdpa_dispatch(q8->attn, [&](auto tag, auto hd) {
+    using Out = typename decltype(tag)::type;
+    constexpr int D = decltype(hd)::value;
+    return launch<Out, D, Config<R, D>>(*q8, stream);
+  });
+}
+
+template <class R>
+int64_t smem_bytes(int32_t head_dim) {
+  using Layout64 = sdpa_warpspec::Layout<Int8Qk<__half>, 64, Config<R, 64>>;
+  using Layout128 = sdpa_warpspec::Layout<Int8Qk<__half>, 128, Config<R, 128>>;
+  return head_dim == 64 ? Layout64::kSmemBytes : head_dim == 128 ? Layout128::kSmemBytes : 0;
+}
+
+}  // namespace sdpa_int8
+
+// An INT8 stage's exports: sdpa_int8_forward launches its composition RECIPE (with Int8Operands);
+// sdpa_forward takes no 16-bit problem.
+#define SDPA_INT8_STAGE(ID, RECIPE)                                                                 \
+  extern "C" cudaError_t sdpa_int8_forward(const SdpaInt8Problem* problem, cudaStream_t stream) {   \
+    return sdpa_int8::forward<RECIPE>(problem, stream);                                             \
+  }                                                                                                 \
+  extern "C" cudaError_t sdpa_forward(const SdpaProblem*, cudaStream_t) { return cudaErrorNotSupported; } \
+  extern "C" const char* sdpa_stage_config() {                                                      \
+    static const std::string text = sdpa_persistent::recipe_text<RECIPE>(ID) + " operands=int8_qk_e4m3_pv"; \
+    return text.c_str();                                                                            \
+  }                                                                                                 \
+  extern "C" int64_t sdpa_dynamic_shared_memory_bytes(int32_t head_dim, int32_t) {                  \
+    return sdpa_int8::smem_bytes<RECIPE>(head_dim);                                                 \
+  }                                                                                                 \
+  SDPA_EXPORT_PROTOCOL_REPORT()
