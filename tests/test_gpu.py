@@ -38,7 +38,7 @@ def test_stage_correct_on_acceptance(built):
 def test_sdpa_wrapper_matches_torch_and_default_scale(built):
     family, kernel = built
     if family.name != "sdpa" or kernel.input_kind:
-        pytest.skip("the fp16 sdpa wrapper (FP8 stages: test_stage_correct_on_acceptance's FP8 budget)")
+        pytest.skip("the fp16 sdpa wrapper (quantized stages: test_stage_correct_on_acceptance's budget of their kind)")
     q, k, v = (torch.randn(1, 2, 129, 64, device="cuda", dtype=torch.float16) for _ in range(3))
     for causal in (False, True):
         expected = torch.nn.functional.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=causal)
@@ -49,10 +49,10 @@ def test_wrapper_rejects_cpu_tensors(built):
     family, kernel = built
     [problem] = family.parse_problem("test", family.default_mission)
     inputs = family.make_inputs(problem, torch.float16, 0, "cpu")
-    if kernel.input_kind == "fp8":
-        from stagelab.families.sdpa.fp8 import quantize_qkv
+    if kernel.input_kind:  # a quantized sdpa stage (fp8, int8) takes its kind's operands
+        from stagelab.families.sdpa.kinds import QUANTIZED_KINDS
 
-        inputs = (quantize_qkv(*inputs),)
+        inputs = (QUANTIZED_KINDS[kernel.input_kind].quantize(*inputs),)
     with pytest.raises(InputError, match="on cpu"):
         kernel(*inputs)
 

@@ -2,7 +2,8 @@
 [batch, kv_heads, kv_seq_len, head_dim], bhsd or strided bshd (shapes.py).
 
 Contenders are PyTorch's SDPA backends and, where installed, FlashAttention-4; the reference is attention in float64;
-the absolute tolerance follows FlashAttention-3's tests (rounding at magnitude 0.3).
+the absolute tolerance follows FlashAttention-3's tests (rounding at magnitude 0.3). Quantized stages (stages.yaml
+`inputs: fp8` or `inputs: int8`) take their kind's operands and are judged by their kind's budget (kinds.py).
 """
 
 from __future__ import annotations
@@ -17,19 +18,12 @@ from ...core.launch_plans import DeviceModel
 from ...core.supports import declared_supports
 from .contenders import FA4, SDPA_BACKENDS
 from .contenders import contender as library_contender
-from .distributions import DISTRIBUTIONS, FP8_ONLY
+from .distributions import DISTRIBUTIONS, QUANTIZED_ONLY
 from .inputs import FA3_ATOL_MAGNITUDE, FAMILY_NAME, call_plain, make_inputs
 from .kernel import DTYPE_CODES, KERNEL_DTYPE_CODES, SUPPORTED_TORCH_DTYPES, StageKernel
+from .kinds import FP8_INPUTS, INT8_INPUTS, QUANTIZED_KINDS
 from .reference import attention, default_scale
 from .shapes import BSHD, PROBLEM_FEATURES, SUPPORTED_HEAD_DIMS, Shape, parse_shapes
-
-# The input kind of an FP8 stage (stages.yaml `inputs: fp8`): e4m3 inputs quantized per (batch, head),
-# called as kernel(fp8_inputs, out, softmax_scale, causal) and judged by the FP8 budget (fp8/budget.py).
-FP8_INPUTS = "fp8"
-# The input kind of an INT8 stage (issue 44; int8/): so far only its contenders are wired
-# (kind_contenders). The stage adds it to input_kinds with its kernel wrapper, call, launch and
-# checks (int8/budget.py: check_int8_all).
-INT8_INPUTS = "int8"
 
 
 class SdpaFamily(Family):
@@ -41,7 +35,7 @@ class SdpaFamily(Family):
     sanitize_problems = ({"shape": [1, 2, 77, 64], "causal": [False, True]},
                          {"shape": [1, 1, 333, 128], "causal": [False, True]})
     long_params = "params/long.yaml"
-    input_kinds = (FP8_INPUTS,)
+    input_kinds = tuple(QUANTIZED_KINDS)  # FP8_INPUTS, INT8_INPUTS (kinds.py)
     distributions = DISTRIBUTIONS
     problem_features = PROBLEM_FEATURES
     report_params = ("acceptance", "long")
@@ -62,9 +56,9 @@ class SdpaFamily(Family):
         return make_inputs(problem, dtype, seed, device, distribution)
 
     def distributions_for(self, input_kind: str = "") -> tuple[str, ...]:
-        if input_kind == FP8_INPUTS:
+        if input_kind in QUANTIZED_KINDS:
             return self.distributions
-        return tuple(d for d in self.distributions if d not in FP8_ONLY)
+        return tuple(d for d in self.distributions if d not in QUANTIZED_ONLY)
 
     def reference(self, problem: Shape, inputs, compute_dtype: torch.dtype) -> torch.Tensor:
         q, k, v = inputs
@@ -74,79 +68,51 @@ class SdpaFamily(Family):
         return FA3_ATOL_MAGNITUDE
 
     def call(self, kernel: KernelFn, problem: Shape, inputs, out: torch.Tensor, input_kind: str = "") -> None:
+        """A quantized stage gets its kind's operands (kinds.py), quantized from the standard inputs."""
         self.require_input_kind(input_kind)
-        if input_kind == FP8_INPUTS:
-            from .fp8 import quantize_qkv
-
-            kernel(quantize_qkv(*inputs), out, default_scale(problem.head_dim), problem.causal)
+        if input_kind:
+            kernel(QUANTIZED_KINDS[input_kind].quantize(*inputs), out, default_scale(problem.head_dim), problem.causal)
             return
         call_plain(kernel, problem, inputs, out)
 
     def stage_kernel(self, module: ModuleType, stage_id: str, input_kind: str = ""):
         self.require_input_kind(input_kind)
-        if input_kind == FP8_INPUTS:
-            from .fp8.kernel import Fp8StageKernel
-
-            return Fp8StageKernel(module, stage_id)
+        if input_kind:
+            return QUANTIZED_KINDS[input_kind].stage_kernel(module, stage_id)
         return StageKernel(module, stage_id, declared_supports(self, stage_id))
 
     def module_launch(self, module: ModuleType, problem: Shape, inputs, out: torch.Tensor, input_kind: str = ""):
+        """The timed launch. A quantized stage's (kinds.py) is timed with the caller bringing 8-bit
+        inputs: its kind quantizes once, outside the returned launch."""
         self.require_input_kind(input_kind)
         scale = default_scale(problem.head_dim)
-        if input_kind == FP8_INPUTS:
-            return self._fp8_launch(module, problem, inputs, out, scale)
+        if input_kind:
+            return QUANTIZED_KINDS[input_kind].launch(module, inputs, out, scale, problem.causal)
         q, k, v = inputs
 
         def launch() -> None:  # the stream is read at call time, so graph capture sees its own
             module.forward(q, k, v, out, scale, problem.causal, torch.cuda.current_stream().cuda_stream)
         return launch
 
-    @staticmethod
-    def _fp8_launch(module: ModuleType, problem: Shape, inputs, out: torch.Tensor, scale: float):
-        """Quantized once, outside the timed launch (FA3 times its kernel on e4m3 inputs too); the
-        stage's own pre-passes (V's transpose) run inside fp8_forward and count."""
-        from .fp8 import quantize_qkv
-
-        fp8 = quantize_qkv(*inputs)
-        q, k, v = fp8.q, fp8.k, fp8.v
-
-        def launch() -> None:
-            module.fp8_forward(q.data, k.data, v.data, q.descale, k.descale, v.descale, out, scale, problem.causal,
-                               torch.cuda.current_stream().cuda_stream)
-        return launch
-
     def kind_checks(self, input_kind: str):
-        """FP8 stages against the FP8 budget (emulation-relative), the others as every family's."""
-        if input_kind != FP8_INPUTS:
-            return None
-        from .fp8 import check_fp8_all
-
-        return check_fp8_all
+        """Quantized stages against their kind's budget (emulation-relative: fp8/budget.py,
+        int8/budget.py), the others as every family's."""
+        kind = QUANTIZED_KINDS.get(input_kind)
+        return kind.checks() if kind is not None else None
 
     def contender(self, name: str, problem: Shape, inputs):
         q, k, v = inputs
-        if name in self.kind_contenders(FP8_INPUTS):
-            from .fp8.contenders import fp8_contender
-
-            return fp8_contender(name, q, k, v, default_scale(problem.head_dim), problem.causal)
-        if name in self.kind_contenders(INT8_INPUTS):
-            from .int8.contenders import int8_contender
-
-            return int8_contender(name, q, k, v, default_scale(problem.head_dim), problem.causal)
-        return library_contender(name, q, k, v, default_scale(problem.head_dim), problem.causal)
+        scale = default_scale(problem.head_dim)
+        for kind in QUANTIZED_KINDS.values():
+            if name in kind.contenders():
+                return kind.contender(name, q, k, v, scale, problem.causal)
+        return library_contender(name, q, k, v, scale, problem.causal)
 
     def kind_contenders(self, input_kind: str) -> tuple[str, ...]:
         """FP8 stages also meet torch's FP8 attention (FA3's and cuDNN's; fp8/contenders.py), INT8
         stages SageAttention's kernel (int8/contenders.py)."""
-        if input_kind == FP8_INPUTS:
-            from .fp8.contenders import FP8_CONTENDERS
-
-            return tuple(FP8_CONTENDERS)
-        if input_kind == INT8_INPUTS:
-            from .int8.contenders import INT8_CONTENDERS
-
-            return INT8_CONTENDERS
-        return ()
+        kind = QUANTIZED_KINDS.get(input_kind)
+        return kind.contenders() if kind is not None else ()
 
     def dynamic_shared_memory(self, module: ModuleType, template_args: list[str]) -> int | None:
         """Kernels are templated <dtype, head_dim, ...>: the first argument names the dtype,
@@ -172,4 +138,5 @@ class SdpaFamily(Family):
 
 
 FAMILY = SdpaFamily()
-__all__ = ["FAMILY", "FP8_INPUTS", "INT8_INPUTS", "Shape", "StageKernel", "attention", "default_scale", "SUPPORTED_HEAD_DIMS"]
+__all__ = ["FAMILY", "FP8_INPUTS", "INT8_INPUTS", "Shape", "StageKernel", "attention", "default_scale",
+           "SUPPORTED_HEAD_DIMS"]

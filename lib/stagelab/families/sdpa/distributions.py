@@ -141,8 +141,9 @@ DRAWS: dict[str, Callable[[Shape, torch.Generator], Inputs]] = {
     OUTLIER: outlier,
 }
 DISTRIBUTIONS = tuple(DRAWS)
-# What an fp16/bf16 stage is checked on: `outlier` tests per-head FP8 scales, so FP8 stages alone.
-FP8_ONLY = (OUTLIER,)
+# Not what an fp16/bf16 stage is checked on: `outlier` tests the scales of quantized stages (FP8's per
+# head, INT8's per block and channel, K smoothing), so those stages alone (kinds.py).
+QUANTIZED_ONLY = (OUTLIER,)
 
 
 def draw(shape: Shape, seed: int, distribution: str) -> Inputs:

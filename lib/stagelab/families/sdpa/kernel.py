@@ -20,6 +20,45 @@ KERNEL_DTYPE_CODES = {"fp16": 0, "bf16": 1}
 # The same codes by parameter-file dtype name (the binding's launch_plan takes them).
 DTYPE_CODES = {"float16": KERNEL_DTYPE_CODES["fp16"], "bfloat16": KERNEL_DTYPE_CODES["bf16"]}
 
+# The quantized stages read their 8-bit operands through TMA and 16-byte vectors: every base and
+# every stride but head_dim's (contiguous) must be a multiple of this many bytes.
+ALIGN_BYTES = 16
+
+
+def check_operand(name: str, t, dtype: torch.dtype, maker: str) -> None:
+    """A 4-dim tensor [batch, heads, seq_len, head_dim] of dtype (a quantized stage's operand, which
+    `maker` makes)."""
+    if not isinstance(t, torch.Tensor):
+        raise InputError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+    if t.dtype != dtype:
+        raise InputError(f"{name} has dtype {t.dtype}; the stage takes {dtype} ({maker} makes it)")
+    if t.dim() != 4:
+        raise InputError(f"{name} must have 4 dims [batch, heads, seq_len, head_dim], got shape {tuple(t.shape)}")
+
+
+def check_aligned(name: str, t: torch.Tensor) -> None:
+    """head_dim contiguous, base and other strides multiples of ALIGN_BYTES (a bshd view passes)."""
+    if t.stride(-1) != 1:
+        raise InputError(f"{name}'s head_dim is not contiguous (strides {t.stride()})")
+    step = t.element_size()
+    if t.data_ptr() % ALIGN_BYTES or any(s * step % ALIGN_BYTES for s in t.stride()[:-1]):
+        raise InputError(f"{name}: base address and strides {t.stride()} ({step}-byte elements) must be "
+                         f"multiples of {ALIGN_BYTES} bytes; call .contiguous() first")
+
+
+def check_descale(name: str, descale, expected: tuple[int, ...], what: str, device: torch.device) -> None:
+    """A quantized operand's float32 descales: contiguous, of shape `expected` (`what` names its
+    dimensions), on the operand's device."""
+    if not isinstance(descale, torch.Tensor):
+        raise InputError(f"{name} must be a torch.Tensor, got {type(descale).__name__}")
+    if descale.dtype != torch.float32:
+        raise InputError(f"{name} has dtype {descale.dtype}; expected {torch.float32}")
+    if tuple(descale.shape) != tuple(expected):
+        raise InputError(f"{name} has shape {tuple(descale.shape)}; expected {what} = {tuple(expected)}")
+    if not descale.is_contiguous() or descale.device != device:
+        raise InputError(f"{name} must be contiguous and on {device} (is on {descale.device})")
+
+
 def tensor_layout(t: torch.Tensor) -> str | None:
     """bhsd for a contiguous [B, H, S, D] tensor, bshd for a [B, H, S, D] view of contiguous
     [B, S, H, D] memory, None for any other strides."""

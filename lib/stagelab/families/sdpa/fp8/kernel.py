@@ -10,46 +10,19 @@ import torch
 
 from ....core.errors import InputError
 from ....core.family import BuiltKernel
-from ..kernel import SUPPORTED_TORCH_DTYPES
+from ..kernel import SUPPORTED_TORCH_DTYPES, check_aligned, check_descale, check_operand
 from ..reference import default_scale
 from ..shapes import SUPPORTED_HEAD_DIMS
-from .quantize import E4M3, SCALE_DTYPE, Fp8Inputs, Fp8Tensor
-
-_LAYOUT = "[batch, heads, seq_len, head_dim]"
-# The kernel reads Q, K and V through TMA and 16-byte vectors: every base and stride in bytes
-# (one byte per e4m3 element) must be a multiple of 16.
-_ALIGN_BYTES = 16
+from .quantize import E4M3, Fp8Inputs, Fp8Tensor
 
 
 def _validate_data(name: str, data: torch.Tensor, shape: torch.Size, require_cuda: bool) -> None:
-    if not isinstance(data, torch.Tensor):
-        raise InputError(f"{name}.data must be a torch.Tensor, got {type(data).__name__}")
-    if data.dtype != E4M3:
-        raise InputError(f"{name}.data has dtype {data.dtype}; an FP8 stage takes {E4M3} (quantize_qkv makes it)")
-    if data.dim() != 4:
-        raise InputError(f"{name}.data must have 4 dims {_LAYOUT}, got shape {tuple(data.shape)}")
+    check_operand(f"{name}.data", data, E4M3, "quantize_qkv")
     if data.shape != shape:
         raise InputError(f"q, k, v must share one shape; {name}.data has {tuple(data.shape)}, q {tuple(shape)}")
     if require_cuda and data.device.type != "cuda":
         raise InputError(f"{name}.data is on {data.device}; the kernels run on a CUDA device")
-    if data.stride(-1) != 1:
-        raise InputError(f"{name}.data's head_dim is not contiguous (strides {data.stride()})")
-    misaligned = [s for s in data.stride()[:-1] if s % _ALIGN_BYTES] or data.data_ptr() % _ALIGN_BYTES
-    if misaligned:
-        raise InputError(f"{name}.data: base and strides {data.stride()} must be multiples of {_ALIGN_BYTES} "
-                         f"bytes; call .contiguous() first")
-
-
-def _validate_descale(name: str, descale: torch.Tensor, data: torch.Tensor) -> None:
-    expected = tuple(data.shape[:2])
-    if not isinstance(descale, torch.Tensor):
-        raise InputError(f"{name}.descale must be a torch.Tensor, got {type(descale).__name__}")
-    if descale.dtype != SCALE_DTYPE:
-        raise InputError(f"{name}.descale has dtype {descale.dtype}; expected {SCALE_DTYPE}")
-    if tuple(descale.shape) != expected:
-        raise InputError(f"{name}.descale has shape {tuple(descale.shape)}; expected [batch, heads] = {expected}")
-    if not descale.is_contiguous() or descale.device != data.device:
-        raise InputError(f"{name}.descale must be contiguous and on {data.device} (is on {descale.device})")
+    check_aligned(f"{name}.data", data)
 
 
 def validate_fp8_inputs(fp8: Fp8Inputs, *, require_cuda: bool = True) -> None:
@@ -63,7 +36,7 @@ def validate_fp8_inputs(fp8: Fp8Inputs, *, require_cuda: bool = True) -> None:
         if not isinstance(tensor, Fp8Tensor):
             raise InputError(f"{name} must be an Fp8Tensor, got {type(tensor).__name__}")
         _validate_data(name, tensor.data, shape, require_cuda)
-        _validate_descale(name, tensor.descale, tensor.data)
+        check_descale(f"{name}.descale", tensor.descale, tensor.data.shape[:2], "[batch, heads]", tensor.data.device)
     if shape[-1] not in SUPPORTED_HEAD_DIMS:
         raise InputError(f"head_dim {shape[-1]} is not supported; supported: {list(SUPPORTED_HEAD_DIMS)}")
     if min(shape) < 1:
