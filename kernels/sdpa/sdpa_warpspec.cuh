@@ -41,6 +41,8 @@
 // (statically striped over the persistent blocks).
 #pragma once
 
+#include <type_traits>
+
 #include "sdpa_warpspec_config.cuh"
 #include "sched/work_order.cuh"
 #include "mainloop/producer.cuh"
@@ -48,9 +50,9 @@
 
 namespace sdpa_warpspec {
 
-template <typename T, int D, class Cfg, bool kCausal, bool kScalePositive>
-__global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) warpspec_kernel(
-    const __grid_constant__ typename Operands<T>::KernelParams prm) {
+// The kernel's body, on the parameters of its operand policy (Operands<T>::KernelParams).
+template <typename T, int D, class Cfg, bool kCausal, bool kScalePositive, class KernelParams>
+__device__ __forceinline__ void warpspec_body(const KernelParams& prm) {
   using L = Layout<T, D, Cfg>;
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   const uint32_t raw_base = sdpa_mma::smem_addr(smem_raw);
@@ -103,6 +105,25 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) warpspec_kerne
   }
   // K/V multicast: the peer's last releases arrive on our barriers; keep them until it is done.
   if constexpr (Cfg::kMulticastCtas > 1) cluster_sync();
+}
+
+// The 16-bit stages' kernel (its name, and so its SASS listing's, as before the operand policies).
+template <typename T, int D, class Cfg, bool kCausal, bool kScalePositive>
+__global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) warpspec_kernel(const __grid_constant__ Params prm) {
+  warpspec_body<T, D, Cfg, kCausal, kScalePositive>(prm);
+}
+// An operand policy with kernel parameters of its own (int8/operands.cuh's Int8Params).
+template <typename T, int D, class Cfg, bool kCausal, bool kScalePositive>
+__global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) warpspec_operands_kernel(
+    const __grid_constant__ typename Operands<T>::KernelParams prm) {
+  warpspec_body<T, D, Cfg, kCausal, kScalePositive>(prm);
+}
+template <typename T, int D, class Cfg, bool kCausal, bool kScalePositive>
+constexpr auto kernel_of() {
+  if constexpr (std::is_same_v<typename Operands<T>::KernelParams, Params>)
+    return warpspec_kernel<T, D, Cfg, kCausal, kScalePositive>;
+  else
+    return warpspec_operands_kernel<T, D, Cfg, kCausal, kScalePositive>;
 }
 
 }  // namespace sdpa_warpspec

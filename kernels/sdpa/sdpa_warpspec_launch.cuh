@@ -73,7 +73,7 @@ inline SdpaDevice this_device() { return SdpaDevice{sm_count(), l2_cache_bytes()
 template <typename T, int D, class Cfg, bool kCausal, bool kScalePositive>
 cudaError_t launch_instance(const typename Operands<T>::KernelParams& prm, int splits, cudaStream_t stream) {
   constexpr size_t smem = Layout<T, D, Cfg>::kSmemBytes;
-  auto kernel = warpspec_kernel<T, D, Cfg, kCausal, kScalePositive>;
+  auto kernel = kernel_of<T, D, Cfg, kCausal, kScalePositive>();
   const cudaError_t err = sdpa_set_smem(kernel, smem);
   if (err != cudaSuccess) return err;
   constexpr int kCtas = Cfg::kMulticastCtas;

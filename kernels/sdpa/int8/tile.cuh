@@ -5,10 +5,11 @@
 //   issue_qk(desc_q, desc_k)  S = Q8.K8^T: D/32 s8 wgmma m64n128k32, exact int32 (int8/igmma.cuh)
 //   softmax(key0, seq_len)    S as float, times the warpgroup's Q descale, the tile's K descale, the
 //                             softmax scale and log2(e); mask, running max, p = 2^(s - max + 8), row sums
-//   rescale_o()               O *= correction
+//   rescale_o()               the correction set aside for the P.V about to be issued
 //   pack_p()                  P -> e4m3 A fragments, in fp8_key_of's key order (Vt's keys are stored so)
 //   issue_pv(desc_vt)         O_tile = P8.Vt8: 128/32 e4m3 wgmma m64nDk32, the first overwriting O_tile
-//   pv_retired()              O += O_tile in float32: the e4m3 accumulator's ~22 bits hold one tile only
+//   pv_retired()              O = O * correction + O_tile in float32: the e4m3 accumulator's ~22 bits
+//                             hold one tile only
 //   store_o(...)              O * v descale / l -> staging rows -> 16-byte global stores
 //
 // The recipe (lib/stagelab/families/sdpa/int8/recipe.py) fixes the blocks: one Q descale per 64 rows
@@ -58,8 +59,12 @@ struct Int8Tile {
   float row_max[kRowsPerThread];
   float row_sum[kRowsPerThread];
   float correction[kRowsPerThread];
+  float pv_correction[kRowsPerThread];  // O's rescale for the P.V in flight, applied as it retires
   float scale_log2;          // softmax scale * log2(e) * this warpgroup's Q descale (bind_item)
   const float* k_descale;    // the item's (batch, kv head): one per key tile
+  int k_tiles;               // entries of k_descale
+  int next_k_tile;           // the tile whose descale next_k_descale holds (loaded a tile ahead)
+  float next_k_descale;
   const float* v_descale;    // the item's (batch, kv head): one per channel
   int warp_q0;
   int g, t;
@@ -81,6 +86,7 @@ struct Int8Tile {
       row_max[r] = -INFINITY;
       row_sum[r] = 0.0f;
       correction[r] = 1.0f;
+      pv_correction[r] = 1.0f;
     }
     scale_log2 = softmax_scale * kSdpaLog2e;
     warp_q0 = first_row_of_warp;
@@ -96,8 +102,11 @@ struct Int8Tile {
     const int q_block = min(q_row / kQBlock, q_blocks - 1);
     scale_log2 *= prm.q_descale[(static_cast<int64_t>(b) * p.heads + h) * q_blocks + q_block];
     const int64_t kv_bh = static_cast<int64_t>(b) * p.kv_heads + h / (p.heads / p.kv_heads);
-    k_descale = prm.k_descale + kv_bh * sdpa_ceil_div(p.kv_seq_len, kKBlock);
+    k_tiles = sdpa_ceil_div(p.kv_seq_len, kKBlock);
+    k_descale = prm.k_descale + kv_bh * k_tiles;
     v_descale = prm.v_descale + kv_bh * D;
+    next_k_tile = 0;
+    next_k_descale = k_descale[0];
   }
   __device__ __forceinline__ void zero_o() {
 #pragma unroll
@@ -117,14 +126,22 @@ struct Int8Tile {
     for (int kk = 0; kk < kKeySlices; ++kk)
       WgO::rs(o_tile, p_frag[kk], desc_advance(desc_vt, kk * kWgmmaK8), kk > 0 ? 1 : 0);
   }
+  // O = O * correction + O_tile: the rescale rescale_o() set aside for this P.V, in the same FFMA.
   __device__ __forceinline__ void pv_retired() {
     fence_regs(o_tile);  // read after the wgmma wait that precedes this call
 #pragma unroll
-    for (int i = 0; i < kOAcc; ++i) o_acc[i] += o_tile[i];
+    for (int j = 0; j < kOTiles; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) o_acc[4 * j + e] = fmaf(o_acc[4 * j + e], pv_correction[e / 2], o_tile[4 * j + e]);
   }
 
+  // The tile's K descale was loaded during the previous tile's softmax (a global load's latency
+  // there is under the work, here it would head the chain); the next one is loaded now.
   __device__ __forceinline__ void softmax(int key0, int seq_len) {
-    const float mul = scale_log2 * k_descale[key0 / kBlockN];
+    const int k_tile = key0 / kBlockN;
+    const float mul = scale_log2 * (k_tile == next_k_tile ? next_k_descale : k_descale[k_tile]);
+    next_k_tile = k_tile + 1;
+    next_k_descale = k_descale[min(next_k_tile, k_tiles - 1)];
 #pragma unroll
     for (int i = 0; i < kSAcc; ++i) {
       const float s = exact_int_to_float(s_acc[i]);
@@ -135,11 +152,11 @@ struct Int8Tile {
 #pragma unroll
     for (int r = 0; r < kRowsPerThread; ++r) exponentiate_row(r, score_mul);
   }
+  // Where the 16-bit tile rescales O, this one sets the correction aside: the P.V about to be issued
+  // adds into O_tile, and pv_retired() folds the rescale into its add.
   __device__ __forceinline__ void rescale_o() {
 #pragma unroll
-    for (int j = 0; j < kOTiles; ++j)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) o_acc[4 * j + e] *= correction[e / 2];
+    for (int r = 0; r < kRowsPerThread; ++r) pv_correction[r] = correction[r];
   }
   // Register r of k32 slice kk, byte v0: P at key fp8_key_of(4t + v0 + 16 (r / 2)) of row g + 8 (r % 2),
   // i.e. n8 tiles 4kk + 2 (r / 2) (bytes 0, 1) and the next (bytes 2, 3), rows' pair 2 (r % 2).
