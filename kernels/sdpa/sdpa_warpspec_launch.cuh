@@ -91,6 +91,17 @@ cudaError_t launch_instance(const typename Operands<T>::KernelParams& prm, int s
   return launch_kernel(kernel, dim3(static_cast<unsigned>(blocks)), Cfg::kThreads, smem, cluster, kPdlOn<Cfg>, stream, prm);
 }
 
+// The problem and the work its schedule deals, into a launch's parameters.
+inline void set_problem(Params& prm, const SdpaProblem& p, const Schedule& schedule) {
+  prm.p = p;
+  prm.m_tiles = schedule.m_tiles;
+  prm.big_tiles = schedule.big_tiles;
+  prm.big_items = schedule.big_tiles * p.heads * p.batch;
+  prm.turns_snake = schedule.turns_snake;
+  prm.causal_snake = schedule.causal_snake;
+  prm.work_items = prm.m_tiles * p.heads * p.batch;
+}
+
 // Tensor maps, work count and the (causal, scale sign) instance for one config, dealt as `schedule` says.
 // splits: CTAs per work item (1 = no split; ignored by persistent configs).
 template <typename T, int D, class Cfg>
@@ -100,13 +111,7 @@ cudaError_t launch(const SdpaProblem& p, int splits, const Schedule& schedule, c
   // K/V multicast: the two heads of a cluster read one K/V head
   if (Cfg::kMulticastCtas > 1 && (p.heads / p.kv_heads) % Cfg::kMulticastCtas != 0) return cudaErrorInvalidValue;
   Params prm{};
-  prm.p = p;
-  prm.m_tiles = schedule.m_tiles;
-  prm.big_tiles = schedule.big_tiles;
-  prm.big_items = schedule.big_tiles * p.heads * p.batch;
-  prm.turns_snake = schedule.turns_snake;
-  prm.causal_snake = schedule.causal_snake;
-  prm.work_items = prm.m_tiles * p.heads * p.batch;
+  set_problem(prm, p, schedule);
   const CUtensorMapDataType dtype = tensor_map_dtype(p.dtype);
   cudaError_t err = encode_tensor_map(&prm.q_map, p.q, p.q_strides, p, dtype, Cfg::kBlockM);
   // a K/V multicast CTA loads its share of each tile's rows (tma_load_tile_multicast)

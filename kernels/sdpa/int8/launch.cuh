@@ -11,8 +11,6 @@
 
 namespace sdpa_int8 {
 
-using sdpa_warpspec::Schedule;
-
 // The part an INT8 stage composes last: every O rescaled (p <= 2^8 keeps no headroom for a kept max),
 // 128-key tiles (one K descale each), and rings as deep as the 16-bit stages' bytes allow at 8 bits.
 template <class R>
@@ -72,14 +70,7 @@ cudaError_t launch(const SdpaInt8Problem& q8, cudaStream_t stream) {
   using T = Int8Qk<Out>;
   const SdpaProblem& p = q8.attn;
   Int8Params prm{};
-  prm.p = p;
-  const Schedule schedule = sdpa_warpspec::schedule_of<T, D, Cfg>(p, sdpa_warpspec::this_device());
-  prm.m_tiles = schedule.m_tiles;
-  prm.big_tiles = schedule.big_tiles;
-  prm.big_items = schedule.big_tiles * p.heads * p.batch;
-  prm.turns_snake = schedule.turns_snake;
-  prm.causal_snake = schedule.causal_snake;
-  prm.work_items = prm.m_tiles * p.heads * p.batch;
+  sdpa_warpspec::set_problem(prm, p, sdpa_warpspec::schedule_of<T, D, Cfg>(p, sdpa_warpspec::this_device()));
   prm.q_descale = q8.q_descale;
   prm.k_descale = q8.k_descale;
   prm.v_descale = q8.v_descale;
