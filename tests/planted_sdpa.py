@@ -69,10 +69,12 @@ PLANTS = {plant.name: plant for plant in (
           """    turn_end();
     wait_all_wgmma();
     fence_regs(tile.o_acc);
+    tile.pv_retired();
     release_kv(kEmptyV, idx);
 """,
           """    turn_end();
     fence_regs(tile.o_acc);  // PLANTED: no wgmma_wait<0> before the V slot's release
+    tile.pv_retired();
     release_kv(kEmptyV, idx);
 """,
           "the last P.V's wgmma_wait<0> removed: its V slot released with the wgmma in flight"),
@@ -88,11 +90,11 @@ PLANTS = {plant.name: plant for plant in (
           "the consumers' K-ring wait_full removed"),
     Plant("k_tile_never_issued", PRODUCER,
           """      protocol.filled(sdpa_protocol::kRingK, ring);
-      load_kv_tile<Cfg, kBlocks>(s_base + L::kKOffset + slot, &prm.k_map, ring_bar<kStages>(bars, kFullK, ring),
+      load_kv_tile<Cfg, kBlocks, L::kRowBytes>(s_base + L::kKOffset + slot, &prm.k_map, ring_bar<kStages>(bars, kFullK, ring),
 """,
           """      protocol.filled(sdpa_protocol::kRingK, ring);
       if (n != wt.kt_begin + 1)  // PLANTED: the item's second K tile is never issued (a deterministic hang)
-      load_kv_tile<Cfg, kBlocks>(s_base + L::kKOffset + slot, &prm.k_map, ring_bar<kStages>(bars, kFullK, ring),
+      load_kv_tile<Cfg, kBlocks, L::kRowBytes>(s_base + L::kKOffset + slot, &prm.k_map, ring_bar<kStages>(bars, kFullK, ring),
 """,
           "the producer never issues a work item's second K tile: its full barrier never completes"),
 )}
