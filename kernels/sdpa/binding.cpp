@@ -14,6 +14,8 @@
 #pragma weak sdpa_fp8_forward
 #pragma weak sdpa_fp8_scratch_bytes
 #pragma weak sdpa_int8_forward
+#pragma weak sdpa_int8_quantize
+#pragma weak sdpa_int8_quantize_scratch_bytes
 // Launch plans: only stages that choose among kernel instances per problem define them.
 #pragma weak sdpa_launch_plan
 #pragma weak sdpa_launch_plans
@@ -158,6 +160,64 @@ void int8_forward(const torch::Tensor& q, const torch::Tensor& k, const torch::T
 
 bool has_int8() { return sdpa_int8_forward != nullptr; }
 
+// The INT8 quantizer (sdpa_api.h SdpaInt8Quantize): fp16/bf16 q [B, H, Sq, D], k and v [B, Hkv, Sk, D]
+// (head_dim contiguous) into preallocated contiguous outputs; its scratch (per-block partials) from
+// torch's caching allocator, as fp8_forward's. stagelab.families.sdpa.int8.cuda_quantize validates
+// with friendly messages (inf or NaN inputs among them); these are the backstop.
+constexpr int64_t kInt8QBlock = 64, kInt8KBlock = 128, kVtKeyPad = 16;  // sdpa_api.h's blocks and Vt padding
+
+void check_int8_quantize_inputs(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v) {
+  for (const torch::Tensor* t : {&q, &k, &v}) {
+    TORCH_CHECK(t->is_cuda() && t->dim() == 4 && t->stride(3) == 1 && t->scalar_type() == q.scalar_type(),
+                "sdpa int8 quantize: q, k, v must be 4-D CUDA tensors of one dtype with a contiguous last dim");
+  }
+  TORCH_CHECK(q.scalar_type() == torch::kFloat16 || q.scalar_type() == torch::kBFloat16,
+              "sdpa int8 quantize: q, k, v must be float16 or bfloat16");
+  TORCH_CHECK(v.sizes() == k.sizes() && k.size(0) == q.size(0) && k.size(3) == q.size(3),
+              "sdpa int8 quantize: k and v must share a shape, and q, k share batch and head_dim");
+}
+
+void check_int8_quantize_output(const torch::Tensor& q, const torch::Tensor& t, at::ScalarType dtype,
+                                std::vector<int64_t> shape) {
+  TORCH_CHECK(t.is_cuda() && t.get_device() == q.get_device() && t.is_contiguous() && t.sizes() == shape &&
+                  t.scalar_type() == dtype,
+              "sdpa int8 quantize: every output must be a contiguous tensor of its shape and dtype on q's device "
+              "(got ", t.sizes(), " ", t.scalar_type(), ", expected ", c10::IntArrayRef(shape), " ", dtype, ")");
+}
+
+void int8_quantize(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, const torch::Tensor& q8,
+                   const torch::Tensor& q_descale, const torch::Tensor& k8, const torch::Tensor& k_descale,
+                   const torch::Tensor& k_mean, const torch::Tensor& vt, const torch::Tensor& v_descale, int64_t stream) {
+  TORCH_CHECK(sdpa_int8_quantize != nullptr && sdpa_int8_quantize_scratch_bytes != nullptr,
+              "sdpa int8: this stage has no INT8 quantizer (sdpa_int8_quantize)");
+  check_int8_quantize_inputs(q, k, v);
+  const int64_t b = q.size(0), h = q.size(1), sq = q.size(2), d = q.size(3), hkv = k.size(1), sk = k.size(2);
+  check_int8_quantize_output(q, q8, torch::kInt8, {b, h, sq, d});
+  check_int8_quantize_output(q, q_descale, torch::kFloat32, {b, h, (sq + kInt8QBlock - 1) / kInt8QBlock});
+  check_int8_quantize_output(q, k8, torch::kInt8, {b, hkv, sk, d});
+  check_int8_quantize_output(q, k_descale, torch::kFloat32, {b, hkv, (sk + kInt8KBlock - 1) / kInt8KBlock});
+  check_int8_quantize_output(q, k_mean, torch::kFloat32, {b, hkv, d});
+  check_int8_quantize_output(q, vt, at::kFloat8_e4m3fn, {b, hkv, d, (sk + kVtKeyPad - 1) / kVtKeyPad * kVtKeyPad});
+  check_int8_quantize_output(q, v_descale, torch::kFloat32, {b, hkv, d});
+  SdpaInt8Quantize args{};
+  args.inputs = problem_of(q, k, v, q, 1.0, false, q.scalar_type() == torch::kFloat16 ? kSdpaFloat16 : kSdpaBFloat16);
+  args.inputs.out = nullptr;  // unused: the quantizer writes the outputs below
+  args.q8 = q8.data_ptr<int8_t>();
+  args.q_descale = q_descale.data_ptr<float>();
+  args.k8 = k8.data_ptr<int8_t>();
+  args.k_descale = k_descale.data_ptr<float>();
+  args.k_mean = k_mean.data_ptr<float>();
+  args.vt = vt.data_ptr();
+  args.v_descale = v_descale.data_ptr<float>();
+  args.vt_key_stride = vt.size(3);
+  const int64_t bytes = sdpa_int8_quantize_scratch_bytes(&args);
+  torch::Tensor scratch = torch::empty({bytes > 0 ? bytes : 1}, torch::TensorOptions().dtype(torch::kUInt8).device(q.device()));
+  cudaError_t status = sdpa_int8_quantize(&args, scratch.data_ptr(), bytes, reinterpret_cast<cudaStream_t>(stream));
+  TORCH_CHECK(status == cudaSuccess, "sdpa int8 quantize launch failed: ", cudaGetErrorString(status));
+}
+
+bool has_int8_quantize() { return sdpa_int8_quantize != nullptr; }
+
 std::string stage_config() { return std::string(sdpa_stage_config()); }
 
 int64_t dynamic_shared_memory_bytes(int64_t head_dim, int64_t dtype) {
@@ -235,6 +295,10 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         py::arg("q"), py::arg("k"), py::arg("vt"), py::arg("q_descale"), py::arg("k_descale"),
         py::arg("v_descale"), py::arg("out"), py::arg("softmax_scale"), py::arg("causal"), py::arg("stream"));
   m.def("has_int8", &has_int8, "whether the stage exports the INT8 entry point");
+  m.def("int8_quantize", &int8_quantize, "the INT8 stage's operands from fp16/bf16 q, k, v into preallocated outputs",
+        py::arg("q"), py::arg("k"), py::arg("v"), py::arg("q8"), py::arg("q_descale"), py::arg("k8"),
+        py::arg("k_descale"), py::arg("k_mean"), py::arg("vt"), py::arg("v_descale"), py::arg("stream"));
+  m.def("has_int8_quantize", &has_int8_quantize, "whether the stage exports the INT8 quantizer");
   m.def("launch_plans", &launch_plans, "every launch plan the stage's build can take (empty: one implicit plan)");
   m.def("launch_plan", &launch_plan, "the launch plan a problem of this shape takes on a device of sms SMs and l2_bytes of L2");
   m.def("last_launch_plan", &last_launch_plan, "the plan of this thread's last forward launch");

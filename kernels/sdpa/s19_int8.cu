@@ -11,7 +11,9 @@ What it is
   order), and the tile Int8Tile (int8/tile.cuh) in WgAttentionTile's
   place. The quantizer (lib/stagelab/families/sdpa/int8/) smooths K by
   its mean over the keys, scales Q per 64 rows (a warpgroup's) and K per
-  128 keys (a tile's) into int8, and V per channel into e4m3.
+  128 keys (a tile's) into int8, and V per channel into e4m3; the stage
+  also exports it as kernels (int8/quantize.cuh, sdpa_int8_quantize),
+  timed with the attention as the stage's `quantizing` launch.
 
 Changes vs parent s18_three_turns, and why
   - e4m3 wgmma keeps about 22 bits of its accumulator and truncates, so

@@ -130,3 +130,31 @@ struct SdpaInt8Problem {
 // O = softmax(Q.K^T * softmax_scale) . V from the 8-bit operands, in attn.dtype; returns as
 // sdpa_forward does.
 extern "C" cudaError_t sdpa_int8_forward(const SdpaInt8Problem* problem, cudaStream_t stream);
+
+// Optional: an INT8 stage may export its quantizer, which makes SdpaInt8Problem's operands from
+// fp16/bf16 Q [batch, heads, seq_len, head_dim] and K, V [batch, kv_heads, kv_seq_len, head_dim]
+// by the recipe of lib/stagelab/families/sdpa/int8/ (quantize.py, operands.py): Q int8 per 64 rows,
+// K smoothed by its mean over the keys then int8 per 128 keys, V e4m3 per channel, as Vt. `inputs`
+// describes Q, K, V as for sdpa_forward (head_dim 64 or 128; strides multiples of 8 elements and
+// bases 16-byte aligned); its out, out_strides, softmax_scale and causal are unused. Every output
+// is contiguous, on the device, and written whole (Vt's padding columns as zeros):
+struct SdpaInt8Quantize {
+  SdpaProblem inputs;
+  int8_t* q8;              // [batch, heads, seq_len, head_dim] (8-byte aligned)
+  float* q_descale;        // [batch, heads, ceil(seq_len / 64)]
+  int8_t* k8;              // [batch, kv_heads, kv_seq_len, head_dim]: K - k_mean (8-byte aligned)
+  float* k_descale;        // [batch, kv_heads, ceil(kv_seq_len / 128)]
+  float* k_mean;           // [batch, kv_heads, head_dim]: K's mean over the keys, float32 (16-byte aligned)
+  void* vt;                // e4m3 [batch, kv_heads, head_dim, vt_key_stride] as SdpaInt8Problem's (16-byte aligned)
+  float* v_descale;        // [batch, kv_heads, head_dim] (16-byte aligned)
+  int64_t vt_key_stride;   // kv_seq_len rounded up to a multiple of 16
+};
+
+// Device scratch the quantizer needs for this problem, in bytes (per-block partial sums).
+extern "C" int64_t sdpa_int8_quantize_scratch_bytes(const SdpaInt8Quantize* args);
+
+// Launches the quantizer's kernels on `stream` (deterministic: the same inputs give the same bytes);
+// scratch: at least sdpa_int8_quantize_scratch_bytes, 16-byte aligned, free to overwrite. Returns
+// as sdpa_forward does (cudaErrorInvalidValue for arguments it does not take).
+extern "C" cudaError_t sdpa_int8_quantize(const SdpaInt8Quantize* args, void* scratch, int64_t scratch_bytes,
+                                          cudaStream_t stream);

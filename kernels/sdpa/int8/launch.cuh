@@ -8,6 +8,7 @@
 
 #include "../sdpa_persistent_split.cuh"
 #include "operands.cuh"
+#include "quantize_launch.cuh"
 
 namespace sdpa_int8 {
 
@@ -109,10 +110,18 @@ int64_t smem_bytes(int32_t head_dim) {
 }  // namespace sdpa_int8
 
 // An INT8 stage's exports: sdpa_int8_forward launches its composition RECIPE (with Int8Operands);
-// sdpa_forward takes no 16-bit problem.
+// sdpa_int8_quantize makes its operands from fp16/bf16 inputs (int8/quantize.cuh); sdpa_forward
+// takes no 16-bit problem.
 #define SDPA_INT8_STAGE(ID, RECIPE)                                                                 \
   extern "C" cudaError_t sdpa_int8_forward(const SdpaInt8Problem* problem, cudaStream_t stream) {   \
     return sdpa_int8::forward<RECIPE>(problem, stream);                                             \
+  }                                                                                                 \
+  extern "C" int64_t sdpa_int8_quantize_scratch_bytes(const SdpaInt8Quantize* args) {               \
+    return args == nullptr ? 0 : sdpa_int8::quantize_scratch_bytes(*args);                          \
+  }                                                                                                 \
+  extern "C" cudaError_t sdpa_int8_quantize(const SdpaInt8Quantize* args, void* scratch, int64_t scratch_bytes, \
+                                            cudaStream_t stream) {                                  \
+    return sdpa_int8::quantize(args, scratch, scratch_bytes, stream);                               \
   }                                                                                                 \
   extern "C" cudaError_t sdpa_forward(const SdpaProblem*, cudaStream_t) { return cudaErrorNotSupported; } \
   extern "C" const char* sdpa_stage_config() {                                                      \

@@ -25,6 +25,7 @@ import torch
 from .distributions import DEFAULT_DISTRIBUTION
 from .errors import ConfigError
 from .launch_plans import LaunchPlanHooks
+from .launch_variants import LaunchVariantHooks
 
 # A kernel as the checker and the timer see it: writes its result into `out`.
 KernelFn = Callable[..., None]
@@ -107,9 +108,8 @@ class FamilySettings:
     notebook_profile_focus: str = "DRAM, L2, occupancy, top stalls, bank conflicts"
 
 
-
-class Family(FamilySettings, LaunchPlanHooks):
-    """Base class: a family overrides every method that raises NotImplementedError (plans: LaunchPlanHooks)."""
+class Family(FamilySettings, LaunchPlanHooks, LaunchVariantHooks):
+    """Base class: a family overrides every method raising NotImplementedError (LaunchPlanHooks, LaunchVariantHooks)."""
 
     @property
     def report_params(self) -> tuple[str, ...]:

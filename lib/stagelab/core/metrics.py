@@ -12,6 +12,7 @@ Key forms:
   per input distribution `check_worst_ratio/large`
   per kernel instance  `registers/sdpa_s0_kernel.fp16.64.sm_90a`
   per contender        `speedup_vs_flash/2x8x512x64`, `speedup_vs_parent_geomean`
+  per launch variant   the stage's timing keys under it, `variant/quantizing/p50_us/2x8x512x64`
 """
 
 from __future__ import annotations
@@ -114,6 +115,7 @@ POWER_W = Metric("power_w", "W", "mean of nvidia-smi's power.draw while the stag
 POWER_CAPPED_PCT = Metric("power_capped_pct", "%", "share of those samples with the SW power cap lowering the clock")
 CLOCK_STATS = (SM_CLOCK_MHZ, MIN_SM_CLOCK_MHZ, POWER_W, POWER_CAPPED_PCT)
 MISSION_P50_US = Metric("mission_p50_us", "us", "stage median latency at the mission problem, primary mode")
+VARIANT = Metric("variant", "", "a launch variant's timing (Family.launch_variants): variant/<name>/<stage key>")
 TIMING_FLOOR_US = Metric("timing_floor_us", "us", "median of an empty kernel by the same recipe, per mode")
 
 # -- compute-sanitizer (memcheck, racecheck, synccheck) at the family's small odd problems -----

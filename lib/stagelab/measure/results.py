@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 import pandas as pd
@@ -23,6 +23,8 @@ if TYPE_CHECKING:
     from .stress import StressReport
 
 PARENT_PREFIX = "parent:"
+# A launch variant of the stage (Family.launch_variants) is timed as the contender `<stage>+<variant>`.
+VARIANT_SEPARATOR = "+"
 # The first failed check's line in an outcome's reason is cut here (an index list can be long).
 FIRST_FAILURE_CHARS = 300
 
@@ -144,6 +146,11 @@ class CheckReport:
         return line + (f" ({gaps.describe()})" if gaps else "")
 
 
+def variant_label(stage_label: str, variant: str) -> str:
+    """The timing label of one of the stage's launch variants."""
+    return f"{stage_label}{VARIANT_SEPARATOR}{variant}"
+
+
 def contender_name(label: str, library_prefix: str) -> str:
     """The name a contender's label carries in speedup keys: `parent`, or the library contender's."""
     if label.startswith(PARENT_PREFIX):
@@ -176,13 +183,29 @@ class TimingReport:
         wide = wide[wide[self.stage_label].notna()]  # problems the stage skipped have nothing to compare
         mine = wide[self.stage_label]
         out = pd.DataFrame({"stage_p50_us": mine})
+        variants = {variant_label(self.stage_label, v) for v in self.variants()}
         for label in wide.columns:
-            if label != self.stage_label:
+            if label != self.stage_label and label not in variants:  # a variant is the stage, not a contender
                 out[metrics.speedup(contender_name(label, self.library_prefix)).name] = wide[label] / mine
         library = [c for c in wide.columns if c.startswith(self.library_prefix)]
         if library:
             out[metrics.speedup(metrics.BEST_CONTENDER).name] = wide[library].min(axis=1) / mine
         return out.reset_index()
+
+    def variants(self) -> tuple[str, ...]:
+        """The stage's launch variants timed here (variant_label), in the order first timed."""
+        prefix = variant_label(self.stage_label, "")
+        names = (s.contender.removeprefix(prefix) for s in self.stats if s.contender.startswith(prefix))
+        return tuple(dict.fromkeys(names))
+
+    def variant_report(self, variant: str) -> TimingReport:
+        """The timing as if the variant were the stage: its rows under the stage's label beside the
+        parent and the library contenders (the stage's own rows and the other variants left out)."""
+        label = variant_label(self.stage_label, variant)
+        others = {self.stage_label, *(variant_label(self.stage_label, v) for v in self.variants())}
+        stats = [replace(s, contender=self.stage_label) if s.contender == label else s
+                 for s in self.stats if s.contender == label or s.contender not in others]
+        return replace(self, stats=stats)
 
     def stage_p50_geomean(self) -> float:
         """Geometric mean of the stage's p50 over the timed problems, primary mode (nan when never timed)."""

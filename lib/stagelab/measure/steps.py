@@ -18,7 +18,7 @@ from ..core.registry import Stage
 from ..core.resources import evaluate_gates
 from ..core.sass import opcode_count, parse_sass_forms
 from ..core.supports import refusal, split_supported
-from .results import PARENT_PREFIX, Built, CheckReport, ResourceReport, TimingReport
+from .results import PARENT_PREFIX, Built, CheckReport, ResourceReport, TimingReport, variant_label
 from .timing import L2Flusher, time_contenders, time_floor
 
 
@@ -84,7 +84,8 @@ def check_step(ctx: StageContext, built: Built) -> CheckReport:
 
 def _contenders(ctx: StageContext, builds: dict[str, BuildResult | None], shape, inputs,
                 unavailable: dict[str, str]) -> dict:
-    """Each labelled build that has a loaded module, then the parameter file's library contenders and
+    """Each labelled build that has a loaded module, the stage's launch variants (Family.launch_variants,
+    for the build labelled as the run's stage), then the parameter file's library contenders and
     those the family brings for the stage's input kind. Every build gets the same standard inputs;
     the family converts them for a stage of another input kind (e.g. an FP8 stage beside its fp16
     parent). A contender that cannot run here is recorded in `unavailable`."""
@@ -95,6 +96,9 @@ def _contenders(ctx: StageContext, builds: dict[str, BuildResult | None], shape,
             out = family.new_output(shape, inputs)
             kind = ctx.registry.get(result.stage_id).input_kind
             contenders[label] = family.module_launch(result.module, shape, inputs, out, kind)
+            if label == ctx.stage.id:
+                variants = family.launch_variants(result.module, shape, inputs, family.new_output(shape, inputs), kind)
+                contenders.update({variant_label(label, name): launch for name, launch in variants.items()})
     for name in (*ctx.params.timing.contenders, *family.kind_contenders(ctx.stage.input_kind)):
         try:
             contenders[family.contender_label(name)] = family.contender(name, shape, inputs)

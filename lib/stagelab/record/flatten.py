@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import pandas as pd
 
@@ -74,6 +75,16 @@ def _speedup_columns(table: pd.DataFrame) -> list[str]:
 
 
 def timing_metrics(report: TimingReport, mission_tag: str) -> dict[str, float]:
+    """The stage's timing keys, then each launch variant's: the same keys of its own timing against the
+    parent and the library contenders, under metrics.VARIANT (the floor is the stage's alone)."""
+    out = _stage_timing_metrics(report, mission_tag)
+    for variant in report.variants():
+        mine = _stage_timing_metrics(replace(report.variant_report(variant), floor_us={}), mission_tag)
+        out.update({m.VARIANT.key(variant, key): value for key, value in mine.items()})
+    return out
+
+
+def _stage_timing_metrics(report: TimingReport, mission_tag: str) -> dict[str, float]:
     frame = report.frame()
     if frame.empty:
         return {}

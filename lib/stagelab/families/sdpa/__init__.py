@@ -94,6 +94,15 @@ class SdpaFamily(Family):
             module.forward(q, k, v, out, scale, problem.causal, torch.cuda.current_stream().cuda_stream)
         return launch
 
+    def launch_variants(self, module: ModuleType, problem: Shape, inputs, out: torch.Tensor, input_kind: str = ""):
+        """An INT8 stage's `quantizing` launch: its quantizer kernels on the standard inputs inside the
+        timed launch (kinds.py); none for the other kinds."""
+        self.require_input_kind(input_kind)
+        kind = QUANTIZED_KINDS.get(input_kind)
+        if kind is None:
+            return {}
+        return kind.launch_variants(module, inputs, out, default_scale(problem.head_dim), problem.causal)
+
     def kind_checks(self, input_kind: str):
         """Quantized stages against their kind's budget (emulation-relative: fp8/budget.py,
         int8/budget.py), the others as every family's."""

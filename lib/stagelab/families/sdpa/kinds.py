@@ -1,10 +1,11 @@
 """The sdpa family's quantized input kinds (a stage's stages.yaml `inputs:`), one object each.
 
 A kind says how the family's standard fp16/bf16 inputs become its kernel's (quantize), which
-wrapper a built module gets (stage_kernel), the timed launch (launch), the checks that judge it
-(checks: its own budget, emulation-relative) and the libraries timed beside it (contenders). The
-family (__init__) dispatches through QUANTIZED_KINDS. Each kind's package is imported on first use,
-so importing the family pulls in neither fp8/ nor int8/.
+wrapper a built module gets (stage_kernel), the timed launch (launch) and the other launches timed
+beside it as the stage's variants (launch_variants: an INT8 stage's quantizer inside the launch),
+the checks that judge it (checks: its own budget, emulation-relative) and the libraries timed beside
+it (contenders). The family (__init__) dispatches through QUANTIZED_KINDS. Each kind's package is
+imported on first use, so importing the family pulls in neither fp8/ nor int8/.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import torch
 
 FP8_INPUTS = "fp8"  # e4m3 Q, K, V per (batch, head): FA3's recipe (fp8/)
 INT8_INPUTS = "int8"  # int8 Q and smoothed K per block, e4m3 V per channel: SageAttention2's recipe (int8/)
+QUANTIZING = "quantizing"  # an INT8 stage's launch variant: its quantizer kernels inside the timed launch
 
 
 class Fp8Kind:
@@ -45,6 +47,11 @@ class Fp8Kind:
             module.fp8_forward(q.data, k.data, v.data, q.descale, k.descale, v.descale, out, scale, causal,
                                torch.cuda.current_stream().cuda_stream)
         return launch
+
+    @staticmethod
+    def launch_variants(module, inputs, out: torch.Tensor, scale: float, causal: bool) -> dict:
+        """None: the FP8 recipe's quantizer is torch's (fp8/quantize.py), not the stage's."""
+        return {}
 
     @staticmethod
     def checks():
@@ -90,6 +97,17 @@ class Int8Kind:
         from .int8.kernel import int8_launch
 
         return int8_launch(module, inputs, out, scale, causal)
+
+    @staticmethod
+    def launch_variants(module, inputs, out: torch.Tensor, scale: float, causal: bool) -> dict:
+        """`quantizing`: the stage's quantizer kernels inside the timed launch (int8_launch_quantizing),
+        where the stage exports them (has_int8_quantize); the issue's second timing."""
+        from .int8.cuda_quantize import has_cuda_quantizer
+        from .int8.kernel import int8_launch_quantizing
+
+        if not has_cuda_quantizer(module):
+            return {}
+        return {QUANTIZING: int8_launch_quantizing(module, inputs, out, scale, causal)}
 
     @staticmethod
     def checks():

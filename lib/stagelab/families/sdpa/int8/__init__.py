@@ -2,8 +2,8 @@
 integer accumulation, K smoothed, Q and K scaled per block of tokens, P and V in e4m3 with P.V
 promoted per key tile; the quantizer, the recipe's float64 emulation, the budget an INT8 stage is
 judged by, its errors against float64 truth and the `sageattention` contender (README: INT8); V^T
-as the stage reads it (operands.py) and the stage's wrapper and timed launch (kernel.py, imported
-by the family on first use)."""
+as the stage reads it (operands.py), the stage's wrapper and its two timed launches (kernel.py) and
+the wrapper of the stage's own CUDA quantizer (cuda_quantize.py), imported by the family on first use."""
 
 from .accuracy import (FA3_FP8, INT8_RECIPE, INT8_UNSMOOTHED, METHODS, PLAIN, TruthError, truth_errors,
                        truth_errors_by_distribution)

@@ -86,12 +86,15 @@ def truth_report(shape: Shape, inputs, out: torch.Tensor, emulated: torch.Tensor
 
 def check_int8_shape(kernel: Int8KernelFn, shape: Shape, dtype_name: str, seed: int, device: torch.device | str,
                      fp16_kernel: KernelFn | None = None, distribution: str = DEFAULT_DISTRIBUTION,
-                     recipe: Int8Recipe = DEFAULT_RECIPE) -> Int8CheckResult:
+                     recipe: Int8Recipe = DEFAULT_RECIPE,
+                     quantizer: Callable[..., Int8Inputs] | None = None) -> Int8CheckResult:
     """One problem, one output dtype, one seed, one input distribution: two poisoned launches on the
-    recipe's operands judged against the budget."""
+    recipe's operands judged against the budget. quantizer(q, k, v) makes the operands (default:
+    quantize_int8_qkv with the recipe's arguments; a stage's CUDA quantizer, cuda_quantize.py, makes
+    the default recipe's), and the yardsticks are computed from what it made."""
     dtype = torch_dtype(dtype_name)
     inputs = plant_zero_head(make_inputs(shape, dtype, seed, device, distribution))
-    int8 = quantize_int8_qkv(*inputs, **recipe.quantizer_args())
+    int8 = (quantizer or (lambda q, k, v: quantize_int8_qkv(q, k, v, **recipe.quantizer_args())))(*inputs)
     scale = default_scale(shape.head_dim)
     ref = attention(*int8.dequantized(torch.float64, smoothed=True), scale, shape.causal, torch.float64)
     emulated = emulate_int8_attention(int8, scale, shape.causal, **recipe.emulation_args())

@@ -7,6 +7,10 @@ operands.vt_operand builds it, and Int8Inputs' float32 descales. The kernel fold
 into the softmax scale by its own tiles, so it takes the default recipe's blocks alone (recipe.py:
 Q per 64 rows, K per 128 keys, V per channel; K smoothed or not) and head_dim 64 or 128.
 
+Two timed launches on the standard fp16/bf16 inputs: int8_launch, the caller bringing 8-bit inputs
+(quantized once outside, as FA3 times its FP8 kernel), and int8_launch_quantizing, the stage's own
+quantizer kernels (cuda_quantize.py) inside the launch before int8_forward.
+
 Every rejection happens here, before any launch, with a message that names the problem; the
 binding's TORCH_CHECKs are only a backstop.
 """
@@ -23,12 +27,13 @@ from ..kernel import SUPPORTED_TORCH_DTYPES, check_aligned, check_descale, check
 from ..reference import default_scale
 from ..shapes import SUPPORTED_HEAD_DIMS
 from .blocks import block_count
+from .cuda_quantize import cuda_quantize, quantize_into
 from .operands import vt_operand
 from .quantize import Int8Inputs, quantize_int8_qkv
 from .recipe import DEFAULT_RECIPE
 
-__all__ = ["Int8StageKernel", "int8_forward", "int8_launch", "validate_int8_inputs", "validate_int8_output",
-           "vt_operand"]
+__all__ = ["Int8StageKernel", "int8_forward", "int8_launch", "int8_launch_quantizing", "validate_int8_inputs",
+           "validate_int8_output", "vt_operand"]
 
 # The recipe fields the kernel's tiles fix (smooth_k is free: the kernel never sees k_mean).
 _KERNEL_RECIPE = {"q_block": DEFAULT_RECIPE.q_block, "k_block": DEFAULT_RECIPE.k_block,
@@ -114,6 +119,23 @@ def int8_launch(module, inputs: tuple[torch.Tensor, ...], out: torch.Tensor, sca
     vt = vt_operand(int8.v)
 
     def launch() -> None:
+        int8_forward(module, int8, vt, out, scale, causal)
+    return launch
+
+
+def int8_launch_quantizing(module, inputs: tuple[torch.Tensor, ...], out: torch.Tensor, scale: float,
+                           causal: bool) -> Callable[[], None]:
+    """The timed launch with the quantization inside it: the stage's quantizer kernels (cuda_quantize.py:
+    Q, K and V from the standard fp16/bf16 inputs into int8, V^T in e4m3) then int8_forward, every
+    launch on the stream. The checks (finite inputs among them) and the allocations happen once here,
+    with a first run of the quantizer whose operands the checks of the attention's inputs read."""
+    q, k, v = inputs
+    int8, vt = cuda_quantize(module, q, k, v)
+    validate_int8_inputs(int8, causal=causal)
+    validate_int8_output(int8, out)
+
+    def launch() -> None:
+        quantize_into(module, q, k, v, int8, vt)
         int8_forward(module, int8, vt, out, scale, causal)
     return launch
 
