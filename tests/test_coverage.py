@@ -72,13 +72,15 @@ def test_acceptance_takes_every_plan_of_s18_three_warpgroups_included(capsys, nv
     assert "every declared plan is taken by a problem of the file" in out
 
 
-# Every stage that compiles the persistent dispatch (sdpa_persistent_plans.cuh) declares its plans.
+# Every stage that compiles the persistent dispatch (sdpa_persistent_plans.cuh), or the INT8 stage's
+# (int8/plans.cuh), declares its plans.
+PLAN_HEADERS = ('#include "sdpa_persistent_split.cuh"', '#include "int8/plans.cuh"')
 PLANNED_STAGES = sorted(path.stem for path in (ROOT / "kernels" / "sdpa").glob("s*.cu")
-                        if '#include "sdpa_persistent_split.cuh"' in path.read_text())
+                        if any(header in path.read_text() for header in PLAN_HEADERS))
 
 
 def test_the_persistent_stages_are_found():
-    assert {"s8_persistent_split", "s12_one_wave", "s14_kv_multicast", S18} <= set(PLANNED_STAGES)
+    assert {"s8_persistent_split", "s12_one_wave", "s14_kv_multicast", S18, "s19_int8"} <= set(PLANNED_STAGES)
 
 
 @pytest.mark.slow

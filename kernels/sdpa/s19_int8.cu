@@ -35,7 +35,7 @@ Composition: s18's parts without InterleavedSoftmaxD128 and ThreeTurnsByModel
 Run: stagelab run --stage s19_int8 --params params/acceptance.yaml
 */
 #define SDPA_GENERAL_PROBLEM 1
-#include "int8/launch.cuh"
+#include "int8/plans.cuh"
 
 namespace sdpa_persistent::composed {
 using namespace sdpa_persistent;

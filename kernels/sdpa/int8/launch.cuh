@@ -1,6 +1,7 @@
 // int8/launch.cuh -- the INT8 stage's host side: its recipe part (Int8Operands), its Config per head
 // dim (the persistent long policy of its composition: two consumer warpgroups taking turns), the
-// tensor maps of its 8-bit operands, and SDPA_INT8_STAGE, a stage's exports.
+// checks and the tensor maps of its 8-bit operands, and the launch of one schedule (int8/plans.cuh
+// chooses it and holds the stage's exports).
 #pragma once
 
 #include <algorithm>
@@ -67,11 +68,11 @@ cudaError_t encode_maps(const SdpaInt8Problem& q8, sdpa_warpspec::Params& prm) {
 }
 
 template <typename Out, int D, class Cfg>
-cudaError_t launch(const SdpaInt8Problem& q8, cudaStream_t stream) {
+cudaError_t launch(const SdpaInt8Problem& q8, const sdpa_warpspec::Schedule& schedule, cudaStream_t stream) {
   using T = Int8Qk<Out>;
   const SdpaProblem& p = q8.attn;
   Int8Params prm{};
-  sdpa_warpspec::set_problem(prm, p, sdpa_warpspec::schedule_of<T, D, Cfg>(p, sdpa_warpspec::this_device()));
+  sdpa_warpspec::set_problem(prm, p, schedule);
   prm.q_descale = q8.q_descale;
   prm.k_descale = q8.k_descale;
   prm.v_descale = q8.v_descale;
@@ -88,19 +89,6 @@ cudaError_t launch(const SdpaInt8Problem& q8, cudaStream_t stream) {
 }
 
 template <class R>
-cudaError_t forward(const SdpaInt8Problem* q8, cudaStream_t stream) {
-  if (q8 == nullptr) return cudaErrorInvalidValue;
-  const cudaError_t ok = check(*q8);
-  if (ok != cudaSuccess) return ok;
-  if (sdpa_problem_is_empty(q8->attn)) return cudaSuccess;
-  return sdpa_dispatch(q8->attn, [&](auto tag, auto hd) {
-    using Out = typename decltype(tag)::type;
-    constexpr int D = decltype(hd)::value;
-    return launch<Out, D, Config<R, D>>(*q8, stream);
-  });
-}
-
-template <class R>
 int64_t smem_bytes(int32_t head_dim) {
   using Layout64 = sdpa_warpspec::Layout<Int8Qk<__half>, 64, Config<R, 64>>;
   using Layout128 = sdpa_warpspec::Layout<Int8Qk<__half>, 128, Config<R, 128>>;
@@ -108,27 +96,3 @@ int64_t smem_bytes(int32_t head_dim) {
 }
 
 }  // namespace sdpa_int8
-
-// An INT8 stage's exports: sdpa_int8_forward launches its composition RECIPE (with Int8Operands);
-// sdpa_int8_quantize makes its operands from fp16/bf16 inputs (int8/quantize.cuh); sdpa_forward
-// takes no 16-bit problem.
-#define SDPA_INT8_STAGE(ID, RECIPE)                                                                 \
-  extern "C" cudaError_t sdpa_int8_forward(const SdpaInt8Problem* problem, cudaStream_t stream) {   \
-    return sdpa_int8::forward<RECIPE>(problem, stream);                                             \
-  }                                                                                                 \
-  extern "C" int64_t sdpa_int8_quantize_scratch_bytes(const SdpaInt8Quantize* args) {               \
-    return args == nullptr ? 0 : sdpa_int8::quantize_scratch_bytes(*args);                          \
-  }                                                                                                 \
-  extern "C" cudaError_t sdpa_int8_quantize(const SdpaInt8Quantize* args, void* scratch, int64_t scratch_bytes, \
-                                            cudaStream_t stream) {                                  \
-    return sdpa_int8::quantize(args, scratch, scratch_bytes, stream);                               \
-  }                                                                                                 \
-  extern "C" cudaError_t sdpa_forward(const SdpaProblem*, cudaStream_t) { return cudaErrorNotSupported; } \
-  extern "C" const char* sdpa_stage_config() {                                                      \
-    static const std::string text = sdpa_persistent::recipe_text<RECIPE>(ID) + " operands=int8_qk_e4m3_pv"; \
-    return text.c_str();                                                                            \
-  }                                                                                                 \
-  extern "C" int64_t sdpa_dynamic_shared_memory_bytes(int32_t head_dim, int32_t) {                  \
-    return sdpa_int8::smem_bytes<RECIPE>(head_dim);                                                 \
-  }                                                                                                 \
-  SDPA_EXPORT_PROTOCOL_REPORT()
