@@ -47,6 +47,15 @@ inline std::string plan_text(bool causal, const char* branch, int splits, const 
   return text;
 }
 
+// add(hd, causal) for every head dim and mask a stage declares plans for, in the declared list's order.
+template <class Add>
+inline void for_each_declared_instance(Add&& add) {
+  for (const bool causal : {false, true}) {
+    add(SdpaHeadDim<64>{}, causal);
+    add(SdpaHeadDim<128>{}, causal);
+  }
+}
+
 }  // namespace sdpa_warpspec
 
 // The three plan exports of sdpa_api.h over a stage's PLANS type:

@@ -208,10 +208,7 @@ struct PersistentPlans {
         });
       });
     };
-    for (const bool causal : {false, true}) {
-      add(SdpaHeadDim<64>{}, causal);
-      add(SdpaHeadDim<128>{}, causal);
-    }
+    sdpa_warpspec::for_each_declared_instance(add);
     return lines;
   }
   static std::string last() {

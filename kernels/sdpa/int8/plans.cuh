@@ -45,10 +45,7 @@ struct Int8Plans {
         lines += line<D>(causal, schedule) + "\n";
       });
     };
-    for (const bool causal : {false, true}) {
-      add(SdpaHeadDim<64>{}, causal);
-      add(SdpaHeadDim<128>{}, causal);
-    }
+    sdpa_warpspec::for_each_declared_instance(add);
     return lines;
   }
   static std::string last() {
