@@ -19,6 +19,11 @@ export PYTHONUNBUFFERED=1 STAGELAB_ROOT="$PWD"
 python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site wheelhouse/*.whl 2>&1 | tail -2
 export PYTHONPATH="$PWD/lib:/tmp/site" PATH="/tmp/site/bin:$PATH"
 python3 -m ipykernel install --user --name python3 > /dev/null
+# A wheelhouse built before a contender's line was added to `make wheelhouse` lacks it, and every run
+# then records that contender as unavailable (s19's first runs lost sageattention so): say so up front.
+for contender in sageattention liger_kernel; do
+  python3 -c "import $contender" 2>/dev/null || echo "WARNING: $contender is not in the wheelhouse (rebuild it: make wheelhouse)" | tee -a "$OUT/warnings.txt"
+done
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv | tee "$OUT/gpu.txt"
 # One archive (a call brings back at most 8 files): the store, the executed notebooks, the
 # pages and the .ncu-rep files of `stagelab profile`; here, `stagelab import <unpacked>/mlruns`
