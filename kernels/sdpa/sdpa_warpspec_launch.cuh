@@ -91,6 +91,17 @@ cudaError_t launch_instance(const typename Operands<T>::KernelParams& prm, int s
   return launch_kernel(kernel, dim3(static_cast<unsigned>(blocks)), Cfg::kThreads, smem, cluster, kPdlOn<Cfg>, stream, prm);
 }
 
+// The instance for the problem's mask and scale sign (causal x positive scale), launched.
+template <typename T, int D, class Cfg>
+cudaError_t launch_masked(const typename Operands<T>::KernelParams& prm, int splits, cudaStream_t stream) {
+  const bool positive = prm.p.softmax_scale > 0.0f;
+  if (prm.p.causal)
+    return positive ? launch_instance<T, D, Cfg, true, true>(prm, splits, stream)
+                    : launch_instance<T, D, Cfg, true, false>(prm, splits, stream);
+  return positive ? launch_instance<T, D, Cfg, false, true>(prm, splits, stream)
+                  : launch_instance<T, D, Cfg, false, false>(prm, splits, stream);
+}
+
 // The problem and the work its schedule deals, into a launch's parameters.
 inline void set_problem(Params& prm, const SdpaProblem& p, const Schedule& schedule) {
   prm.p = p;
@@ -121,12 +132,7 @@ cudaError_t launch(const SdpaProblem& p, int splits, const Schedule& schedule, c
   if (err == cudaSuccess)
     err = encode_tensor_map(&prm.v_map, p.v, p.v_strides, p, dtype, kKvBoxRows, p.kv_heads, p.kv_seq_len);
   if (err != cudaSuccess) return err;
-  const bool positive = p.softmax_scale > 0.0f;
-  if (p.causal)
-    return positive ? launch_instance<T, D, Cfg, true, true>(prm, splits, stream)
-                    : launch_instance<T, D, Cfg, true, false>(prm, splits, stream);
-  return positive ? launch_instance<T, D, Cfg, false, true>(prm, splits, stream)
-                  : launch_instance<T, D, Cfg, false, false>(prm, splits, stream);
+  return launch_masked<T, D, Cfg>(prm, splits, stream);
 }
 // The same, scheduled for this device.
 template <typename T, int D, class Cfg>

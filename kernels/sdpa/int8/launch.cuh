@@ -79,13 +79,7 @@ cudaError_t launch(const SdpaInt8Problem& q8, const sdpa_warpspec::Schedule& sch
   const cudaError_t err = encode_maps<Cfg::kBlockM, Cfg::kBlockN>(q8, prm);
   if (err != cudaSuccess) return err;
   constexpr int kNoSplit = 1;
-  using sdpa_warpspec::launch_instance;
-  const bool positive = p.softmax_scale > 0.0f;
-  if (p.causal)
-    return positive ? launch_instance<T, D, Cfg, true, true>(prm, kNoSplit, stream)
-                    : launch_instance<T, D, Cfg, true, false>(prm, kNoSplit, stream);
-  return positive ? launch_instance<T, D, Cfg, false, true>(prm, kNoSplit, stream)
-                  : launch_instance<T, D, Cfg, false, false>(prm, kNoSplit, stream);
+  return sdpa_warpspec::launch_masked<T, D, Cfg>(prm, kNoSplit, stream);
 }
 
 template <class R>
