@@ -29,6 +29,14 @@
 #endif
 #include STAGE_SOURCE
 
+// A 16-bit stage exports sdpa_forward; an INT8 stage (s19_int8) exports sdpa_int8_forward and its
+// quantizer, which makes the 8-bit operands from the same fp16 inputs (sdpa_api.h); its
+// sdpa_forward only refuses, so the INT8 entry decides.
+#pragma weak sdpa_forward
+#pragma weak sdpa_int8_forward
+#pragma weak sdpa_int8_quantize
+#pragma weak sdpa_int8_quantize_scratch_bytes
+
 #if !WS_TIMELINE
 #error "build with -DWS_TIMELINE=1: the stage's stamps are compiled out otherwise"
 #endif
@@ -47,6 +55,51 @@ __global__ void fill_uniform(__half* x, size_t n, unsigned seed) {
 }
 
 int arg_or(int argc, char** argv, int i, int fallback) { return argc > i ? std::atoi(argv[i]) : fallback; }
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// The INT8 stage's operands, made once by its own quantizer from the fp16 q, k, v of `inputs`.
+struct Int8Operands {
+  SdpaInt8Problem problem{};
+};
+Int8Operands quantize_int8(const SdpaProblem& inputs, cudaStream_t stream) {
+  constexpr int64_t kQBlock = 64, kKBlock = 128, kVtKeyPad = 16;  // sdpa_api.h's blocks and Vt padding
+  const int64_t b = inputs.batch, h = inputs.heads, hkv = inputs.kv_heads, sq = inputs.seq_len,
+                sk = inputs.kv_seq_len, d = inputs.head_dim, vt_keys = ceil_div(sk, kVtKeyPad) * kVtKeyPad;
+  SdpaInt8Quantize args{};
+  args.inputs = inputs;
+  args.vt_key_stride = vt_keys;
+  CHECK(cudaMalloc(&args.q8, b * h * sq * d));
+  CHECK(cudaMalloc(&args.k8, b * hkv * sk * d));
+  CHECK(cudaMalloc(&args.vt, b * hkv * d * vt_keys));
+  CHECK(cudaMalloc(&args.q_descale, sizeof(float) * b * h * ceil_div(sq, kQBlock)));
+  CHECK(cudaMalloc(&args.k_descale, sizeof(float) * b * hkv * ceil_div(sk, kKBlock)));
+  CHECK(cudaMalloc(&args.k_mean, sizeof(float) * b * hkv * d));
+  CHECK(cudaMalloc(&args.v_descale, sizeof(float) * b * hkv * d));
+  const int64_t scratch_bytes = sdpa_int8_quantize_scratch_bytes(&args);
+  void* scratch = nullptr;
+  CHECK(cudaMalloc(&scratch, scratch_bytes > 0 ? scratch_bytes : 1));
+  CHECK(sdpa_int8_quantize(&args, scratch, scratch_bytes, stream));
+  CHECK(cudaStreamSynchronize(stream));
+  Int8Operands ops;
+  ops.problem.attn = inputs;
+  ops.problem.attn.q = args.q8;
+  ops.problem.attn.k = args.k8;
+  ops.problem.attn.v = args.vt;
+  ops.problem.q_descale = args.q_descale;
+  ops.problem.k_descale = args.k_descale;
+  ops.problem.v_descale = args.v_descale;
+  ops.problem.vt_key_stride = vt_keys;
+  return ops;
+}
+
+// One launch of the stage, 16-bit or INT8 (its operands made beforehand).
+cudaError_t forward(const SdpaProblem& problem, const Int8Operands* int8, cudaStream_t stream) {
+  if (int8 == nullptr) return sdpa_forward(&problem, stream);
+  SdpaInt8Problem p = int8->problem;
+  p.attn.out = problem.out;
+  return sdpa_int8_forward(&p, stream);
+}
 
 }  // namespace
 
@@ -91,12 +144,22 @@ int main(int argc, char** argv) {
   }
   cudaStream_t stream;
   CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  CHECK(sdpa_forward(&problems[0], stream));  // sets the kernels' shared-memory limits outside the capture
+  if (sdpa_forward == nullptr && sdpa_int8_forward == nullptr) {
+    std::fprintf(stderr, "%s exports neither sdpa_forward nor sdpa_int8_forward\n", STAGE_SOURCE);
+    return 2;
+  }
+  Int8Operands int8_operands;
+  const Int8Operands* int8 = nullptr;
+  if (sdpa_int8_forward != nullptr) {
+    int8_operands = quantize_int8(problems[0], stream);
+    int8 = &int8_operands;
+  }
+  CHECK(forward(problems[0], int8, stream));  // sets the kernels' shared-memory limits outside the capture
   CHECK(cudaStreamSynchronize(stream));
   cudaGraph_t graph;
   cudaGraphExec_t exec;
   CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
-  for (int i = 0; i < launches; ++i) CHECK(sdpa_forward(&problems[i], stream));
+  for (int i = 0; i < launches; ++i) CHECK(forward(problems[i], int8, stream));
   CHECK(cudaStreamEndCapture(stream, &graph));
   CHECK(cudaGraphInstantiate(&exec, graph, 0));
 
