@@ -29,6 +29,7 @@ KERNEL_START_S = 60
 STOP_S = 30
 RESUMED_S0 = r"s0_baseline: no_gpu \(\d+s\) \(resumed"  # the kept run's own seconds, whatever the load
 
+
 def start_runner(tmp_store: str, *args: str) -> subprocess.Popen:
     env = {**os.environ, "MLFLOW_TRACKING_URI": tmp_store}
     return subprocess.Popen([sys.executable, "-m", "stagelab", "run", "--params", "params/smoke.yaml", *args],
