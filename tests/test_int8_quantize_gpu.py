@@ -144,7 +144,6 @@ def test_the_bindings_backstop_refuses_a_wrong_output(module):
         import importlib.util, sys
         sys.path[:0] = {[str(Path(__file__).parent), str(Path(__file__).parents[1] / "lib")]!r}
         import torch
-        from stagelab.families.sdpa import Shape
         from stagelab.families.sdpa.int8.cuda_quantize import allocate_operands
         from test_int8_quantize_gpu import inputs_of, SHAPES
         spec = importlib.util.spec_from_file_location({module.__name__!r}, {module.__file__!r})
