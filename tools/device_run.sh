@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One call on a lent GPU machine (no network): install the wheelhouse, run the
 # stage batch(es), the GPU tests and the report, and leave everything under $OUT.
-#   usage: [REPORT=0] [BUILD_STAGES="..."] [TRY="..."] [QUICK="..."] [TIMELINE="..."] [GPUS=all|0,1] [SANITIZE="stage ..." [SANITIZE_KNOBS=JSON]] [PROFILE="stage ..."] [TUNE="stage ..."] tools/device_run.sh "<stagelab run args>;<stagelab run args>..." [pytest-args]
+#   usage: [REPORT=0] [BUILD_STAGES="..."] [TRY="..."] [QUICK="..."] [TIMELINE="..."] [NCU_SOURCE="..."] [GPUS=all|0,1] [SANITIZE="stage ..." [SANITIZE_KNOBS=JSON]] [PROFILE="stage ..."] [TUNE="stage ..."] tools/device_run.sh "<stagelab run args>;<stagelab run args>..." [pytest-args]
 # GPUS adds `--gpus $GPUS` to every batch: one notebook per GPU at a time (nvidia-h200-x2 and larger).
 # PYTEST_GPU=0 runs the pytest args on that GPU from the start, beside the batches (give them GPUS=1,2,3);
 # its whole output is $OUT/pytest.log.
@@ -85,17 +85,23 @@ done
 # build/timeline/<name> (carried), is used instead when TIMELINE_BINARIES="<name>[;...]" names it.
 IFS=';' read -ra TIMELINE_SPECS <<< "${TIMELINE:-}"
 IFS=';' read -ra TIMELINE_BINS <<< "${TIMELINE_BINARIES:-}"
-for i in "${!TIMELINE_SPECS[@]}"; do
-  read -ra words <<< "${TIMELINE_SPECS[$i]}"
-  [ "${#words[@]}" -gt 0 ] || continue
-  shape=(); defines=()
+# timeline_spec "<stage> B H S D ... [-DKNOB=v ...]" <carried binary name or ""> <build name>: sets
+# `shape` and `bin` (the carried binary where it is there, else the stamped build of the stage).
+timeline_spec() {
+  local words=() defines=() w
+  read -ra words <<< "$1"
+  [ "${#words[@]}" -gt 0 ] || return 1
+  shape=()
   for w in "${words[@]:1}"; do case "$w" in -D*) defines+=("$w") ;; *) shape+=("$w") ;; esac; done
-  bin="build/timeline/${TIMELINE_BINS[$i]:-}"
-  if [ -z "${TIMELINE_BINS[$i]:-}" ] || [ ! -x "$bin" ]; then
-    bin="build/timeline/spec-$i"; mkdir -p build/timeline
+  bin="build/timeline/$2"
+  if [ -z "$2" ] || [ ! -x "$bin" ]; then
+    bin="build/timeline/$3"; mkdir -p build/timeline
     nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -DWS_TIMELINE=1 "${defines[@]}" \
-      -DSTAGE_SOURCE="\"${words[0]}.cu\"" -I kernels/sdpa -o "$bin" tools/microbench/sdpa_timeline.cu || continue
+      -DSTAGE_SOURCE="\"${words[0]}.cu\"" -I kernels/sdpa -o "$bin" tools/microbench/sdpa_timeline.cu || return 1
   fi
+}
+for i in "${!TIMELINE_SPECS[@]}"; do
+  timeline_spec "${TIMELINE_SPECS[$i]}" "${TIMELINE_BINS[$i]:-}" "spec-$i" || continue
   echo "=== timeline ${TIMELINE_SPECS[$i]} ($bin)" | tee -a "$OUT/timeline.txt"
   timeout 120 "$bin" "${shape[@]}" > "build/timeline/timeline-$i.csv" 2>> "$OUT/timeline.txt"
   python3 tools/timeline_report.py "build/timeline/timeline-$i.csv" --plot "build/timeline/timeline-$i.png" \
@@ -103,6 +109,24 @@ for i in "${!TIMELINE_SPECS[@]}"; do
 done
 # one archive for the tables, charts and raw stamps (a call brings back at most 8 files)
 [ "${#TIMELINE_SPECS[@]}" -eq 0 ] || tar czf "$OUT/timeline.tgz" build/timeline/timeline-*
+# NCU_SOURCE="<stage> B H S D [causal] [-DKNOB=v ...][;...]": Nsight Compute's source counters on one
+# launch of the stage's kernel in the timeline harness (its stamped build: a few clock reads a tile
+# besides the stage's code; TIMELINE_BINARIES names carried builds as for TIMELINE), then
+# tools/ncu_source_summary.py: the hot loop's warp samples by stall, opcode and stretch, in
+# ncu_source.md. NCU_SOURCE_KERNEL (a regex, default warpspec) picks the kernel among the launches.
+IFS=';' read -ra NCU_SOURCE_SPECS <<< "${NCU_SOURCE:-}"
+for i in "${!NCU_SOURCE_SPECS[@]}"; do
+  timeline_spec "${NCU_SOURCE_SPECS[$i]}" "${TIMELINE_BINS[$i]:-}" "source-$i" || continue
+  echo "## ${NCU_SOURCE_SPECS[$i]} ($bin)" >> "$OUT/ncu_source.md"
+  report="build/timeline/source-$i"
+  # B H S D [causal], then one launch in the harness's graph (its first call, outside the graph, is profiled)
+  args=("${shape[@]:0:5}"); [ "${#args[@]}" -eq 5 ] || args+=(0); args+=(1)
+  timeout "${NCU_SOURCE_TIMEOUT:-300}" ncu -k "regex:${NCU_SOURCE_KERNEL:-warpspec}" -c 1 --section SourceCounters \
+    --section WarpStateStats -o "$report" -f "$bin" "${args[@]}" > "$report.log" 2>&1 \
+    || { tail -5 "$report.log" | tee -a "$OUT/ncu_source.md"; continue; }
+  ncu --import "$report.ncu-rep" --page source --csv --print-source sass > "$report.csv" \
+    && python3 tools/ncu_source_summary.py "$report.csv" >> "$OUT/ncu_source.md" 2>&1
+done
 if [ -n "${PYTEST_GPU:-}" ] && [ -n "${2:-}" ]; then
   echo "=== pytest $2 (GPU $PYTEST_GPU, beside the batches)"
   CUDA_VISIBLE_DEVICES="$PYTEST_GPU" timeout "${PYTEST_TIMEOUT:-240}" python3 -m pytest -q -s -p no:cacheprovider $2 \
