@@ -58,11 +58,8 @@ int arg_or(int argc, char** argv, int i, int fallback) { return argc > i ? std::
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-// The INT8 stage's operands, made once by its own quantizer from the fp16 q, k, v of `inputs`.
-struct Int8Operands {
-  SdpaInt8Problem problem{};
-};
-Int8Operands quantize_int8(const SdpaProblem& inputs, cudaStream_t stream) {
+// The INT8 stage's problem: its operands made once by its own quantizer from the fp16 q, k, v of `inputs`.
+SdpaInt8Problem quantize_int8(const SdpaProblem& inputs, cudaStream_t stream) {
   constexpr int64_t kQBlock = 64, kKBlock = 128, kVtKeyPad = 16;  // sdpa_api.h's blocks and Vt padding
   const int64_t b = inputs.batch, h = inputs.heads, hkv = inputs.kv_heads, sq = inputs.seq_len,
                 sk = inputs.kv_seq_len, d = inputs.head_dim, vt_keys = ceil_div(sk, kVtKeyPad) * kVtKeyPad;
@@ -81,22 +78,22 @@ Int8Operands quantize_int8(const SdpaProblem& inputs, cudaStream_t stream) {
   CHECK(cudaMalloc(&scratch, scratch_bytes > 0 ? scratch_bytes : 1));
   CHECK(sdpa_int8_quantize(&args, scratch, scratch_bytes, stream));
   CHECK(cudaStreamSynchronize(stream));
-  Int8Operands ops;
-  ops.problem.attn = inputs;
-  ops.problem.attn.q = args.q8;
-  ops.problem.attn.k = args.k8;
-  ops.problem.attn.v = args.vt;
-  ops.problem.q_descale = args.q_descale;
-  ops.problem.k_descale = args.k_descale;
-  ops.problem.v_descale = args.v_descale;
-  ops.problem.vt_key_stride = vt_keys;
-  return ops;
+  SdpaInt8Problem problem{};
+  problem.attn = inputs;
+  problem.attn.q = args.q8;
+  problem.attn.k = args.k8;
+  problem.attn.v = args.vt;
+  problem.q_descale = args.q_descale;
+  problem.k_descale = args.k_descale;
+  problem.v_descale = args.v_descale;
+  problem.vt_key_stride = vt_keys;
+  return problem;
 }
 
 // One launch of the stage, 16-bit or INT8 (its operands made beforehand).
-cudaError_t forward(const SdpaProblem& problem, const Int8Operands* int8, cudaStream_t stream) {
+cudaError_t forward(const SdpaProblem& problem, const SdpaInt8Problem* int8, cudaStream_t stream) {
   if (int8 == nullptr) return sdpa_forward(&problem, stream);
-  SdpaInt8Problem p = int8->problem;
+  SdpaInt8Problem p = *int8;
   p.attn.out = problem.out;
   return sdpa_int8_forward(&p, stream);
 }
@@ -148,11 +145,11 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "%s exports neither sdpa_forward nor sdpa_int8_forward\n", STAGE_SOURCE);
     return 2;
   }
-  Int8Operands int8_operands;
-  const Int8Operands* int8 = nullptr;
+  SdpaInt8Problem int8_problem{};
+  const SdpaInt8Problem* int8 = nullptr;
   if (sdpa_int8_forward != nullptr) {
-    int8_operands = quantize_int8(problems[0], stream);
-    int8 = &int8_operands;
+    int8_problem = quantize_int8(problems[0], stream);
+    int8 = &int8_problem;
   }
   CHECK(forward(problems[0], int8, stream));  // sets the kernels' shared-memory limits outside the capture
   CHECK(cudaStreamSynchronize(stream));
