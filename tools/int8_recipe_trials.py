@@ -22,13 +22,13 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "lib"))
 
 from stagelab.families.sdpa.distributions import DISTRIBUTIONS  # noqa: E402
+from stagelab.families.sdpa.fp8.quantize import E4M3_MAX  # noqa: E402
 from stagelab.families.sdpa.inputs import make_inputs  # noqa: E402
 from stagelab.families.sdpa.int8.accuracy import TruthError, int8_recipe_output  # noqa: E402
 from stagelab.families.sdpa.int8.recipe import DEFAULT_RECIPE, PER_HEAD, Int8Recipe  # noqa: E402
 from stagelab.families.sdpa.reference import attention, default_scale  # noqa: E402
 from stagelab.families.sdpa.shapes import Shape  # noqa: E402
 
-E4M3_MAX_P = 448.0  # SageAttention2's P scale: e4m3's largest finite value
 # Each variant changes one choice of the default recipe (recipe.py says why the default is what it is).
 VARIANTS = {
     "q_block_32": replace(DEFAULT_RECIPE, q_block=32),
@@ -37,7 +37,7 @@ VARIANTS = {
     "k_block_256": replace(DEFAULT_RECIPE, k_block=256),
     "v_per_head": replace(DEFAULT_RECIPE, v_scaling=PER_HEAD),
     "no_k_smoothing": replace(DEFAULT_RECIPE, smooth_k=False),
-    "p_max_448": replace(DEFAULT_RECIPE, p_max=E4M3_MAX_P),
+    "p_max_448": replace(DEFAULT_RECIPE, p_max=E4M3_MAX),  # SageAttention2's P scale
     "p_tile_256": replace(DEFAULT_RECIPE, kv_tile=256),
 }
 SEED = 0
@@ -59,10 +59,10 @@ def errors(shape: Shape, recipes: dict[str, Int8Recipe], distributions) -> dict[
     import torch
 
     table = {}
+    scale = default_scale(shape.head_dim)
     for distribution in distributions:
         q, k, v = make_inputs(shape, torch.float16, SEED, "cpu", distribution)
         for causal in (False, True):
-            scale = default_scale(shape.head_dim)
             truth = attention(q, k, v, scale, causal, torch.float64)
             for name, recipe in recipes.items():
                 table[distribution, causal, name] = TruthError.of(int8_recipe_output(q, k, v, scale, causal, recipe), truth)

@@ -56,21 +56,20 @@ __global__ void fill_uniform(__half* x, size_t n, unsigned seed) {
 
 int arg_or(int argc, char** argv, int i, int fallback) { return argc > i ? std::atoi(argv[i]) : fallback; }
 
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
 // The INT8 stage's problem: its operands made once by its own quantizer from the fp16 q, k, v of `inputs`.
 SdpaInt8Problem quantize_int8(const SdpaProblem& inputs, cudaStream_t stream) {
   constexpr int64_t kQBlock = 64, kKBlock = 128, kVtKeyPad = 16;  // sdpa_api.h's blocks and Vt padding
   const int64_t b = inputs.batch, h = inputs.heads, hkv = inputs.kv_heads, sq = inputs.seq_len,
-                sk = inputs.kv_seq_len, d = inputs.head_dim, vt_keys = ceil_div(sk, kVtKeyPad) * kVtKeyPad;
+                sk = inputs.kv_seq_len, d = inputs.head_dim;
+  const int64_t vt_keys = sdpa_ceil_div<int64_t>(sk, kVtKeyPad) * kVtKeyPad;
   SdpaInt8Quantize args{};
   args.inputs = inputs;
   args.vt_key_stride = vt_keys;
   CHECK(cudaMalloc(&args.q8, b * h * sq * d));
   CHECK(cudaMalloc(&args.k8, b * hkv * sk * d));
   CHECK(cudaMalloc(&args.vt, b * hkv * d * vt_keys));
-  CHECK(cudaMalloc(&args.q_descale, sizeof(float) * b * h * ceil_div(sq, kQBlock)));
-  CHECK(cudaMalloc(&args.k_descale, sizeof(float) * b * hkv * ceil_div(sk, kKBlock)));
+  CHECK(cudaMalloc(&args.q_descale, sizeof(float) * b * h * sdpa_ceil_div<int64_t>(sq, kQBlock)));
+  CHECK(cudaMalloc(&args.k_descale, sizeof(float) * b * hkv * sdpa_ceil_div<int64_t>(sk, kKBlock)));
   CHECK(cudaMalloc(&args.k_mean, sizeof(float) * b * hkv * d));
   CHECK(cudaMalloc(&args.v_descale, sizeof(float) * b * hkv * d));
   const int64_t scratch_bytes = sdpa_int8_quantize_scratch_bytes(&args);
