@@ -141,7 +141,8 @@ def test_the_bindings_backstop_refuses_a_wrong_output(module):
     process: where this machine's torch cannot raise a C++ exception from an extension at all
     (tests/cpp_exceptions.py), the child dies, and the test says so rather than failing the binding."""
     child = run_in_child(textwrap.dedent(f"""
-        import importlib.util, sys
+        import faulthandler, importlib.util, sys
+        faulthandler.enable()  # a crash names its Python line on stderr
         sys.path[:0] = {[str(Path(__file__).parent), str(Path(__file__).parents[1] / "lib")]!r}
         import torch
         from stagelab.families.sdpa.int8.cuda_quantize import allocate_operands
@@ -151,6 +152,7 @@ def test_the_bindings_backstop_refuses_a_wrong_output(module):
         spec.loader.exec_module(module)
         q, k, v = inputs_of(SHAPES[0])
         int8, vt = allocate_operands(q, k)
+        print("module loaded, operands allocated", flush=True)
         try:
             module.int8_quantize(q, k, v, int8.q, int8.q_descale[..., :0], int8.k, int8.k_descale, int8.k_mean, vt,
                                  int8.v_descale, torch.cuda.current_stream().cuda_stream)
@@ -161,7 +163,7 @@ def test_the_bindings_backstop_refuses_a_wrong_output(module):
         why = crash_instead_of_raise()
         if why is not None:
             pytest.skip(f"{why} (the binding's call died with exit {child.returncode} the same way)")
-    assert child.returncode == 0, child.stderr[-3000:]
+    assert child.returncode == 0, f"exit {child.returncode}\nstdout: {child.stdout}\nstderr: {child.stderr[-3000:]}"
     assert "raised:" in child.stdout and "every output must be a contiguous tensor of its shape" in child.stdout
 
 
