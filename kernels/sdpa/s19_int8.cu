@@ -1,7 +1,7 @@
 /*
 s19_int8: attention on 8-bit operands, on s18's composed parts: Q.K^T on
-int8 x int8 wgmma with exact int32 accumulation, P.V on e4m3 wgmma (promoted
-into float32 after every key tile at head_dim 128).
+int8 x int8 wgmma with exact int32 accumulation, P.V on e4m3 wgmma promoted
+into float32 after every key tile.
 
 What it is
   The mainloop, epilogue and schedulers of the persistent stages
@@ -21,16 +21,13 @@ Changes vs parent s18_three_turns, and why
     int8 runs at the e4m3 rate and its int32 sum is exact: the descales
     (the warpgroup's Q block, the tile's K block, the softmax scale and
     log2(e)) fold into the exponent's one multiply per score.
-  - P.V keeps e4m3 (P in [0, 2^8], V per channel). At head_dim 128 each
-    tile's product lands in its own accumulators and is added to O in
-    float32, so the 22-bit sum spans one tile's keys. At head_dim 64 O
-    accumulates over the row (FlashAttention-3's FP8): as accurate against
-    float64 truth, and the registers it frees fit a third warpgroup
-    (int8/pv_accumulation.cuh says which trials chose what).
-  - Every launch runs the long policy's warpgroups in turns (the softmax
-    costs what it does at 16 bits while the GEMMs take half the time):
-    two at head_dim 128, three at 64; four ring stages hold what the
-    16-bit rings' bytes hold. s18's key split is not composed here.
+  - P.V keeps e4m3 (P in [0, 2^8], V per channel) but each tile's product
+    lands in its own accumulators and is added to O in float32, so the
+    22-bit sum spans one tile's 128 keys, never the whole row.
+  - Every launch runs the long policy's two warpgroups in turns (its
+    softmax costs the same as at 16 bits while its GEMMs take half the
+    time); four ring stages hold what the 16-bit rings' bytes hold.
+    s18's key split and three-warpgroup turns are not composed here.
 
 Composition: s18's parts without InterleavedSoftmaxD128 and ThreeTurnsByModel
 (the int8 tile has one softmax order) + Int8Operands (int8/launch.cuh).

@@ -1,5 +1,5 @@
 // int8/launch.cuh -- the INT8 stage's host side: its recipe part (Int8Operands), its Config per head
-// dim (the persistent long policy of its composition: consumer warpgroups taking turns), the
+// dim (the persistent long policy of its composition: two consumer warpgroups taking turns), the
 // checks and the tensor maps of its 8-bit operands, and the launch of one schedule (int8/plans.cuh
 // chooses it and holds the stage's exports).
 #pragma once
@@ -26,11 +26,9 @@ struct Int8Operands : R {
   static_assert(!R::kKvMulticast, "Vt tiles load whole (producer's load_vt_tile)");
 };
 
-// The launch of every problem: the composition's long policy, its consumer warpgroups in turns (three
-// where P.V accumulates over the row, int8/pv_accumulation.cuh).
+// The launch of every problem: the composition's long policy, two warpgroups in turns.
 template <class R, int D>
-using Config = typename sdpa_persistent::PersistentSplit<R>::template LongConfigOf<D, kConsumerWarpgroups<D>, kKBlock,
-                                                                                   /*Pingpong=*/true>;
+using Config = typename sdpa_persistent::PersistentSplit<R>::template LongConfigOf<D, 2, kKBlock, /*Pingpong=*/true>;
 
 inline bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 

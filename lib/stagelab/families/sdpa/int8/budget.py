@@ -18,10 +18,8 @@ by one e4m3 step (2^-3 of that weight), the same size as P's own rounding. So no
 |out - out_emulated| tighter than the recipe's own P error holds for a correct kernel, and that
 error, max|out_emulated - ref|, is the unit FA3's rule measures in. A correct kernel lands near it
 (its P rounding is mostly the emulation's); a recipe mistake (a block's descale misapplied, a
-partial block dropped, P's scale not carried by the row sum, V's scale on the wrong channel) costs
-more than twice it. Summing a whole row's P.V in the tensor core's accumulator (no promotion) is not
-such a mistake: on 16384-key rows it measured err/budget 0.45-0.51 against 0.47-0.49 promoted per
-tile (trial s19_int8_no_promotion, H200, 2026-11-28), the 8-bit operands' error dwarfing the sum's.
+partial block dropped, P's scale not carried by the row sum, V's scale on the wrong channel, long
+rows summed in the tensor core's ~13-bit accumulator without promotion) costs more than twice it.
 By the triangle inequality the rule also bounds |out - out_emulated| by 3x the recipe's error + atol;
 the result reports that distance (err_vs_emulation) beside it.
 

@@ -15,9 +15,7 @@ of a GPU's incidental ones (the summation order, float32 accumulation, exp2's ap
 - Each tile's P.V is computed exactly (e4m3 x e4m3 products are multiples of 2^-18 below 2^18,
   so float64 sums them exactly over tiles of up to 2^16 keys) and added into the running float64
   O after O is rescaled by exp(m_old - m_new): the "promoted per tile" accumulation (each tile in
-  the MMA accumulator, then added into float32 registers). A kernel that keeps O in the MMA
-  accumulator over the whole row (s19 at head_dim 64) differs from it only by that accumulator's
-  roundings, a GPU's incidental ones.
+  the MMA accumulator, then added into float32 registers).
 - O = O * v_descale[channel] / row_sum at the end: V's per-channel scale commutes with P.V.
 
 Causal masks are aligned bottom-right (reference.py); grouped-query attention repeats K/V heads.
