@@ -49,11 +49,10 @@ def truth_errors(fp16: pd.DataFrame, int8: pd.DataFrame) -> pd.DataFrame:
 
 
 def markdown(table: pd.DataFrame) -> str:
-    header = "| " + " | ".join(table.columns) + " |"
-    rule = "|" + "|".join("---" for _ in table.columns) + "|"
-    rows = ["| " + " | ".join(str(v) if i < len(KEYS) else cell(v) for i, v in enumerate(row)) + " |"
-            for row in table.itertuples(index=False)]
-    return "\n".join([header, rule, *rows])
+    cells = table.copy()
+    for column in cells.columns[len(KEYS):]:
+        cells[column] = cells[column].map(cell)
+    return cells.to_markdown(index=False, disable_numparse=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -62,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("int8_csv", type=Path)
     parser.add_argument("--gpu", default="", help="the GPU both runs ran on, for the table's caption")
     parser.add_argument("--copy-to", type=Path, help="also write both CSVs here, every float in fixed notation "
-                        "(docs/results holds no scientific notation), named after their stages")
+                        "(docs/results holds no scientific notation), under their own names")
     args = parser.parse_args(argv)
     try:
         fp16, int8 = pd.read_csv(args.fp16_csv), pd.read_csv(args.int8_csv)
@@ -75,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
         for frame, path in ((fp16, args.fp16_csv), (int8, args.int8_csv)):
             csv_cells(frame).to_csv(args.copy_to / path.name, index=False)
     on = f" on {args.gpu}" if args.gpu else ""
-    print(f"Max |out - float64 truth| over seeds{on}: `{args.fp16_csv.name}` (fp16) and `{args.int8_csv.name}` "
+    print(f"Max |out - float64 truth| over seeds{on}: `{args.fp16_csv}` (fp16) and `{args.int8_csv}` "
           "(8-bit), same inputs.\n")
     print(markdown(table))
     return 0
