@@ -18,7 +18,7 @@ from stagelab.core.errors import BuildError, ConfigError
 from stagelab.core.paths import repo_root
 from stagelab.measure.results import CheckReport, ResourceReport, TimingReport
 from stagelab.measure.timing import TimingStats
-from stagelab.run.trial import Narrowing, load_session, run_trials
+from stagelab.run.trial import Narrowing, load_session, run_trials, unchecked_distributions
 from stagelab.judge.trial import TrialEvidence, judge_trial
 from stagelab.core.trial_spec import TrialSpec, parse_define
 
@@ -145,6 +145,29 @@ def test_the_verdict_says_why():
     assert "nvcc failed" in judge_trial(TrialEvidence(built=False, build_error="nvcc failed")).reason
     assert "+6.0%" in judge_trial(TrialEvidence(built=True, gpu_available=True, checks_passed=True,
                                                 speedup_vs_default=1.06, min_gain=0.05)).reason
+
+
+def test_a_correct_verdict_names_the_distributions_the_file_left_out():
+    evidence = dict(built=True, gpu_available=True, checks_passed=True, speedup_vs_default=0.94, min_gain=0.05)
+    partial = judge_trial(TrialEvidence(**evidence, unchecked_distributions=("large", "positive")))
+    assert partial.verdict == "valid_negative" and partial.reason.endswith("not checked on large, positive "
+                                                                         "(left out by the parameter file)")
+    assert "not checked" not in judge_trial(TrialEvidence(**evidence)).reason
+    failed = judge_trial(TrialEvidence(built=True, gpu_available=True, checks_passed=False,
+                                       unchecked_distributions=("positive",)))
+    assert failed.verdict == "incorrect" and "not checked" not in failed.reason
+
+
+@pytest.mark.parametrize("stage, params, left_out", [
+    ("s19_int8", "params/try-int8.yaml", ("large", "positive", "peaky", "zero_head", "tiny")),
+    ("s19_int8", "params/acceptance.yaml", ()),
+    # a 16-bit stage is not checked on outlier (8-bit stages only), so acceptance leaves nothing out
+    ("s18_three_turns", "params/acceptance.yaml", ()),
+])
+def test_the_distributions_left_out_are_the_familys_for_the_stages_inputs(stage, params, left_out):
+    from stagelab.core.context import StageContext
+
+    assert unchecked_distributions(StageContext.load(stage, repo_root() / params)) == left_out
 
 
 # -- the GPU path, faked at its seams ------------------------------------------------------

@@ -13,6 +13,9 @@ Precedence, first match wins:
                   mean over the timed problems of default p50 / trial p50, primary mode): the gain
                   that would make it pass as a stage of its own over the default
   valid_negative  correct, but not that much faster
+
+"Correct" is on the parameter file's input distributions: a verdict names those of the family's that
+the file left out (a row-long P.V of s19 passed normal and outlier, then failed acceptance's positive).
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ class TrialEvidence:
     min_gain: float = 0.0
     timing_asked: bool = True
     default_correct: bool | None = None  # the default's own checks (None: not checked)
+    unchecked_distributions: tuple[str, ...] = ()  # the family's, for this stage, the file left out
 
 
 @dataclass(frozen=True)
@@ -45,6 +49,14 @@ class TrialVerdict:
 
 
 def judge_trial(e: TrialEvidence) -> TrialVerdict:
+    verdict = _judge(e)
+    if verdict.verdict in ("checked", "faster", "valid_negative") and e.unchecked_distributions:
+        left_out = ", ".join(e.unchecked_distributions)
+        return TrialVerdict(verdict.verdict, f"{verdict.reason}; not checked on {left_out} (left out by the parameter file)")
+    return verdict
+
+
+def _judge(e: TrialEvidence) -> TrialVerdict:
     if not e.built:
         return TrialVerdict("build_failed", e.build_error or "the trial did not build")
     if e.gates_passed is False:

@@ -17,15 +17,20 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..core import metrics
 from ..core.build import build_all, build_stage
+from ..core.distributions import stage_distributions
 from ..core.errors import BuildError, ConfigError
 from ..measure.results import Built
 from ..judge.trial import TrialEvidence, judge_trial
 from ..core.trial_spec import TrialSpec, prepare
 
 from .trial_session import Measured, Narrowing, Trial, TrialSession
+
+if TYPE_CHECKING:
+    from ..core.context import StageContext
 
 
 def load_session(stage_id: str, specs: list[TrialSpec], params: str | Path | None = None,
@@ -134,6 +139,7 @@ def judge_session(session: TrialSession, min_gain: float | None = None) -> None:
     gain = session.ctx.stage.min_gain if min_gain is None else min_gain
     default = session.default
     default_correct = False if default.crash else (default.checks.passed if default.checks else None)
+    unchecked = unchecked_distributions(session.ctx)
     for trial in session.trials:
         m = trial.measured
         timing = m.timing
@@ -143,7 +149,13 @@ def judge_session(session: TrialSession, min_gain: float | None = None) -> None:
             crash=m.crash, timing_error=m.timing_error, build_error=str(m.build_error).splitlines()[0] if m.build_error else "",
             speedup_vs_default=timing.speedup_geomean(metrics.TRIAL_DEFAULT_LABEL) if timing else None,
             min_gain=gain, timing_asked=not (session.narrowing and session.narrowing.check_only),
-            default_correct=default_correct))
+            default_correct=default_correct, unchecked_distributions=unchecked))
+
+
+def unchecked_distributions(ctx: StageContext) -> tuple[str, ...]:
+    """The family's input distributions for this stage's inputs that the parameter file does not check."""
+    checked = stage_distributions(ctx.family, ctx.params.distributions, ctx.stage.input_kind)
+    return tuple(name for name in ctx.family.distributions_for(ctx.stage.input_kind) if name not in checked)
 
 
 def run_trials(stage_id: str, specs: list[TrialSpec], *, params: str | Path | None = None, jobs: int = 1,
