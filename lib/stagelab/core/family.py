@@ -88,6 +88,9 @@ class FamilySettings:
     # standard inputs (""): e.g. sdpa's "fp8", quantized inputs judged by their own budget. The lab
     # passes the kind through (stage_kernel, call, module_launch, kind_checks); the family decides.
     input_kinds: tuple[str, ...] = ()
+    # {sub-package: the input kinds that use it}: other kinds' runs leave its Python out of their source
+    # hash (core.sources.kind_python_files); tests/test_kind_packages.py checks the family's imports.
+    kind_packages: dict[str, tuple[str, ...]] = {}
     # Named input distributions `make_inputs` can draw (a parameter file's `distributions` picks
     # among them); the first is the family's standard inputs.
     distributions: tuple[str, ...] = (DEFAULT_DISTRIBUTION,)
@@ -95,15 +98,12 @@ class FamilySettings:
     # `features`): a stage is given such a problem only where its stages.yaml `supports:` names them all;
     # elsewhere the lab skips it with the reason, before any launch (e.g. sdpa's gqa, cross_length, bshd).
     problem_features: dict[str, str] = {}
-    # SASS opcodes recorded as metrics for every kernel instance, whether or not a gate names them
-    # (`sass/<opcode>/<kernel>`, `stagelab resources`). A name with modifiers (LDG.E.128) counts that
-    # instruction form only, a bare one (LDG) every form. The default is what any kernel's memory and
-    # synchronization come down to, whatever it computes: global, shared and local loads and stores
-    # (local ones are spills or stack arrays) and block barriers. A family names its own path's
-    # (sdpa: HGMMA, UTMALDG, ...).
+    # SASS opcodes recorded as metrics for every kernel instance, gate or not (`sass/<opcode>/<kernel>`,
+    # `stagelab resources`); LDG.E.128 counts that form only, LDG every form. The default is what any
+    # kernel's memory and synchronization come down to: global, shared and local (spills, stack arrays)
+    # loads and stores and block barriers. A family names its own path's (sdpa: HGMMA, UTMALDG, ...).
     watched_opcodes: tuple[str, ...] = ("LDG", "STG", "LDS", "STS", "LDL", "STL", "BAR")
-    # The stage notebook's family words (stagelab.notebooks), completing its sentences: "compute-sanitizer
-    # ... on <notebook_sanitize_problems>; ..." and "Nsight Compute ... problem: <notebook_profile_focus>; ...".
+    # The stage notebook's family words (stagelab.notebooks): "compute-sanitizer ... on <these>; ...".
     notebook_sanitize_problems: str = "small problems of odd sizes"
     notebook_profile_focus: str = "DRAM, L2, occupancy, top stalls, bank conflicts"
 

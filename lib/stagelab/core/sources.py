@@ -54,10 +54,21 @@ def result_python_files_in(folder: Path, registry: Registry) -> list[Path]:
     return [p for p in python_files_under(folder) if p.resolve() not in stage_sources]
 
 
+def kind_python_files(python_files: list[Path], folder: Path, family: Family, input_kind: str) -> list[Path]:
+    """Of the family's result Python under `folder`, the files a stage of `input_kind` can use: all
+    but those in a sub-package the family keeps for other kinds (FamilySettings.kind_packages)."""
+    left_out = [(folder / package).resolve() for package, kinds in family.kind_packages.items()
+                if input_kind not in kinds]
+    return [p for p in python_files if not any(p.resolve().is_relative_to(package) for package in left_out)]
+
+
 def run_source_hash(stage: Stage, registry: Registry, family: Family | None = None) -> str:
-    """The build's source hash and the family's Python: what a run records as `source_hash`."""
-    folder = family_package_dir(family or load_family(registry.family))
-    return run_hash_of(source_hash(stage, registry), folder, result_python_files_in(folder, registry))
+    """The build's source hash and the family's Python its input kind uses: what a run records as
+    `source_hash`."""
+    family = family or load_family(registry.family)
+    folder = family_package_dir(family)
+    python_files = kind_python_files(result_python_files_in(folder, registry), folder, family, stage.input_kind)
+    return run_hash_of(source_hash(stage, registry), folder, python_files)
 
 
 def run_hash_of(build_source_hash: str, folder: Path, python_files: list[Path]) -> str:

@@ -73,9 +73,10 @@ def differences(before: CodeDigests, after: CodeDigests) -> list[str]:
     return lines
 
 
-def family_differences(then: Side, now: Side, stages: list[str]) -> list[str]:
-    """What differs for every stage at once: the family's result Python, the binding."""
-    before, after = then.python_bytes(), now.python_bytes()
+def family_differences(then: Side, now: Side, stages: list[str], input_kind: str = "") -> list[str]:
+    """What differs for every stage of one input kind at once: the family's result Python that kind
+    uses, the binding."""
+    before, after = then.python_bytes(input_kind), now.python_bytes(input_kind)
     changed = sorted(name for name in before.keys() | after.keys() if before.get(name) != after.get(name))
     if changed:
         return [f"the family's Python differs ({', '.join(changed)}): it decides the inputs, the reference "
@@ -135,9 +136,11 @@ def compare_stages(then: Side, now: Side, stages: list[str], jobs: int,
     """Each stage's verdict, building both sides of those that need it `jobs` at a time; `progress`
     gets a line per build and per verdict (builds take minutes)."""
     verdicts = {s: v for s in stages if (v := without_builds(s, then, now)) is not None}
-    family_lines = family_differences(then, now, [s for s in stages if s not in verdicts])
-    verdicts |= {s: StageVerdict(s, DIFFERENT, "; ".join(family_lines)) for s in stages if s not in verdicts
-                 and family_lines}
+    to_build = [s for s in stages if s not in verdicts]
+    for kind in dict.fromkeys(now.registry.stages[s].input_kind for s in to_build):
+        of_kind = [s for s in to_build if now.registry.stages[s].input_kind == kind]
+        family_lines = family_differences(then, now, of_kind, kind)
+        verdicts |= {s: StageVerdict(s, DIFFERENT, "; ".join(family_lines)) for s in of_kind if family_lines}
     for verdict in verdicts.values():
         progress(f"{verdict.stage}: {verdict.status}: {verdict.detail}")
     builds = [(stage, side) for stage in stages if stage not in verdicts for side in (then, now)]

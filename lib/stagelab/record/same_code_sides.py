@@ -15,7 +15,7 @@ from ..core.build import source_hash
 from ..core.errors import ConfigError
 from ..core.family import load_family
 from ..core.registry import Registry, Stage, family_registry, load_registry
-from ..core.sources import family_package_dir, result_python_files_in, run_hash_of
+from ..core.sources import family_package_dir, kind_python_files, result_python_files_in, run_hash_of
 
 SHORT = 7
 DIRTY_SHOWN = 10
@@ -31,13 +31,19 @@ class Side:
     package_dir: Path
     python_files: tuple[Path, ...]
 
+    def kind_python_files(self, input_kind: str) -> list[Path]:
+        """The result Python a stage of `input_kind` uses (core.sources.kind_python_files), by the
+        family's current kind_packages."""
+        return kind_python_files(list(self.python_files), self.package_dir, load_family(self.registry.family),
+                                 input_kind)
+
     def run_source_hash(self, stage: Stage) -> str:
         """What a run of the stage at this commit records as its `source_hash`."""
-        return run_hash_of(source_hash(stage, self.registry), self.package_dir, list(self.python_files))
+        return run_hash_of(source_hash(stage, self.registry), self.package_dir, self.kind_python_files(stage.input_kind))
 
-    def python_bytes(self) -> dict[str, bytes]:
-        """The family's result Python files (core.sources.result_python_files), by relative path."""
-        return {p.relative_to(self.package_dir).as_posix(): p.read_bytes() for p in self.python_files}
+    def python_bytes(self, input_kind: str = "") -> dict[str, bytes]:
+        """The family's result Python a stage of `input_kind` uses, by relative path."""
+        return {p.relative_to(self.package_dir).as_posix(): p.read_bytes() for p in self.kind_python_files(input_kind)}
 
 
 def _relative(path: Path, root: Path, what: str) -> str:

@@ -36,6 +36,8 @@ class SdpaFamily(Family):
                          {"shape": [1, 1, 333, 128], "causal": [False, True]})
     long_params = "params/long.yaml"
     input_kinds = tuple(QUANTIZED_KINDS)  # FP8_INPUTS, INT8_INPUTS (kinds.py)
+    # fp8/ and int8/ are imported on their kinds' paths only; the INT8 recipe reuses fp8/'s e4m3 helpers.
+    kind_packages = {"fp8": (FP8_INPUTS, INT8_INPUTS), "int8": (INT8_INPUTS,)}
     distributions = DISTRIBUTIONS
     problem_features = PROBLEM_FEATURES
     report_params = ("acceptance", "long")
