@@ -107,10 +107,14 @@ def test_a_reference_fix_changes_the_run_source_hash_but_not_the_build(sdpa_copy
     reference.write_text(reference.read_text() + "\n# a fix to the float64 reference\n")
     assert run_source_hash(stage, registry) != before
     assert build_key(stage, registry) == build_before, "a Python change must not rebuild the kernel"
+    # a sub-package counts for the stages of the input kinds that use it (FamilySettings.kind_packages):
+    # fp8/ for the FP8 stage, not for the fp16 baseline
+    fp8_stage = registry.get("s9_fp8")
     budget = sdpa_copy / "fp8" / "budget.py"
-    after_reference = run_source_hash(stage, registry)
-    budget.write_text(budget.read_text() + "\n# a sub-package counts too\n")
-    assert run_source_hash(stage, registry) != after_reference
+    after_reference = {s.id: run_source_hash(s, registry) for s in (stage, fp8_stage)}
+    budget.write_text(budget.read_text() + "\n# a fix to the FP8 budget\n")
+    assert run_source_hash(fp8_stage, registry) != after_reference[fp8_stage.id]
+    assert run_source_hash(stage, registry) == after_reference[stage.id]
 
 
 def test_resume_runs_a_stage_again_after_a_reference_change(sdpa_copy, tmp_store):
