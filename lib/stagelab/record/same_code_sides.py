@@ -13,7 +13,7 @@ from tempfile import TemporaryDirectory
 from ..core import git_tree
 from ..core.build import source_hash
 from ..core.errors import ConfigError
-from ..core.family import load_family
+from ..core.family import Family, load_family
 from ..core.registry import Registry, Stage, family_registry, load_registry
 from ..core.sources import family_package_dir, kind_python_files, result_python_files_in, run_hash_of
 
@@ -30,12 +30,11 @@ class Side:
     registry: Registry
     package_dir: Path
     python_files: tuple[Path, ...]
+    family: Family  # the family as the work tree has it: its kind_packages scope both sides' Python
 
     def kind_python_files(self, input_kind: str) -> list[Path]:
-        """The result Python a stage of `input_kind` uses (core.sources.kind_python_files), by the
-        family's current kind_packages."""
-        return kind_python_files(list(self.python_files), self.package_dir, load_family(self.registry.family),
-                                 input_kind)
+        """The result Python a stage of `input_kind` uses (core.sources.kind_python_files)."""
+        return kind_python_files(list(self.python_files), self.package_dir, self.family, input_kind)
 
     def run_source_hash(self, stage: Stage) -> str:
         """What a run of the stage at this commit records as its `source_hash`."""
@@ -54,7 +53,8 @@ def _relative(path: Path, root: Path, what: str) -> str:
 
 
 def _side(label: str, commit: str, registry: Registry, package_dir: Path) -> Side:
-    return Side(label, commit, registry, package_dir, tuple(result_python_files_in(package_dir, registry)))
+    return Side(label, commit, registry, package_dir, tuple(result_python_files_in(package_dir, registry)),
+                load_family(registry.family))
 
 
 def _refuse_dirty(root: Path, paths: list[str]) -> None:
