@@ -21,6 +21,8 @@ def _cmd_same_code(args) -> int:
     with sides(args.family, args.from_commit) as (then, now):
         print(f"stagelab same-code: {len(stages)} stage(s) of {args.family} at {then.label} and at {now.label}, "
               f"{args.jobs} build(s) at a time", flush=True)
+        if then.note:  # the hashes recorded for COMMIT are today's lab's, not its own lab's
+            print(f"note: {then.note}", flush=True)
         verdicts = compare_stages(then, now, stages, args.jobs, lambda line: print(line, flush=True))
     entries = [v.entry for v in verdicts if v.status == SAME and v.entry is not None]
     path = same_code_path(args.family)

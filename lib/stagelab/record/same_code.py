@@ -10,7 +10,9 @@ stages.yaml options; record.same_code_sides checks the two out) and compared:
   Python stage's own files;
 and, for the whole family, its result Python files byte for byte and its binding as preprocessed.
 Only anonymous-namespace names and the checkout's path may differ (core.sass_kernels, core.object_code).
-A stage the same on every count is recorded in same_code.yaml (record.same_code_file).
+A stage the same on every count is recorded in same_code.yaml (record.same_code_file), with each
+side's run source hash: the commit's as the commit's own lab computed it, which is what its runs
+recorded (record.recorded_hashes), HEAD's as today's lab computes it.
 """
 
 from __future__ import annotations

@@ -1,10 +1,14 @@
 """The two sides `stagelab same-code` compares: a family as an earlier commit had it (its folder and
 its Python package written to a temporary folder by `git archive`) and as the work tree has it now,
-which must match HEAD in those files, so that the record names a commit for what was compiled."""
+which must match HEAD in those files, so that the record names a commit for what was compiled.
+
+The earlier side's run source hashes are those its own commit's lab computes (record.recorded_hashes:
+the lab's package is archived with the family when it lies in the family's work tree), since runs at
+that commit recorded what that lab computed; the HEAD side's are today's lab's."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,6 +20,7 @@ from ..core.errors import ConfigError
 from ..core.family import Family, load_family
 from ..core.registry import Registry, Stage, family_registry, load_registry
 from ..core.sources import family_package_dir, kind_python_files, result_python_files_in, run_hash_of
+from .recorded_hashes import LabHashes, lab_hashes, lab_to_archive
 
 SHORT = 7
 DIRTY_SHOWN = 10
@@ -31,6 +36,10 @@ class Side:
     package_dir: Path
     python_files: tuple[Path, ...]
     family: Family  # the family as the work tree has it: its kind_packages scope both sides' Python
+    # Each stage's run source hash as the lab of this commit computed it (record.recorded_hashes);
+    # None: today's lab computes them (HEAD, a lab outside the family's work tree, or one that failed).
+    recorded_hashes: Mapping[str, str] | None = None
+    note: str = ""  # why the recorded hashes are missing where they should be there (the CLI prints it)
 
     def kind_python_files(self, input_kind: str) -> list[Path]:
         """The result Python a stage of `input_kind` uses (core.sources.kind_python_files)."""
@@ -38,6 +47,8 @@ class Side:
 
     def run_source_hash(self, stage: Stage) -> str:
         """What a run of the stage at this commit records as its `source_hash`."""
+        if self.recorded_hashes is not None:
+            return self.recorded_hashes[stage.id]
         return run_hash_of(source_hash(stage, self.registry), self.package_dir, self.kind_python_files(stage.input_kind))
 
     def python_bytes(self, input_kind: str = "") -> dict[str, bytes]:
@@ -52,9 +63,9 @@ def _relative(path: Path, root: Path, what: str) -> str:
     return path.resolve().relative_to(root).as_posix() or "."
 
 
-def _side(label: str, commit: str, registry: Registry, package_dir: Path) -> Side:
+def _side(label: str, commit: str, registry: Registry, package_dir: Path, lab: LabHashes) -> Side:
     return Side(label, commit, registry, package_dir, tuple(result_python_files_in(package_dir, registry)),
-                load_family(registry.family))
+                load_family(registry.family), lab.hashes, lab.note)
 
 
 def _refuse_dirty(root: Path, paths: list[str]) -> None:
@@ -85,11 +96,14 @@ def sides(family: str, from_commit: str) -> Iterator[tuple[Side, Side]]:
     head = git_tree.resolve_commit(root, "HEAD")
     if not git_tree.exists_at(root, commit, f"{folder}/stages.yaml"):
         raise ConfigError(f"{folder}/stages.yaml does not exist at {commit[:SHORT]}: nothing to compare")
+    lab = lab_to_archive(root)  # the lab of the commit computes its run hashes, if it is in this work tree
     with TemporaryDirectory(prefix="stagelab-same-code-") as tmp:
-        paths = [p for p in dict.fromkeys([folder, package]) if git_tree.exists_at(root, commit, p)]
+        paths = [p for p in dict.fromkeys([folder, package, *([lab] if lab else [])])
+                 if git_tree.exists_at(root, commit, p)]
         git_tree.archive(root, commit, paths, Path(tmp))
         then = _registry_at(Path(tmp) / folder / "stages.yaml", commit[:SHORT])
         then_package = Path(tmp) / package
         then_package.mkdir(parents=True, exist_ok=True)  # a family whose Python came later: none then
-        yield (_side(commit[:SHORT], commit, then, then_package.resolve()),
-               _side(f"HEAD ({head[:SHORT]})", head, registry, package_dir))
+        hashes = lab_hashes(commit[:SHORT], root, Path(tmp), family, folder, list(then.stages)) if lab else LabHashes()
+        yield (_side(commit[:SHORT], commit, then, then_package.resolve(), hashes),
+               _side(f"HEAD ({head[:SHORT]})", head, registry, package_dir, LabHashes()))
