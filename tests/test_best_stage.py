@@ -82,6 +82,25 @@ def test_an_8_bit_stage_is_ranked_apart_from_the_full_precision_ones(tmp_store, 
     assert vit["best 8-bit stage"] == "s9_fp8" and vit["8-bit vs best"] == "1.25"  # 10 / 8
 
 
+def test_with_only_8_bit_stages_current_the_section_shows_the_best_8_bit_stage_and_says_why(tmp_store, tmp_path,
+                                                                                            current):
+    """Every 16-bit run stale (a family edit since they ran), the 8-bit stages re-run: the section names the
+    fastest 8-bit stage per problem with its own numbers instead of showing nothing."""
+    experiment_id = tracking.init_store("stagelab-sdpa")
+    log_run(experiment_id, "s10_general", "an older source", {VIT: (10.0, 200.0)}, commit="51f3545aaa")
+    log_run(experiment_id, "s9_fp8", current["s9_fp8"], {VIT: (8.0, 250.0)}, speedups={("cudnn", VIT): 1.4})
+    log_run(experiment_id, "s19_int8", current["s19_int8"], {VIT: (7.0, 280.0)}, outcome="incorrect")
+    text = write_report(["acceptance"], out_dir=tmp_path).read_text()
+    section = text.split("### Best stage on acceptance", 1)[1].split("## acceptance", 1)[0]
+    assert "no 16-bit stage has a run of its current source that passed its checks" in section
+    assert "3 stage runs, 1 of them stale" in section
+    best = table_rows(text, "### Best stage on acceptance", "## acceptance")
+    vit = dict(zip(best["header"], best[VIT]))
+    assert "best stage" not in best["header"]
+    assert vit["best 8-bit stage (no 16-bit stage current)"] == "s9_fp8"  # s19 is faster, but incorrect
+    assert vit["p50 (cold, µs)"] == "8" and vit["vs cudnn"] == "1.4"
+
+
 def test_a_stale_run_stays_visible_marked_and_a_current_one_stands_for_its_stage(tmp_store, tmp_path, current):
     experiment_id = tracking.init_store("stagelab-sdpa")
     log_run(experiment_id, "s8_persistent_split", current["s8_persistent_split"], {VIT: (12.0, 170.0)})

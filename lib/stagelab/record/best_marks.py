@@ -47,7 +47,7 @@ def _file_marks(runs: pd.DataFrame, name: str, family: Family) -> dict[str, str]
     if shapes.empty:
         return {}
     table = best_stage_table(shapes, subset, family, problems)
-    if table.empty:
+    if table.empty or "best stage" not in table.columns:  # only 8-bit stages current: none is "best"
         return {}
     total = shapes["shape"].nunique()
     run_of = dict(zip(subset[f"tags.{m.TAG_STAGE}"], subset["run_id"]))

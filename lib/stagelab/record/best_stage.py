@@ -22,6 +22,7 @@ from .tables import stage_order
 # Outcomes of a run correct on every check and within its gates: the candidates for best.
 CORRECT_OUTCOMES = ("pass", "valid_negative")
 PARENT_COLUMN = f"vs {m.PARENT}"
+EIGHT_BIT_ONLY = "best 8-bit stage (no 16-bit stage current)"
 
 
 def candidates(runs: pd.DataFrame) -> set[str]:
@@ -53,6 +54,8 @@ def best_stage_table(shapes: pd.DataFrame, runs: pd.DataFrame, family: Family, p
     libraries = [c for c in shapes.columns if c.startswith("vs ") and c != PARENT_COLUMN]
     rates = [c for c in shapes.columns if c.startswith(family.throughput_unit)]  # absent where none was logged
     shown = [p50, *rates, *libraries]
+    if chosen.empty:  # no 16-bit stage is current here: the 8-bit stages still answer for themselves
+        return _eight_bit_only(eight_bit, list(problems), p50, shown)
     rows = []
     for problem in _problems(chosen, list(problems)):
         timed = chosen[chosen["shape"] == problem]
@@ -64,6 +67,16 @@ def best_stage_table(shapes: pd.DataFrame, runs: pd.DataFrame, family: Family, p
             row.update({"previous best": previous["stage"], "vs previous best": previous[p50] / best[p50]})
         row.update(_best_eight_bit(eight_bit[eight_bit["shape"] == problem], p50, best[p50]))
         rows.append(row)
+    return pd.DataFrame(rows).dropna(axis=1, how="all")
+
+
+def _eight_bit_only(eight_bit: pd.DataFrame, problems: list[str], p50: str, shown: list[str]) -> pd.DataFrame:
+    """The fastest 8-bit stage per problem with its own numbers, where no 16-bit stage can be best."""
+    rows = []
+    for problem in _problems(eight_bit, problems) if not eight_bit.empty else []:
+        timed = eight_bit[eight_bit["shape"] == problem]
+        fastest = timed.loc[timed[p50].idxmin()]
+        rows.append({"problem": problem, EIGHT_BIT_ONLY: fastest["stage"], **{c: fastest[c] for c in shown}})
     return pd.DataFrame(rows).dropna(axis=1, how="all")
 
 
@@ -88,11 +101,15 @@ def best_heading(name: str) -> str:
 def best_stage_lines(name: str, table: pd.DataFrame, runs: pd.DataFrame) -> list[str]:
     """One parameter file's part of the section: its table, or why it has none."""
     lines = [best_heading(name), ""]
-    if not table.empty:
-        return lines + [markdown(table), ""]  # the p50 column names the file's primary timing mode
     stale = int((~runs.get(SOURCE_COLUMN, pd.Series(None, index=runs.index)).map(is_current)).sum())
-    return lines + [f"_no stage has a run of its current source that passed its checks on this GPU "
-                    f"({len(runs)} stage runs, {stale} of them stale): see the tables below_", ""]
+    if table.empty:
+        return lines + [f"_no stage has a run of its current source that passed its checks on this GPU "
+                        f"({len(runs)} stage runs, {stale} of them stale): see the tables below_", ""]
+    if EIGHT_BIT_ONLY in table.columns:
+        lines += [f"_no 16-bit stage has a run of its current source that passed its checks on this GPU "
+                  f"({len(runs)} stage runs, {stale} of them stale): the best 8-bit stage per problem, with its "
+                  "own p50 and the libraries' p50 over it_", ""]
+    return lines + [markdown(table), ""]  # the p50 column names the file's primary timing mode
 
 
 def section_intro(gpu: str) -> list[str]:
