@@ -178,6 +178,8 @@ def test_a_run_keeps_every_source_its_hash_covers(tmp_store, tmp_path):
     saved = {a.path for a in client.list_artifacts(run_id, "source")}
     assert {"source/s1_cp_async.cu", "source/sdpa_common.cuh", "source/binding.cpp",
             "source/s0_baseline_to_s1_cp_async.diff.txt", "source/python"} <= saved
+    # the headers its hash covers (core.includes): none of the INT8 stage's or the Hopper stages'
+    assert not {"source/int8", "source/sdpa_wgmma.cuh"} & saved
     python = {a.path for a in client.list_artifacts(run_id, "source/python")}
     assert {"source/python/reference.py", "source/python/__init__.py", "source/python/fp8"} <= python
     assert "source/python/fp8/budget.py" in {a.path for a in client.list_artifacts(run_id, "source/python/fp8")}

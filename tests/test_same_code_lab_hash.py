@@ -12,6 +12,7 @@ import pytest
 from stagelab.cli.main import main
 from stagelab.core.build import source_hash
 from stagelab.core.family_sources import FAMILY_PATH_ENV, SELECTED_FAMILY_ENV
+from stagelab.core.python_build import files_digest
 from stagelab.core.registry import family_registry
 from stagelab.core.sources import result_python_files_in, run_hash_of, run_source_hash
 from stagelab.record.recorded_hashes import TODAYS_SCHEME, lab_hashes
@@ -51,7 +52,9 @@ def test_the_commit_before_kind_scoping_gets_its_own_labs_hash(repo):
         assert then.note == "" and then.recorded_hashes is not None
         registry = then.registry
         stage = registry.stages["s0_baseline"]
-        old_scheme = run_hash_of(source_hash(stage, registry), then.package_dir,
+        # its build hash covered every header of the family (before the include closure, core.includes)
+        every_header = files_digest([stage.source, *registry.header_files(), registry.binding])
+        old_scheme = run_hash_of(every_header, then.package_dir,
                                  result_python_files_in(then.package_dir, registry))  # every result .py, fp8/ and int8/ too
         todays = run_hash_of(source_hash(stage, registry), then.package_dir, then.kind_python_files(stage.input_kind))
         assert then.run_source_hash(stage) == old_scheme

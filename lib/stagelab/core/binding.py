@@ -38,6 +38,7 @@ from pathlib import Path
 from types import ModuleType
 
 from .errors import BuildError
+from .includes import binding_headers
 from .paths import binding_cache_dir
 from .registry import Registry
 from .toolchain import cuda_home
@@ -108,12 +109,12 @@ def _compiler_identity(compiler: str) -> list[str]:
 
 
 def binding_key(registry: Registry, flags: list[str], compiler: str) -> str:
-    """Everything that changes the object: the binding, the family's shared headers, the flags
+    """Everything that changes the object: the binding, the family's headers it includes, the flags
     (the family's folder left out, so a copy of the family shares it), torch, Python, compiler."""
     import torch
 
     digest = hashlib.sha256()
-    for path in [registry.binding, *registry.header_files()]:
+    for path in [registry.binding, *binding_headers(registry)]:
         digest.update(path.name.encode())
         digest.update(path.read_bytes())
     digest.update(json.dumps({

@@ -1,8 +1,8 @@
 """Build a stage: nvcc compiles its torch-free .cu, then a plain link with the family's binding.
 
 Three steps; the stage's own are cached under build/<stage>/<key>/ where the key hashes the
-stage source, the family's shared headers, the binding, the compile options, the architectures
-and the tool versions, so an unchanged stage never recompiles:
+stage source, the family's headers it and the binding include (core.includes), the binding, the
+compile options, the architectures and the tool versions, so an unchanged stage never recompiles:
 
 1. nvcc -c <stage>.cu --resource-usage -> an object file and the ptxas report (~2 s).
    This needs only nvcc, so it runs (and is gated) on machines with no GPU.
@@ -38,6 +38,7 @@ from .build_cute import build_cute_stage
 from .build_folder import publish_build
 from .build_triton import build_triton_stage
 from .errors import BuildError
+from .includes import stage_sources
 from .paths import build_dir
 from .python_build import files_digest, python_source_hash
 from .registry import Registry, Stage
@@ -64,10 +65,11 @@ def _torch_version() -> str:
 
 
 def source_hash(stage: Stage, registry: Registry) -> str:
-    """The source alone: the stage file, the shared headers and the binding."""
+    """The source alone: the stage file, the family headers it and the binding can include
+    (core.includes), and the binding."""
     if stage.backend in PYTHON_BUILDERS:
         return python_source_hash(stage, registry)
-    return files_digest([stage.source, *registry.header_files(), registry.binding])
+    return files_digest(stage_sources(stage, registry))
 
 
 def build_key(stage: Stage, registry: Registry) -> str:

@@ -90,7 +90,8 @@ class Registry:
 
     def header_files(self) -> list[Path]:
         """Shared headers, in the family's folder and its subfolders (a family's parts may live in
-        folders of their own, kernels/sdpa/sched/): every stage's build hash covers all of them."""
+        folders of their own, kernels/sdpa/sched/): a cuda stage's build hash covers those it can include
+        (core.includes), and all of them where that cannot be known."""
         return sorted(p for p in self.directory.rglob("*") if p.suffix in {".h", ".cuh", ".hpp"} and p.is_file()
                       and not any(part.startswith(".") for part in p.relative_to(self.directory).parts))
 

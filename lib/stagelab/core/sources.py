@@ -1,12 +1,12 @@
 """Everything that decides a stage's result, as files, and the hash a run records of them.
 
-The build's source hash (core.build.source_hash: the stage, the family's headers and binding)
-decides the built module, and only that keys the build cache. A result depends on more: the
-family's Python makes the inputs, the float64 reference and the budget, and picks the
-contenders. A fix there changes what a run finds without changing a byte of the module, so the
-run's source hash (`run_source_hash`, the `source_hash` tag that `stagelab run --resume` and a
-tune's reopened run compare) covers the family's Python too, and the run keeps those files with
-its sources.
+The build's source hash (core.build.source_hash: the stage, the family headers it and the binding
+include (core.includes), the binding) decides the built module, and only that keys the build cache.
+A result depends on more: the family's Python makes the inputs, the float64 reference and the
+budget, and picks the contenders. A fix there changes what a run finds without changing a byte of
+the module, so the run's source hash (`run_source_hash`, the `source_hash` tag that `stagelab run
+--resume` and a tune's reopened run compare) covers the family's Python too, and the run keeps those
+files with its sources.
 """
 
 from __future__ import annotations

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from . import tracking
 from ..core.context import StageContext
+from ..core.includes import stage_sources
 from ..core.sources import family_package_dir, result_python_files
 
 
@@ -39,9 +40,12 @@ def log_family_python(run_id: str, ctx: StageContext) -> None:
 
 
 def log_sources(run_id: str, ctx: StageContext, scratch: Path) -> None:
-    """The stage, the family's headers and binding under source/, the family's Python under
-    source/python/, and the diff against the parent (written in `scratch` on the way)."""
-    for path in [ctx.stage.source, *ctx.registry.header_files(), ctx.registry.binding]:
+    """The stage, the family's headers its build hash covers (a cuda stage: those it and the binding
+    include, core.includes) and the binding under source/, the family's Python under source/python/,
+    and the diff against the parent (written in `scratch` on the way)."""
+    files = (stage_sources(ctx.stage, ctx.registry) if ctx.stage.backend == "cuda"
+             else [ctx.stage.source, *ctx.registry.header_files(), ctx.registry.binding])
+    for path in files:
         # a header in a subfolder of the family (sched/...) keeps its folder under source/
         folder = path.parent.relative_to(ctx.registry.directory) if path.parent != ctx.registry.directory else None
         tracking.log_artifact(run_id, path, f"source/{folder.as_posix()}" if folder else "source")

@@ -1,11 +1,11 @@
 """Whether a run measured its stage's current source, for the results pages.
 
-A run records the hash of what decided its result (`source_hash`, core.sources.run_source_hash:
-the stage, the family's headers and binding, the family's Python). A run whose hash is not what
-the checkout's sources hash to now measured code that is gone: the page keeps it visible, marked
-stale with its commit, and never names it the best stage. A run with no hash (a notebook that
-died before its build was recorded, by a runner older than the tag) cannot be shown current, so
-it is stale too.
+A run records the hash of what decided its result (`source_hash`, core.sources.run_source_hash: the
+stage, the family headers it and the binding include, the binding, the family's Python). A run whose
+hash is not what the checkout's sources hash to now measured code that is gone: the page keeps it
+visible, marked stale with its commit, and never names it the best stage. A run with no hash (a
+notebook that died before its build was recorded, by a runner older than the tag) cannot be shown
+current, so it is stale too.
 
 A run of an older source whose code a later refactor left as it was (`stagelab same-code` compiled
 both and found every kernel, the host code and the binding the same: same_code.yaml) measured the
