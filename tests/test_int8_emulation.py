@@ -54,7 +54,7 @@ def test_online_emulation_equals_the_dense_recipe(shape, q_block, k_block, kv_ti
     online = emulate_int8_attention(x, SCALE, shape.causal, kv_tile=kv_tile)
     dense = dense_recipe(x, SCALE, shape.causal, kv_tile or k_block)
     assert online.dtype == torch.float64 and online.shape == shape.dims
-    torch.testing.assert_close(online, dense, rtol=1e-12, atol=1e-13)
+    torch.testing.assert_close(online, dense, rtol=10.0 ** -12, atol=10.0 ** -13)
 
 
 def test_one_tile_is_p_quantized_against_the_row_max():
@@ -65,7 +65,7 @@ def test_one_tile_is_p_quantized_against_the_row_max():
     scores = scores.masked_fill(causal_mask(50, "cpu"), -math.inf)
     p, p8 = e4m3_probabilities(scores, scores.amax(-1, keepdim=True), P_MAX)
     expected = (p8 @ ops["v8"] * ops["v_descale"] / p.sum(-1, keepdim=True)).reshape(shape.dims)
-    torch.testing.assert_close(emulate_int8_attention(x, SCALE, True, kv_tile=50), expected, rtol=1e-13, atol=1e-14)
+    torch.testing.assert_close(emulate_int8_attention(x, SCALE, True, kv_tile=50), expected, rtol=10.0 ** -13, atol=10.0 ** -14)
     # and the tile size matters: P quantized against running maxima is another (valid) rounding
     assert not torch.equal(emulate_int8_attention(x, SCALE, True, kv_tile=16), expected)
 
@@ -97,7 +97,7 @@ def test_zero_heads_give_exact_zeros_and_a_zero_key_head_uniform_rows():
     out = emulate_int8_attention(quantize_int8_qkv(q, k, v, q_block=16, k_block=16), SCALE, False)
     assert torch.equal(out[0, 0], torch.zeros(20, 64, dtype=torch.float64))
     v8 = quantize_int8_qkv(q, k, v).dequantized()[2][0, 1]
-    torch.testing.assert_close(out[0, 1], v8.mean(0).expand(20, 64), rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(out[0, 1], v8.mean(0).expand(20, 64), rtol=10.0 ** -12, atol=10.0 ** -12)
 
 
 def test_causal_with_fewer_keys_than_queries_is_refused():
