@@ -144,11 +144,14 @@ def _in_family(paths: list[Path], registry: Registry) -> list[Path]:
     return [registry.directory / p.relative_to(base) for p in paths]
 
 
+def _binding_closure(registry: Registry) -> list[Path] | None:
+    """include_closure of the binding (none without one): the binding is built without a stage's flags."""
+    return include_closure([registry.binding], registry.directory) if registry.binding else []
+
+
 def binding_headers(registry: Registry) -> list[Path]:
     """The family headers the binding includes: its own build key and part of every cuda stage's hash."""
-    if registry.binding is None:
-        return []
-    found = include_closure([registry.binding], registry.directory)
+    found = _binding_closure(registry)
     return registry.header_files() if found is None else _in_family(found, registry)
 
 
@@ -157,7 +160,7 @@ def stage_headers(stage: Stage, registry: Registry) -> list[Path]:
     flags' include folders), and those the binding linked into its module includes; sorted, each
     once, the stage and the binding left out. Every header of the family where either is unknown."""
     found = include_closure([stage.source], registry.directory, stage.nvcc_flags)
-    binding = include_closure([registry.binding], registry.directory) if registry.binding else []
+    binding = _binding_closure(registry)
     if found is None or binding is None:
         return registry.header_files()
     own = {stage.source.resolve(), *([registry.binding.resolve()] if registry.binding else [])}

@@ -73,7 +73,7 @@ def best_stage_table(shapes: pd.DataFrame, runs: pd.DataFrame, family: Family, p
 def _eight_bit_only(eight_bit: pd.DataFrame, problems: list[str], p50: str, shown: list[str]) -> pd.DataFrame:
     """The fastest 8-bit stage per problem with its own numbers, where no 16-bit stage can be best."""
     rows = []
-    for problem in _problems(eight_bit, problems) if not eight_bit.empty else []:
+    for problem in _problems(eight_bit, problems):
         timed = eight_bit[eight_bit["shape"] == problem]
         fastest = timed.loc[timed[p50].idxmin()]
         rows.append({"problem": problem, EIGHT_BIT_ONLY: fastest["stage"], **{c: fastest[c] for c in shown}})
