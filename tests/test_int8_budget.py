@@ -63,7 +63,7 @@ def as_kernel(x, out, scale, causal, *, tiles=None, rescale_row_sum=True):
         acc = acc * rescale + p.to(E4M3).float() @ ops["v8"][:, keys]
         row_sum = (row_sum * rescale if rescale_row_sum else row_sum) + p.sum(-1, keepdim=True)
         row_max = new_max
-    out.copy_((acc * ops["v_descale"] / row_sum).reshape(out.shape))
+    out.copy_((acc * ops["v_descale"] / row_sum + ops["v_mean"]).reshape(out.shape))
 
 
 def first_block_descales(x, out, scale, causal):
@@ -81,6 +81,15 @@ def last_partial_block_dropped(x, out, scale, causal):
 
 def v_descales_on_the_wrong_channels(x, out, scale, causal):
     as_kernel(type(x)(**{**x.__dict__, "v_descale": x.v_descale.roll(1, dims=-1)}), out, scale, causal)
+
+
+def v_mean_not_added(x, out, scale, causal):
+    """Smoothed V's mean left out of the output (the epilogue's `+ v_mean` forgotten)."""
+    as_kernel(type(x)(**{**x.__dict__, "v_mean": torch.zeros_like(x.v_mean)}), out, scale, causal)
+
+
+def v_mean_on_the_wrong_channels(x, out, scale, causal):
+    as_kernel(type(x)(**{**x.__dict__, "v_mean": x.v_mean.roll(1, dims=-1)}), out, scale, causal)
 
 
 def row_sum_not_rescaled(x, out, scale, causal):
@@ -114,6 +123,8 @@ def test_a_kernel_computing_the_recipe_passes_every_distribution(distribution):
     (first_block_descales, "over budget"),
     (last_partial_block_dropped, "over budget"),
     (v_descales_on_the_wrong_channels, "over budget"),
+    (v_mean_not_added, "over budget"),
+    (v_mean_on_the_wrong_channels, "over budget"),
     (row_sum_not_rescaled, "over budget"),
     (zero_channel_nan, "non-finite"),
 ])

@@ -138,11 +138,12 @@ def test_the_quantizing_launch_runs_the_quantizer_then_the_attention_on_the_same
     (first, quantize_args), (second, forward_args) = module.calls
     int8, vt = made["int8"], made["vt"]
     assert first == "int8_quantize" and second == "int8_forward"
-    expected = (q, k, v, int8.q, int8.q_descale, int8.k, int8.k_descale, int8.k_mean, vt, int8.v_descale, 7)
+    expected = (q, k, v, int8.q, int8.q_descale, int8.k, int8.k_descale, int8.k_mean, vt, int8.v_descale,
+                int8.v_mean, 7)
     assert all(a is b for a, b in zip(quantize_args[:-1], expected[:-1])) and quantize_args[-1] == 7
-    assert [forward_args[i] for i in (0, 1, 2, 3, 4, 5, 6)] == [int8.q, int8.k, vt, int8.q_descale, int8.k_descale,
-                                                                int8.v_descale, out]
-    assert forward_args[7:] == (0.125, True, 7)
+    assert all(a is b for a, b in zip(forward_args[:8], [int8.q, int8.k, vt, int8.q_descale, int8.k_descale,
+                                                        int8.v_descale, int8.v_mean, out]))
+    assert forward_args[8:] == (0.125, True, 7)
 
 
 def test_the_family_gives_int8_stages_with_the_quantizer_a_quantizing_variant(monkeypatch):

@@ -13,6 +13,7 @@ from stagelab.families.sdpa.fp8.quantize import E4M3
 from stagelab.families.sdpa.inputs import make_inputs
 from stagelab.families.sdpa.int8 import (FA3_FP8, INT8_RECIPE, INT8_UNSMOOTHED, P_MAX, PLAIN, e4m3_probabilities,
                                          emulate_int8_attention, quantize_int8_qkv, recipe_operands, truth_errors)
+from stagelab.families.sdpa.int8.emulation import online_softmax_pv
 from stagelab.families.sdpa.reference import attention, causal_mask, default_scale
 
 SCALE = 0.125
@@ -39,7 +40,7 @@ def dense_recipe(x, softmax_scale, causal, kv_tile, p_max=P_MAX):
     p8 = torch.where(visible, torch.exp(scores - running.nan_to_num(neginf=0)) * p_max, 0).to(E4M3).double()
     weights = p8 * torch.where(visible, torch.exp(running - final), 0)
     row_sum = (torch.exp(scores - final) * p_max).sum(-1, keepdim=True)
-    out = weights @ ops["v8"] * ops["v_descale"] / row_sum
+    out = weights @ ops["v8"] * ops["v_descale"] / row_sum + ops["v_mean"]
     return out.reshape(x.q.shape)
 
 
@@ -64,7 +65,7 @@ def test_one_tile_is_p_quantized_against_the_row_max():
     scores = (ops["q8"] @ ops["k8"].transpose(-1, -2) * (ops["q_descale"] * SCALE * ops["k_descale"]))
     scores = scores.masked_fill(causal_mask(50, "cpu"), -math.inf)
     p, p8 = e4m3_probabilities(scores, scores.amax(-1, keepdim=True), P_MAX)
-    expected = (p8 @ ops["v8"] * ops["v_descale"] / p.sum(-1, keepdim=True)).reshape(shape.dims)
+    expected = (p8 @ ops["v8"] * ops["v_descale"] / p.sum(-1, keepdim=True) + ops["v_mean"]).reshape(shape.dims)
     torch.testing.assert_close(emulate_int8_attention(x, SCALE, True, kv_tile=50), expected, rtol=10.0 ** -13, atol=10.0 ** -14)
     # and the tile size matters: P quantized against running maxima is another (valid) rounding
     assert not torch.equal(emulate_int8_attention(x, SCALE, True, kv_tile=16), expected)
@@ -87,6 +88,30 @@ def test_the_recipe_is_attention_on_its_operands_up_to_ps_e4m3_rounding():
     value_scale = x.dequantized()[2].abs().amax().item()
     assert (out - ref).abs().max() <= 2 ** -4 * value_scale  # P's half ulp, at most, of a convex combination
     assert (out - ref).abs().max() > 0
+
+
+@pytest.mark.parametrize("distribution", ["positive", "normal"])
+def test_smoothed_v_is_attention_on_its_operands_up_to_ps_e4m3_rounding_and_its_mean_comes_back(distribution):
+    """With V smoothed (the default) the emulation is still float64 attention on the recipe's operands
+    (V's e4m3 data times its descale plus its mean) within P's rounding: the mean is added back whole,
+    since P's rows sum to the row sum. Without smoothing the mean is zeros and the output the old one."""
+    shape = Shape(1, 2, 77, 64, True, kv_heads=1, kv_seq_len=90)
+    q, k, v = inputs(shape, distribution)
+    x = quantize_int8_qkv(q, k, v, q_block=16, k_block=32)
+    assert x.smooth_v and x.v_mean.abs().max() > 0
+    ref = attention(*x.dequantized(smoothed=True), SCALE, True, torch.float64)
+    out = emulate_int8_attention(x, SCALE, True)
+    centred = (x.dequantized()[2] - x.v_mean.double()[:, :, None, :]).abs().amax().item()
+    assert (out - ref).abs().max() <= 2 ** -4 * centred  # P's half ulp of the centred values, at most
+    plain = quantize_int8_qkv(q, k, v, q_block=16, k_block=32, smooth_v=False)
+    assert not plain.smooth_v and not plain.v_mean.any()
+    # the old recipe's output: P.V / l on plain V's e4m3 data, nothing added
+    ops = recipe_operands(plain)
+    acc, row_sum = online_softmax_pv(ops, SCALE, causal_mask(77, "cpu", 90), plain.k_block, P_MAX)
+    torch.testing.assert_close(emulate_int8_attention(plain, SCALE, True),
+                               (acc * ops["v_descale"] / row_sum).reshape(shape.dims), rtol=0, atol=0)
+    # both recipes compute attention of the same inputs, within their own V's rounding of each other
+    assert (emulate_int8_attention(plain, SCALE, True) - out).abs().max() < 0.05 * v.abs().max()
 
 
 def test_zero_heads_give_exact_zeros_and_a_zero_key_head_uniform_rows():

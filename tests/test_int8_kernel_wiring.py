@@ -129,6 +129,9 @@ def offset_by_one(t):
     ("v_descale", lambda x: torch.ones(1, 2, 1), "v_descale has shape (1, 2, 1); expected [batch, kv_heads, "
                                                   "head_dim] = (1, 2, 64)"),
     ("v_descale", lambda x: torch.ones(1, 64, 2).transpose(1, 2), "v_descale must be contiguous"),
+    ("v_mean", lambda x: torch.zeros(1, 2, 1), "v_mean has shape (1, 2, 1); expected [batch, kv_heads, "
+                                               "head_dim] = (1, 2, 64)"),
+    ("v_mean", lambda x: x.v_mean.half(), "v_mean has dtype torch.float16"),
     ("source_dtype", lambda x: torch.float32, "source_dtype torch.float32 (the output's dtype) is not supported"),
 ])
 def test_bad_inputs_name_the_problem(field, change, message):
@@ -151,6 +154,10 @@ def test_a_recipe_other_than_the_kernels_is_refused(recipe, message):
 
 def test_smooth_k_is_the_callers_choice():
     validate_int8_inputs(int8_inputs(smooth_k=False), require_cuda=False)
+
+
+def test_smooth_v_is_the_callers_choice_the_kernel_adds_whatever_mean_it_is_given():
+    validate_int8_inputs(int8_inputs(smooth_v=False), require_cuda=False)
 
 
 def test_shapes_head_dim_device_and_causal_are_checked():
@@ -217,7 +224,7 @@ def test_call_quantizes_with_the_default_recipe():
                 torch.empty(shape.dims), INT8_INPUTS)
     [(x, scale, causal)] = seen
     assert isinstance(x, Int8Inputs) and x.q.dtype == torch.int8 and x.source_dtype == torch.bfloat16
-    assert (x.q_block, x.k_block, x.v_scaling, x.smooth_k) == (64, 128, "channel", True)
+    assert (x.q_block, x.k_block, x.v_scaling, x.smooth_k, x.smooth_v) == (64, 128, "channel", True, True)
     assert scale == 64 ** -0.5 and causal
     validate_int8_inputs(x, require_cuda=False, causal=True)
 

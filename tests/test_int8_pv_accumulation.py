@@ -24,6 +24,16 @@ def tool():
 def test_the_exact_sum_of_plain_v_is_the_recipes_emulation(tool, distribution):
     q, k, v = make_inputs(SHAPE, torch.float16, 0, "cpu", distribution)
     _, outs = tool.head_outputs(q, k, v, smooth_v=False)
+    plain = quantize_int8_qkv(q, k, v, smooth_v=False)
+    emulated = emulate_int8_attention(plain, default_scale(SHAPE.head_dim), False)[0, 0]
+    assert torch.allclose(outs["exact"], emulated, rtol=10.0 ** -12, atol=10.0 ** -12)
+
+
+@pytest.mark.parametrize("distribution", ["normal", "positive"])
+def test_the_exact_sum_of_smoothed_v_is_the_default_recipes_emulation(tool, distribution):
+    """The model's smoothed V is the recipe's smooth_v (the quantizer's default): same mean, same codes."""
+    q, k, v = make_inputs(SHAPE, torch.float16, 0, "cpu", distribution)
+    ref, outs = tool.head_outputs(q, k, v, smooth_v=True)
     emulated = emulate_int8_attention(quantize_int8_qkv(q, k, v), default_scale(SHAPE.head_dim), False)[0, 0]
     assert torch.allclose(outs["exact"], emulated, rtol=10.0 ** -12, atol=10.0 ** -12)
 

@@ -5,7 +5,8 @@ import torch
 
 from stagelab.core.errors import InputError
 from stagelab.families.sdpa.fp8.quantize import E4M3, E4M3_MAX, e4m3_broadcast_bound
-from stagelab.families.sdpa.int8 import INT8_MAX, PER_HEAD, Int8Recipe, int8_rounding_bound, quantize_int8_qkv
+from stagelab.families.sdpa.int8 import (INT8_MAX, PER_HEAD, Int8Recipe, int8_rounding_bound, quantize_int8_qkv,
+                                         quantize_v)
 from stagelab.families.sdpa.int8.blocks import MIN_DESCALE, quantize_int8_blocks
 from stagelab.families.sdpa.reference import attention
 
@@ -49,14 +50,39 @@ def test_v_round_trips_within_e4m3_precision_per_channel_and_per_head():
     q, k, v = qkv()
     v = v * torch.logspace(-3, 2, 64).half()  # channels of very different size
     for v_scaling in ("channel", "head"):
-        x = quantize_int8_qkv(q, k, v, v_scaling=v_scaling)
+        x = quantize_int8_qkv(q, k, v, v_scaling=v_scaling, smooth_v=False)
         assert x.v.dtype == E4M3 and x.v_descale.shape == (1, 2, 64)
         bound = e4m3_broadcast_bound(v, x.v_descale[:, :, None, :])
         assert ((x.dequantized()[2] - v.double()).abs() <= bound).all()
-    per_channel = quantize_int8_qkv(q, k, v).v_descale
+    per_channel = quantize_int8_qkv(q, k, v, smooth_v=False).v_descale
     torch.testing.assert_close(per_channel.double(), v.double().abs().amax(dim=2) / E4M3_MAX, rtol=2 ** -23, atol=0)
-    per_head = quantize_int8_qkv(q, k, v, v_scaling=PER_HEAD).v_descale
+    per_head = quantize_int8_qkv(q, k, v, v_scaling=PER_HEAD, smooth_v=False).v_descale
     assert (per_head == per_head[..., :1]).all() and (per_head[..., 0] == per_channel.amax(-1)).all()
+
+
+@pytest.mark.parametrize("v_scaling", ["channel", "head"])
+def test_smoothing_v_quantizes_v_less_its_mean_over_tokens_and_dequantizing_adds_it_back(v_scaling):
+    q, k, v = qkv(heads=4, kv_heads=2)
+    offset = torch.linspace(-3, 3, 64)
+    v = v * 0.5 + offset.half()  # every channel its own offset
+    x = quantize_int8_qkv(q, k, v, v_scaling=v_scaling)
+    assert x.smooth_v and x.v_mean.shape == (1, 2, 64) and x.v_mean.dtype == torch.float32
+    torch.testing.assert_close(x.v_mean, v.float().mean(dim=2), rtol=0, atol=0)
+    centred = v.float() - x.v_mean[:, :, None, :]
+    # V's codes and descales are quantize_v's of V - v_mean, bit for bit
+    codes, descale = quantize_v(centred, v_scaling)
+    assert torch.equal(x.v.view(torch.uint8), codes.view(torch.uint8)) and torch.equal(x.v_descale, descale)
+    if v_scaling == "channel":
+        torch.testing.assert_close(x.v_descale.double(), centred.double().abs().amax(dim=2) / E4M3_MAX,
+                                   rtol=2 ** -23, atol=0)
+    # dequantized() adds the mean back: V within e4m3's rounding of the centred values (and float32's)
+    bound = e4m3_broadcast_bound(centred, x.v_descale[:, :, None, :]) + v.double().abs() * 2 ** -23
+    assert ((x.dequantized()[2] - v.double()).abs() <= bound).all()
+    # the offsets are gone from what e4m3 holds: a finer step than without smoothing where they are large
+    unsmoothed = quantize_int8_qkv(q, k, v, v_scaling=v_scaling, smooth_v=False)
+    assert not unsmoothed.v_mean.any() and not unsmoothed.smooth_v
+    large = offset.abs() > 2 if v_scaling == "channel" else slice(None)
+    assert (unsmoothed.v_descale[..., large] > 1.5 * x.v_descale[..., large]).all()
 
 
 def test_smoothing_subtracts_the_mean_over_tokens_per_kv_head_and_channel():
@@ -149,7 +175,9 @@ def test_grouped_query_inputs_keep_their_kv_heads_and_bshd_layout():
     x = quantize_int8_qkv(q, k, v, q_block=16, k_block=32)
     assert x.q.shape == (1, 4, 33, 64) and x.k.shape == x.v.shape == (1, 2, 50, 64)
     assert x.q_descale.shape == (1, 4, 3) and x.k_descale.shape == (1, 2, 2) and x.source_dtype == torch.float16
-    assert x.q.stride() == q.stride() and x.k.stride() == k.stride()
+    assert x.q.stride() == q.stride() and x.k.stride() == k.stride() and x.v.stride() == v.stride()
     grouped = x.grouped()
     assert grouped.k.shape == (1, 4, 50, 64) and torch.equal(grouped.k[:, 1], x.k[:, 0])
     assert torch.equal(grouped.v_descale[:, 3], x.v_descale[:, 1])
+    assert grouped.v_mean.shape == (1, 4, 64) and torch.equal(grouped.v_mean[:, 3], x.v_mean[:, 1])
+    assert grouped.smooth_v == x.smooth_v and torch.equal(grouped.k_mean[:, 2], x.k_mean[:, 1])

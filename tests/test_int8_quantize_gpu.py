@@ -1,12 +1,13 @@
 """The INT8 stage's CUDA quantizer (kernels/sdpa/int8/quantize.cuh) on a GPU, against the torch
 quantizer (quantize_int8_qkv, then vt_operand) on odd problems: key lengths 1, 45, 77, 129 and 1031,
 Sq != Sk, grouped-query attention, bshd views, head_dim 64 and 128, fp16 and bf16, the named
-distributions. Q's codes and descales, V^T's bytes and V's descales must be the same bit for bit;
-K's mean (summed in float64 here, in float32 by torch) within its rounding of the float64 mean, K's
-codes and descales exactly torch's formula on that mean, and within +-1 and the means' difference of
-torch's own. Every output element is written (poisoned buffers), the same inputs give the same bytes,
-and attention on the CUDA-quantized operands passes the INT8 budget against the recipe's emulation of
-those same operands; the `quantizing` timed launch gives that output, in a CUDA graph too.
+distributions. Q's codes and descales must be the same bit for bit; K's and V's means (summed in
+float64 here, in float32 by torch) within their rounding of the float64 mean, K's codes and
+descales, V^T's bytes and V's descales exactly torch's formula on those means, K's within +-1 and
+the means' difference of torch's own, V's dequantized within e4m3's rounding of V. Every output
+element is written (poisoned buffers), the same inputs give the same bytes, and attention on the
+CUDA-quantized operands passes the INT8 budget against the recipe's emulation of those same operands;
+the `quantizing` timed launch gives that output, in a CUDA graph too.
 Skipped without CUDA, or while no INT8 stage exports the quantizer."""
 
 import textwrap
@@ -18,7 +19,8 @@ import torch
 from stagelab.core.build import build_stage
 from stagelab.families.sdpa import FAMILY, INT8_INPUTS, Shape, default_scale
 from stagelab.families.sdpa.distributions import DISTRIBUTIONS, LARGE, NORMAL, OUTLIER, TINY, ZERO_HEAD
-from stagelab.families.sdpa.int8 import DEFAULT_RECIPE, check_int8_shape, quantize_int8_qkv
+from stagelab.families.sdpa.fp8.quantize import e4m3_broadcast_bound
+from stagelab.families.sdpa.int8 import DEFAULT_RECIPE, check_int8_shape, quantize_int8_qkv, quantize_v
 from stagelab.families.sdpa.int8.blocks import per_token, quantize_int8_blocks
 from stagelab.families.sdpa.int8.cuda_quantize import (allocate_operands, cuda_quantize, has_cuda_quantizer,
                                                        quantize_into)
@@ -72,14 +74,14 @@ def assert_same_bits(mine: torch.Tensor, theirs: torch.Tensor, what: str) -> Non
                              f"{differ.nonzero()[0].tolist()}")
 
 
-def assert_k_mean_rounds_the_float64_mean(k: torch.Tensor, k_mean: torch.Tensor) -> None:
+def assert_mean_rounds_the_float64_mean(x: torch.Tensor, mean: torch.Tensor, what: str) -> None:
     """Within float32's half ulp of the float64 mean, and the float64 sums' own rounding (either
-    side's): (n - 1) * 2^-53 * mean|k| each, bounded by n * 2^-51 * mean|k|."""
-    k64 = k.double()
-    exact = k64.mean(dim=2)
-    bound = 2.0 ** -24 * exact.abs() + k.shape[2] * 2.0 ** -51 * k64.abs().mean(dim=2)
-    excess = (k_mean.double() - exact).abs() - bound
-    assert (excess <= 0).all(), f"k_mean off the float64 mean by up to {excess.max().item()} past its bound"
+    side's): (n - 1) * 2^-53 * mean|x| each, bounded by n * 2^-51 * mean|x|."""
+    x64 = x.double()
+    exact = x64.mean(dim=2)
+    bound = 2.0 ** -24 * exact.abs() + x.shape[2] * 2.0 ** -51 * x64.abs().mean(dim=2)
+    excess = (mean.double() - exact).abs() - bound
+    assert (excess <= 0).all(), f"{what} off the float64 mean by up to {excess.max().item()} past its bound"
 
 
 def assert_k_near_torchs(k: torch.Tensor, mine, theirs) -> None:
@@ -102,14 +104,22 @@ def test_the_operands_are_the_torch_quantizers(module, shape, dtype, distributio
     q, k, v = inputs_of(shape, dtype, distribution)
     mine, vt = cuda_quantize(module, q, k, v)
     theirs = quantize_int8_qkv(q, k, v, **DEFAULT_RECIPE.quantizer_args())
-    for name in ("q", "q_descale", "v", "v_descale"):
+    for name in ("q", "q_descale"):
         assert_same_bits(getattr(mine, name), getattr(theirs, name), name)
-    assert_same_bits(vt, vt_operand(theirs.v), "vt")
-    assert_k_mean_rounds_the_float64_mean(k, mine.k_mean)
+    assert_mean_rounds_the_float64_mean(k, mine.k_mean, "k_mean")
     k8, k_descale = quantize_int8_blocks(k.float() - mine.k_mean[:, :, None, :], DEFAULT_RECIPE.k_block)
     assert_same_bits(mine.k, k8, "k (torch's formula on this k_mean)")
     assert_same_bits(mine.k_descale, k_descale, "k_descale (torch's formula on this k_mean)")
     assert_k_near_torchs(k, mine, theirs)
+    assert mine.smooth_v and theirs.smooth_v
+    assert_mean_rounds_the_float64_mean(v, mine.v_mean, "v_mean")
+    centred = v.float() - mine.v_mean[:, :, None, :]
+    v8, v_descale = quantize_v(centred, DEFAULT_RECIPE.v_scaling)
+    assert_same_bits(mine.v, v8, "v (torch's formula on this v_mean)")
+    assert_same_bits(mine.v_descale, v_descale, "v_descale (torch's formula on this v_mean)")
+    assert_same_bits(vt, vt_operand(v8), "vt (torch's formula on this v_mean)")
+    bound = e4m3_broadcast_bound(centred, mine.v_descale[:, :, None, :]) + v.double().abs() * 2.0 ** -23
+    assert ((mine.dequantized()[2] - v.double()).abs() <= bound).all(), "V dequantized past e4m3's rounding"
 
 
 @pytest.mark.parametrize("shape", [SHAPES[1], SHAPES[3], BSHD_GQA], ids=[SHAPES[1].tag, SHAPES[3].tag, BSHD_GQA.tag])
@@ -121,10 +131,10 @@ def test_every_output_is_written_and_the_bytes_repeat(module, shape):
     for _ in range(2):
         poisoned, vt = allocate_operands(q, k)
         for t in (poisoned.q, poisoned.k, poisoned.q_descale, poisoned.k_descale, poisoned.k_mean, vt,
-                  poisoned.v_descale):
+                  poisoned.v_descale, poisoned.v_mean):
             t.view(torch.uint8).fill_(0xFF)
         quantize_into(module, q, k, v, poisoned, vt)
-        for name in ("q", "k", "q_descale", "k_descale", "k_mean", "v_descale"):
+        for name in ("q", "k", "q_descale", "k_descale", "k_mean", "v_descale", "v_mean"):
             assert_same_bits(getattr(poisoned, name), getattr(fresh, name), name)
         assert_same_bits(vt, fresh_vt, "vt")
 
@@ -155,7 +165,7 @@ def test_the_bindings_backstop_refuses_a_wrong_output(module):
         print("module loaded, operands allocated", flush=True)
         try:
             module.int8_quantize(q, k, v, int8.q, int8.q_descale[..., :0], int8.k, int8.k_descale, int8.k_mean, vt,
-                                 int8.v_descale, torch.cuda.current_stream().cuda_stream)
+                                 int8.v_descale, int8.v_mean, torch.cuda.current_stream().cuda_stream)
         except RuntimeError as error:
             print("raised:", error)
         """))

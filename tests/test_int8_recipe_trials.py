@@ -15,7 +15,7 @@ def test_each_variant_changes_one_choice_of_the_default(tool):
     from stagelab.families.sdpa.int8.recipe import DEFAULT_RECIPE
 
     for name, recipe in tool.VARIANTS.items():
-        changed = [field for field in ("q_block", "k_block", "v_scaling", "smooth_k", "kv_tile", "p_max")
+        changed = [field for field in ("q_block", "k_block", "v_scaling", "smooth_k", "smooth_v", "kv_tile", "p_max")
                    if getattr(recipe, field) != getattr(DEFAULT_RECIPE, field)]
         assert len(changed) == 1, (name, changed)
 

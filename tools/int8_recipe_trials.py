@@ -1,5 +1,5 @@
 """The INT8 recipe's choices as trials of its stage: each variant of the default recipe (Q and K
-block sizes, V per head, no K smoothing, P's scale, P quantized per longer key tiles) against float64
+block sizes, V per head, no K or V smoothing, P's scale, P quantized per longer key tiles) against float64
 truth, beside the default, on every named distribution. No GPU: the recipe's float64 emulation
 (families/sdpa/int8/emulation.py), which the stage meets within its budget, stands for the kernel.
 
@@ -37,6 +37,7 @@ VARIANTS = {
     "k_block_256": replace(DEFAULT_RECIPE, k_block=256),
     "v_per_head": replace(DEFAULT_RECIPE, v_scaling=PER_HEAD),
     "no_k_smoothing": replace(DEFAULT_RECIPE, smooth_k=False),
+    "no_v_smoothing": replace(DEFAULT_RECIPE, smooth_v=False),
     "p_max_448": replace(DEFAULT_RECIPE, p_max=E4M3_MAX),  # SageAttention2's P scale
     "p_tile_256": replace(DEFAULT_RECIPE, kv_tile=256),
 }

@@ -125,11 +125,13 @@ void fp8_forward(const torch::Tensor& q, const torch::Tensor& k, const torch::Te
 bool has_fp8() { return sdpa_fp8_forward != nullptr; }
 
 // INT8: int8 q [B, H, Sq, D] and k [B, Hkv, Sk, D], e4m3 vt [B, Hkv, D, Sk rounded up to 16] (keys
-// permuted per 32), float32 descales per 64 query rows, per 128 keys and per channel; out fp16/bf16.
+// permuted per 32), float32 descales per 64 query rows, per 128 keys and per channel, V's float32 mean
+// per channel (added to the output); out fp16/bf16.
 // stagelab.families.sdpa.int8.kernel validates with friendly messages; these are the backstop.
 void int8_forward(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& vt,
                   const torch::Tensor& q_descale, const torch::Tensor& k_descale, const torch::Tensor& v_descale,
-                  const torch::Tensor& out, double softmax_scale, bool causal, int64_t stream) {
+                  const torch::Tensor& v_mean, const torch::Tensor& out, double softmax_scale, bool causal,
+                  int64_t stream) {
   TORCH_CHECK(sdpa_int8_forward != nullptr, "sdpa int8: this stage has no INT8 entry (sdpa_int8_forward)");
   for (const torch::Tensor* t : {&q, &k, &vt, &out}) {
     TORCH_CHECK(t->is_cuda() && t->dim() == 4 && t->stride(3) == 1,
@@ -142,10 +144,12 @@ void int8_forward(const torch::Tensor& q, const torch::Tensor& k, const torch::T
   TORCH_CHECK(out.sizes() == q.sizes(), "sdpa int8: out must have q's shape");
   TORCH_CHECK(vt.size(0) == k.size(0) && vt.size(1) == k.size(1) && vt.size(2) == k.size(3) && vt.size(3) >= k.size(2),
               "sdpa int8: vt must be [batch, kv_heads, head_dim, >= kv_seq_len]");
-  for (const torch::Tensor* d : {&q_descale, &k_descale, &v_descale}) {
+  for (const torch::Tensor* d : {&q_descale, &k_descale, &v_descale, &v_mean}) {
     TORCH_CHECK(d->is_cuda() && d->scalar_type() == torch::kFloat32 && d->is_contiguous(),
-                "sdpa int8: descales must be contiguous float32 CUDA tensors");
+                "sdpa int8: descales and v_mean must be contiguous float32 CUDA tensors");
   }
+  TORCH_CHECK(v_mean.sizes() == v_descale.sizes() && v_mean.numel() == k.size(0) * k.size(1) * k.size(3),
+              "sdpa int8: v_mean must be [batch, kv_heads, head_dim] as v_descale");
   SdpaInt8Problem problem{};
   problem.attn = problem_of(q, k, k, out, softmax_scale, causal,
                             out.scalar_type() == torch::kFloat16 ? kSdpaFloat16 : kSdpaBFloat16);
@@ -153,6 +157,7 @@ void int8_forward(const torch::Tensor& q, const torch::Tensor& k, const torch::T
   problem.q_descale = q_descale.data_ptr<float>();
   problem.k_descale = k_descale.data_ptr<float>();
   problem.v_descale = v_descale.data_ptr<float>();
+  problem.v_mean = v_mean.data_ptr<float>();
   problem.vt_key_stride = vt.size(3);
   cudaError_t status = sdpa_int8_forward(&problem, reinterpret_cast<cudaStream_t>(stream));
   TORCH_CHECK(status == cudaSuccess, "sdpa int8 kernel launch failed: ", cudaGetErrorString(status));
@@ -187,7 +192,8 @@ void check_int8_quantize_output(const torch::Tensor& q, const torch::Tensor& t, 
 
 void int8_quantize(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, const torch::Tensor& q8,
                    const torch::Tensor& q_descale, const torch::Tensor& k8, const torch::Tensor& k_descale,
-                   const torch::Tensor& k_mean, const torch::Tensor& vt, const torch::Tensor& v_descale, int64_t stream) {
+                   const torch::Tensor& k_mean, const torch::Tensor& vt, const torch::Tensor& v_descale,
+                   const torch::Tensor& v_mean, int64_t stream) {
   TORCH_CHECK(sdpa_int8_quantize != nullptr && sdpa_int8_quantize_scratch_bytes != nullptr,
               "sdpa int8: this stage has no INT8 quantizer (sdpa_int8_quantize)");
   check_int8_quantize_inputs(q, k, v);
@@ -199,6 +205,7 @@ void int8_quantize(const torch::Tensor& q, const torch::Tensor& k, const torch::
   check_int8_quantize_output(q, k_mean, torch::kFloat32, {b, hkv, d});
   check_int8_quantize_output(q, vt, at::kFloat8_e4m3fn, {b, hkv, d, (sk + kVtKeyPad - 1) / kVtKeyPad * kVtKeyPad});
   check_int8_quantize_output(q, v_descale, torch::kFloat32, {b, hkv, d});
+  check_int8_quantize_output(q, v_mean, torch::kFloat32, {b, hkv, d});
   SdpaInt8Quantize args{};
   args.inputs = problem_of(q, k, v, q, 1.0, false, q.scalar_type() == torch::kFloat16 ? kSdpaFloat16 : kSdpaBFloat16);
   args.inputs.out = nullptr;  // unused: the quantizer writes the outputs below
@@ -209,6 +216,7 @@ void int8_quantize(const torch::Tensor& q, const torch::Tensor& k, const torch::
   args.k_mean = k_mean.data_ptr<float>();
   args.vt = vt.data_ptr();
   args.v_descale = v_descale.data_ptr<float>();
+  args.v_mean = v_mean.data_ptr<float>();
   args.vt_key_stride = vt.size(3);
   const int64_t bytes = sdpa_int8_quantize_scratch_bytes(&args);
   torch::Tensor scratch = torch::empty({bytes > 0 ? bytes : 1}, torch::TensorOptions().dtype(torch::kUInt8).device(q.device()));
@@ -293,11 +301,13 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         py::arg("v_descale"), py::arg("out"), py::arg("softmax_scale"), py::arg("causal"), py::arg("stream"));
   m.def("int8_forward", &int8_forward, "INT8 (int8 Q.K^T, e4m3 P.V) SDPA forward into a preallocated fp16/bf16 output",
         py::arg("q"), py::arg("k"), py::arg("vt"), py::arg("q_descale"), py::arg("k_descale"),
-        py::arg("v_descale"), py::arg("out"), py::arg("softmax_scale"), py::arg("causal"), py::arg("stream"));
+        py::arg("v_descale"), py::arg("v_mean"), py::arg("out"), py::arg("softmax_scale"), py::arg("causal"),
+        py::arg("stream"));
   m.def("has_int8", &has_int8, "whether the stage exports the INT8 entry point");
   m.def("int8_quantize", &int8_quantize, "the INT8 stage's operands from fp16/bf16 q, k, v into preallocated outputs",
         py::arg("q"), py::arg("k"), py::arg("v"), py::arg("q8"), py::arg("q_descale"), py::arg("k8"),
-        py::arg("k_descale"), py::arg("k_mean"), py::arg("vt"), py::arg("v_descale"), py::arg("stream"));
+        py::arg("k_descale"), py::arg("k_mean"), py::arg("vt"), py::arg("v_descale"), py::arg("v_mean"),
+        py::arg("stream"));
   m.def("has_int8_quantize", &has_int8_quantize, "whether the stage exports the INT8 quantizer");
   m.def("launch_plans", &launch_plans, "every launch plan the stage's build can take (empty: one implicit plan)");
   m.def("launch_plan", &launch_plan, "the launch plan a problem of this shape takes on a device of sms SMs and l2_bytes of L2");

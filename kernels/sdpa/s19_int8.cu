@@ -1,7 +1,7 @@
 /*
 s19_int8: attention on 8-bit operands, on s18's composed parts: Q.K^T on
-int8 x int8 wgmma with exact int32 accumulation, P.V on e4m3 wgmma promoted
-into float32 after every key tile.
+int8 x int8 wgmma with exact int32 accumulation, P.V on e4m3 wgmma (promoted
+into float32 after every key tile at head_dim 128).
 
 What it is
   The mainloop, epilogue and schedulers of the persistent stages
@@ -9,9 +9,10 @@ What it is
   (int8/operands.cuh): int8 Q and K tiles of one 64- or 128-byte swizzle
   row, V as Vt (e4m3, [D][keys], the keys of each 32 in P's fragment
   order), and the tile Int8Tile (int8/tile.cuh) in WgAttentionTile's
-  place. The quantizer (lib/stagelab/families/sdpa/int8/) smooths K by
-  its mean over the keys, scales Q per 64 rows (a warpgroup's) and K per
-  128 keys (a tile's) into int8, and V per channel into e4m3; the stage
+  place. The quantizer (lib/stagelab/families/sdpa/int8/) smooths K and
+  V by their means over the keys, scales Q per 64 rows (a warpgroup's)
+  and K per 128 keys (a tile's) into int8, and V per channel into e4m3;
+  the epilogue adds V's mean back (P's rows sum to l); the stage
   also exports it as kernels (int8/quantize.cuh, sdpa_int8_quantize),
   timed with the attention as the stage's `quantizing` launch.
 
@@ -21,13 +22,19 @@ Changes vs parent s18_three_turns, and why
     int8 runs at the e4m3 rate and its int32 sum is exact: the descales
     (the warpgroup's Q block, the tile's K block, the softmax scale and
     log2(e)) fold into the exponent's one multiply per score.
-  - P.V keeps e4m3 (P in [0, 2^8], V per channel) but each tile's product
-    lands in its own accumulators and is added to O in float32, so the
-    22-bit sum spans one tile's 128 keys, never the whole row.
-  - Every launch runs the long policy's two warpgroups in turns (its
-    softmax costs the same as at 16 bits while its GEMMs take half the
-    time); four ring stages hold what the 16-bit rings' bytes hold.
-    s18's key split and three-warpgroup turns are not composed here.
+  - P.V keeps e4m3 (P in [0, 2^8], V less its mean, per channel). At
+    head_dim 128 each tile's product lands in its own accumulators and is
+    added to O in float32, so the 22-bit sum spans one tile's keys. At
+    head_dim 64 O accumulates over the row (FlashAttention-3's FP8): the
+    truncating sum drifts on one-signed V, but smoothed V's terms take
+    both signs, so it is as accurate as the per-tile sum (a CPU model of
+    the tensor core, recipe.py's smooth_v), and the registers it frees
+    fit a third warpgroup (int8/pv_accumulation.cuh says which trials
+    chose what).
+  - Every launch runs the long policy's warpgroups in turns (the softmax
+    costs what it does at 16 bits while the GEMMs take half the time):
+    two at head_dim 128, three at 64; four ring stages hold what the
+    16-bit rings' bytes hold. s18's key split is not composed here.
 
 Composition: s18's parts without InterleavedSoftmaxD128 and ThreeTurnsByModel
 (the int8 tile has one softmax order) + Int8Operands (int8/launch.cuh).

@@ -118,12 +118,14 @@ extern "C" int64_t sdpa_fp8_scratch_bytes(const SdpaFp8Problem* problem);
 // the keys of every group of 32 permuted as P's register fragments hold them (fp8/wgmma8.cuh's
 // fp8_key_of: column 32 g + k holds key 32 g + fp8_key_of(k)); `attn.v_strides` is unused;
 // `attn.dtype` is the output's dtype. Every descale is float32, contiguous, the value an 8-bit
-// element is multiplied by to give the real one (K's after its mean over the keys was subtracted).
+// element is multiplied by to give the real one (K's after its mean over the keys was subtracted,
+// V's after v_mean was: the kernel adds v_mean to every output row, since P's rows sum to one).
 struct SdpaInt8Problem {
   SdpaProblem attn;
   const float* q_descale;  // [batch, heads, ceil(seq_len / 64)]: one per 64 query rows
   const float* k_descale;  // [batch, kv_heads, ceil(kv_seq_len / 128)]: one per 128 keys
   const float* v_descale;  // [batch, kv_heads, head_dim]: one per channel
+  const float* v_mean;     // [batch, kv_heads, head_dim]: what Vt's V was smoothed by (zeros if not)
   int64_t vt_key_stride;   // Vt's row length in keys: kv_seq_len rounded up to a multiple of 16
 };
 
@@ -134,9 +136,10 @@ extern "C" cudaError_t sdpa_int8_forward(const SdpaInt8Problem* problem, cudaStr
 // Optional: an INT8 stage may export its quantizer, which makes SdpaInt8Problem's operands from
 // fp16/bf16 Q [batch, heads, seq_len, head_dim] and K, V [batch, kv_heads, kv_seq_len, head_dim]
 // by the recipe of lib/stagelab/families/sdpa/int8/ (quantize.py, operands.py): Q int8 per 64 rows,
-// K smoothed by its mean over the keys then int8 per 128 keys, V e4m3 per channel, as Vt. `inputs`
-// describes Q, K, V as for sdpa_forward (head_dim 64 or 128; strides multiples of 8 elements and
-// bases 16-byte aligned); its out, out_strides, softmax_scale and causal are unused. Every output
+// K smoothed by its mean over the keys then int8 per 128 keys, V smoothed the same then e4m3 per
+// channel, as Vt. `inputs` describes Q, K, V as for sdpa_forward (head_dim 64 or 128; strides
+// multiples of 8 elements and bases 16-byte aligned); its out, out_strides, softmax_scale and
+// causal are unused. Every output
 // is contiguous, on the device, and written whole (Vt's padding columns as zeros):
 struct SdpaInt8Quantize {
   SdpaProblem inputs;
@@ -146,7 +149,8 @@ struct SdpaInt8Quantize {
   float* k_descale;        // [batch, kv_heads, ceil(kv_seq_len / 128)]
   float* k_mean;           // [batch, kv_heads, head_dim]: K's mean over the keys, float32 (16-byte aligned)
   void* vt;                // e4m3 [batch, kv_heads, head_dim, vt_key_stride] as SdpaInt8Problem's (16-byte aligned)
-  float* v_descale;        // [batch, kv_heads, head_dim] (16-byte aligned)
+  float* v_descale;        // [batch, kv_heads, head_dim]: of V - v_mean (16-byte aligned)
+  float* v_mean;           // [batch, kv_heads, head_dim]: V's mean over the keys, float32 (16-byte aligned)
   int64_t vt_key_stride;   // kv_seq_len rounded up to a multiple of 16
 };
 

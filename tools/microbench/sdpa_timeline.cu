@@ -72,6 +72,7 @@ SdpaInt8Problem quantize_int8(const SdpaProblem& inputs, cudaStream_t stream) {
   CHECK(cudaMalloc(&args.k_descale, sizeof(float) * b * hkv * sdpa_ceil_div<int64_t>(sk, kKBlock)));
   CHECK(cudaMalloc(&args.k_mean, sizeof(float) * b * hkv * d));
   CHECK(cudaMalloc(&args.v_descale, sizeof(float) * b * hkv * d));
+  CHECK(cudaMalloc(&args.v_mean, sizeof(float) * b * hkv * d));
   const int64_t scratch_bytes = sdpa_int8_quantize_scratch_bytes(&args);
   void* scratch = nullptr;
   CHECK(cudaMalloc(&scratch, scratch_bytes > 0 ? scratch_bytes : 1));
@@ -85,6 +86,7 @@ SdpaInt8Problem quantize_int8(const SdpaProblem& inputs, cudaStream_t stream) {
   problem.q_descale = args.q_descale;
   problem.k_descale = args.k_descale;
   problem.v_descale = args.v_descale;
+  problem.v_mean = args.v_mean;
   problem.vt_key_stride = vt_keys;
   return problem;
 }

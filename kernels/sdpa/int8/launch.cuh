@@ -1,5 +1,5 @@
 // int8/launch.cuh -- the INT8 stage's host side: its recipe part (Int8Operands), its Config per head
-// dim (the persistent long policy of its composition: two consumer warpgroups taking turns), the
+// dim (the persistent long policy of its composition: consumer warpgroups taking turns), the
 // checks and the tensor maps of its 8-bit operands, and the launch of one schedule (int8/plans.cuh
 // chooses it and holds the stage's exports).
 #pragma once
@@ -26,9 +26,11 @@ struct Int8Operands : R {
   static_assert(!R::kKvMulticast, "Vt tiles load whole (producer's load_vt_tile)");
 };
 
-// The launch of every problem: the composition's long policy, two warpgroups in turns.
+// The launch of every problem: the composition's long policy, its consumer warpgroups in turns (three
+// where P.V accumulates over the row, int8/pv_accumulation.cuh).
 template <class R, int D>
-using Config = typename sdpa_persistent::PersistentSplit<R>::template LongConfigOf<D, 2, kKBlock, /*Pingpong=*/true>;
+using Config = typename sdpa_persistent::PersistentSplit<R>::template LongConfigOf<D, kConsumerWarpgroups<D>, kKBlock,
+                                                                                   /*Pingpong=*/true>;
 
 inline bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
@@ -41,7 +43,8 @@ inline cudaError_t check(const SdpaInt8Problem& q8) {
   const bool strides_ok = p.q_strides.seq % 16 == 0 && p.q_strides.head % 16 == 0 && p.q_strides.batch % 16 == 0 &&
                           p.k_strides.seq % 16 == 0 && p.k_strides.head % 16 == 0 && p.k_strides.batch % 16 == 0;
   const bool vt_ok = q8.vt_key_stride >= p.kv_seq_len && q8.vt_key_stride % 16 == 0;
-  const bool scales_ok = q8.q_descale != nullptr && q8.k_descale != nullptr && q8.v_descale != nullptr;
+  const bool scales_ok = q8.q_descale != nullptr && q8.k_descale != nullptr && q8.v_descale != nullptr &&
+                         q8.v_mean != nullptr;
   if (!strides_ok || !vt_ok || !scales_ok || !aligned16(p.q) || !aligned16(p.k) || !aligned16(p.v)) return cudaErrorInvalidValue;
   constexpr int kOutBytes = 2;  // fp16 or bf16: O's 16-byte stores
   return sdpa_vec16_ok(p.out, p.out_strides, kOutBytes) ? cudaSuccess : cudaErrorInvalidValue;
@@ -76,6 +79,7 @@ cudaError_t launch(const SdpaInt8Problem& q8, const sdpa_warpspec::Schedule& sch
   prm.q_descale = q8.q_descale;
   prm.k_descale = q8.k_descale;
   prm.v_descale = q8.v_descale;
+  prm.v_mean = q8.v_mean;
   const cudaError_t err = encode_maps<Cfg::kBlockM, Cfg::kBlockN>(q8, prm);
   if (err != cudaSuccess) return err;
   constexpr int kNoSplit = 1;

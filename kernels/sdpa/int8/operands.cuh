@@ -1,7 +1,7 @@
 // int8/operands.cuh -- the INT8 stage's operands as the parts read them (sdpa_warpspec::Operands):
 // Q and K int8 (D-byte rows, one 64- or 128-byte swizzle row each), V as Vt, e4m3 [D][keys] (the
 // quantizer's layout, keys permuted per 32 for P's fragments), O in the inputs' 16-bit type, and the
-// kernel parameters that carry the descales.
+// kernel parameters that carry the descales and V's mean.
 #pragma once
 
 #include <cstdint>
@@ -23,6 +23,7 @@ struct Int8Params : sdpa_warpspec::Params {
   const float* q_descale;  // [batch, heads, ceil(seq_len / kQBlock)]
   const float* k_descale;  // [batch, kv_heads, ceil(kv_seq_len / kKBlock)]
   const float* v_descale;  // [batch, kv_heads, head_dim]
+  const float* v_mean;     // [batch, kv_heads, head_dim]: added to O (V was smoothed by it)
 };
 
 }  // namespace sdpa_int8

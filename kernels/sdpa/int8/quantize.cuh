@@ -4,19 +4,24 @@
 //   q8 [B, H, Sq, D] int8 and q_descale [B, H, ceil(Sq / 64)];
 //   k_mean [B, Hkv, D] (K's mean over the keys), k8 [B, Hkv, Sk, D] int8 of K - k_mean and
 //   k_descale [B, Hkv, ceil(Sk / 128)];
-//   vt [B, Hkv, D, Sk rounded up to 16] e4m3 (keys permuted per 32 as fp8_key_of, zero past Sk)
-//   and v_descale [B, Hkv, D] (amax over the keys / 448).
+//   v_mean [B, Hkv, D] (V's mean over the keys), vt [B, Hkv, D, Sk rounded up to 16] e4m3 of
+//   V - v_mean (keys permuted per 32 as fp8_key_of, zero past Sk) and v_descale [B, Hkv, D]
+//   (amax of |V - v_mean| over the keys / 448).
 // Three launches, every sum in a fixed order (no float atomics: the same inputs give the same bytes):
 //   1. int8_stats_kernel: a block of 64 Q rows quantized whole (it needs no statistic), or a block of
-//      128 keys reduced to K's per-channel sum (float64) and V's per-channel amax, into scratch;
-//   2. int8_finalize_kernel: per (batch, kv head) the blocks' partials in block order: k_mean, v_descale;
-//   3. int8_kv_kernel: a block of 128 keys of K smoothed and quantized, or of V scaled into e4m3 and
-//      transposed into Vt through shared memory.
-// Exactness against the torch quantizer: Q's and V's bytes and descales are the same bit for bit
-// (float32 division by the descale, round half to even, clamp to +-127; e4m3 by cvt.rn.satfinite;
-// the descale float32(float64(amax) / 127 or 448)). K's mean is summed in float64 here and in
-// float32 by torch in torch's order, so it may differ by float32 rounding; K's codes and descales
-// are then exactly torch's formula applied to this k_mean (tests/test_int8_quantize_gpu.py).
+//      128 keys reduced to K's and V's per-channel sums (float64) and V's per-channel max and min,
+//      into scratch;
+//   2. int8_finalize_kernel: per (batch, kv head) the blocks' partials in block order: k_mean, v_mean,
+//      and v_descale from V's max and min: float32 subtraction is monotone, so the largest
+//      |V - v_mean| over the keys is max(vmax - v_mean, v_mean - vmin), bit for bit;
+//   3. int8_kv_kernel: a block of 128 keys of K smoothed and quantized, or of V smoothed, scaled into
+//      e4m3 and transposed into Vt through shared memory.
+// Exactness against the torch quantizer: Q's bytes and descales are the same bit for bit (float32
+// division by the descale, round half to even, clamp to +-127; the descale float32(float64(amax) /
+// 127 or 448)). K's and V's means are summed in float64 here and in float32 by torch in torch's
+// order, so they may differ by float32 rounding; K's codes and descales and V's e4m3 bytes (by
+// cvt.rn.satfinite) and descales are then exactly torch's formula applied to these means
+// (tests/test_int8_quantize_gpu.py).
 #pragma once
 
 #include <cfloat>
@@ -41,7 +46,9 @@ struct QuantizeArgs {
   int q_blocks, k_blocks;  // per head: ceil(Sq / 64), ceil(Sk / 128)
   int q_tasks, kv_tasks;   // B * H * q_blocks, B * Hkv * k_blocks
   double* k_sum;           // [B, Hkv, k_blocks, D]: each block's per-channel sum of K
-  float* v_amax;           // [B, Hkv, k_blocks, D]: each block's per-channel amax of |V|
+  double* v_sum;           // [B, Hkv, k_blocks, D]: the same of V
+  float* v_max;            // [B, Hkv, k_blocks, D]: each block's per-channel max of V
+  float* v_min;            // [B, Hkv, k_blocks, D]: and min
 };
 
 // blocks.py's amax_descales: float32(float64(amax) / largest code), 1 for an all-zero block, and
@@ -57,7 +64,7 @@ __device__ __forceinline__ uint32_t int8_code(float x, float descale) {
   return static_cast<uint32_t>(min(max(code, -kInt8Max), kInt8Max)) & 0xffu;
 }
 
-// Eight floats from 16-byte aligned memory (k_mean's and v_descale's rows of one chunk's channels).
+// Eight floats from 16-byte aligned memory (k_mean's, v_mean's and v_descale's rows of one chunk's channels).
 __device__ __forceinline__ void load_floats8(const float* from, float* to) {
   const float4 lo = *reinterpret_cast<const float4*>(from), hi = *reinterpret_cast<const float4*>(from + 4);
   to[0] = lo.x, to[1] = lo.y, to[2] = lo.z, to[3] = lo.w, to[4] = hi.x, to[5] = hi.y, to[6] = hi.z, to[7] = hi.w;
@@ -163,90 +170,116 @@ __device__ __forceinline__ void quantize_task(int task, int blocks, int heads, c
                                        descales + head * blocks + at.block, red);
 }
 
-// K's per-channel sum (float64, in a fixed order: each thread's rows, the lanes of a column by xor
-// butterflies, then the warps in turn) and V's per-channel amax over one block of 128 keys.
+// The partials of one block of 128 keys, per channel: K's and V's sums (float64, in a fixed order:
+// each thread's rows, the lanes of a column by xor butterflies, then the warps in turn) and V's max
+// and min over the keys it holds (rows past the end count in the sums as zeros, in neither extreme).
+template <int D>
+struct KvPartials {
+  double k_sum[kQuantizeWarps][D];
+  double v_sum[kQuantizeWarps][D];
+  float v_max[kQuantizeWarps][D];
+  float v_min[kQuantizeWarps][D];
+};
+
 template <class T, int D>
-__device__ __forceinline__ void reduce_kv_block(const QuantizeArgs& q, int task, double (*sum)[D], float (*vmax)[D]) {
+__device__ __forceinline__ void reduce_kv_block(const QuantizeArgs& q, int task, KvPartials<D>& part) {
   const SdpaProblem& p = q.a.inputs;
   const HeadBlock at(task, q.k_blocks, p.kv_heads);
   BlockRows<T, D, kKBlock> k, v;
   k.load(sdpa_head_ptr(static_cast<const T*>(p.k), p.k_strides, at.b, at.h), p.k_strides.seq, at.block * kKBlock, p.kv_seq_len);
   v.load(sdpa_head_ptr(static_cast<const T*>(p.v), p.v_strides, at.b, at.h), p.v_strides.seq, at.block * kKBlock, p.kv_seq_len);
   constexpr int kElems = BlockRows<T, D, kKBlock>::kElems, kChunksPerRow = BlockRows<T, D, kKBlock>::kChunksPerRow;
-  double s[kElems] = {};
-  float m[kElems] = {};
+  double ks[kElems] = {}, vs[kElems] = {};
+  float hi[kElems], lo[kElems];
+#pragma unroll
+  for (int e = 0; e < kElems; ++e) hi[e] = -INFINITY, lo[e] = INFINITY;
 #pragma unroll
   for (int i = 0; i < k.kPasses; ++i) {
     float kv[kElems], vv[kElems];
     k.values(i, kv);
     v.values(i, vv);
+    const bool valid = at.block * kKBlock + v.row(i) < p.kv_seq_len;
 #pragma unroll
     for (int e = 0; e < kElems; ++e) {
-      s[e] += static_cast<double>(kv[e]);
-      m[e] = fmaxf(m[e], fabsf(vv[e]));
+      ks[e] += static_cast<double>(kv[e]);
+      vs[e] += static_cast<double>(vv[e]);
+      if (valid) hi[e] = fmaxf(hi[e], vv[e]), lo[e] = fminf(lo[e], vv[e]);
     }
   }
 #pragma unroll
   for (int e = 0; e < kElems; ++e) {
 #pragma unroll
     for (int offset = kChunksPerRow; offset < 32; offset *= 2) {
-      s[e] += __shfl_xor_sync(0xffffffffu, s[e], offset);
-      m[e] = fmaxf(m[e], __shfl_xor_sync(0xffffffffu, m[e], offset));
+      ks[e] += __shfl_xor_sync(0xffffffffu, ks[e], offset);
+      vs[e] += __shfl_xor_sync(0xffffffffu, vs[e], offset);
+      hi[e] = fmaxf(hi[e], __shfl_xor_sync(0xffffffffu, hi[e], offset));
+      lo[e] = fminf(lo[e], __shfl_xor_sync(0xffffffffu, lo[e], offset));
     }
   }
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   if (lane < kChunksPerRow) {
 #pragma unroll
     for (int e = 0; e < kElems; ++e) {
-      sum[warp][k.col + e] = s[e];
-      vmax[warp][k.col + e] = m[e];
+      part.k_sum[warp][k.col + e] = ks[e];
+      part.v_sum[warp][k.col + e] = vs[e];
+      part.v_max[warp][k.col + e] = hi[e];
+      part.v_min[warp][k.col + e] = lo[e];
     }
   }
   __syncthreads();
   if (threadIdx.x < D) {
-    double total = sum[0][threadIdx.x];
-    float amax = vmax[0][threadIdx.x];
+    const int c = threadIdx.x;
+    double k_total = part.k_sum[0][c], v_total = part.v_sum[0][c];
+    float v_hi = part.v_max[0][c], v_lo = part.v_min[0][c];
 #pragma unroll
     for (int w = 1; w < kQuantizeWarps; ++w) {
-      total += sum[w][threadIdx.x];
-      amax = fmaxf(amax, vmax[w][threadIdx.x]);
+      k_total += part.k_sum[w][c];
+      v_total += part.v_sum[w][c];
+      v_hi = fmaxf(v_hi, part.v_max[w][c]);
+      v_lo = fminf(v_lo, part.v_min[w][c]);
     }
-    const int64_t at_partial = (at.head_index(p.kv_heads) * q.k_blocks + at.block) * D + threadIdx.x;
-    q.k_sum[at_partial] = total;
-    q.v_amax[at_partial] = amax;
+    const int64_t at_partial = (at.head_index(p.kv_heads) * q.k_blocks + at.block) * D + c;
+    q.k_sum[at_partial] = k_total;
+    q.v_sum[at_partial] = v_total;
+    q.v_max[at_partial] = v_hi;
+    q.v_min[at_partial] = v_lo;
   }
 }
 
 // Launch 1: tasks [0, q_tasks) quantize a block of 64 Q rows; the rest reduce a block of 128 keys.
 template <int D, class T>
 __global__ void __launch_bounds__(kQuantizeThreads) int8_stats_kernel(const QuantizeArgs q) {
-  __shared__ double sum[kQuantizeWarps][D];
-  __shared__ float vmax[kQuantizeWarps][D];
+  __shared__ KvPartials<D> part;
   const SdpaProblem& p = q.a.inputs;
   const int task = blockIdx.x;
   if (task < q.q_tasks) {
     quantize_task<T, D, kQBlock, false>(task, q.q_blocks, p.heads, p.q, p.q_strides, p.seq_len, nullptr, q.a.q8,
-                                        q.a.q_descale, &vmax[0][0]);
+                                        q.a.q_descale, &part.v_max[0][0]);
   } else {
-    reduce_kv_block<T, D>(q, task - q.q_tasks, sum, vmax);
+    reduce_kv_block<T, D>(q, task - q.q_tasks, part);
   }
 }
 
-// Launch 2: per (batch, kv head), thread d: K's mean and V's descale of channel d, the blocks'
-// partials summed in block order.
+// Launch 2: per (batch, kv head), thread d: K's and V's means and V's descale of channel d, the
+// blocks' partials summed in block order. The largest |V - v_mean| in float32 as torch takes it:
+// x -> fl(x - mean) is monotone, so it is at V's max or min (the mean lies between them).
 template <int D>
 __global__ void __launch_bounds__(D) int8_finalize_kernel(const QuantizeArgs q) {
-  const int64_t head = blockIdx.x, d = threadIdx.x;
-  const double* sums = q.k_sum + head * q.k_blocks * D + d;
-  const float* amaxes = q.v_amax + head * q.k_blocks * D + d;
-  double total = 0.0;
-  float amax = 0.0f;
+  const int64_t head = blockIdx.x, d = threadIdx.x, first = head * q.k_blocks * D + d;
+  double k_total = 0.0, v_total = 0.0;
+  float v_hi = -INFINITY, v_lo = INFINITY;
   for (int block = 0; block < q.k_blocks; ++block) {
-    total += sums[block * D];
-    amax = fmaxf(amax, amaxes[block * D]);
+    const int64_t at = first + block * D;
+    k_total += q.k_sum[at];
+    v_total += q.v_sum[at];
+    v_hi = fmaxf(v_hi, q.v_max[at]);
+    v_lo = fminf(v_lo, q.v_min[at]);
   }
-  q.a.k_mean[head * D + d] = static_cast<float>(total / static_cast<double>(q.a.inputs.kv_seq_len));
-  q.a.v_descale[head * D + d] = amax_descale(amax, kE4m3Max);
+  const double keys = static_cast<double>(q.a.inputs.kv_seq_len);
+  const float v_mean = static_cast<float>(v_total / keys);
+  q.a.k_mean[head * D + d] = static_cast<float>(k_total / keys);
+  q.a.v_mean[head * D + d] = v_mean;
+  q.a.v_descale[head * D + d] = amax_descale(fmaxf(__fsub_rn(v_hi, v_mean), __fsub_rn(v_mean, v_lo)), kE4m3Max);
 }
 
 // V's block of 128 keys into Vt's 128 columns. A unit is 4 keys x 8 channels (four 16-byte loads;
@@ -262,6 +295,7 @@ __device__ __forceinline__ void transpose_v_block(const QuantizeArgs& q, int tas
   const int64_t head = at.head_index(p.kv_heads);
   const T* v = sdpa_head_ptr(static_cast<const T*>(p.v), p.v_strides, at.b, at.h);
   const float* v_descale = q.a.v_descale + head * D;
+  const float* v_mean = q.a.v_mean + head * D;
   const int key0 = at.block * kKBlock;
   constexpr int kQuads = kKBlock / 4, kUnits = kQuads * D / 8;
   static_assert(kUnits % kQuantizeThreads == 0 && kQuads % 8 == 0 && D % 32 == 0, "whole warps of 8 quads x 4 chunks");
@@ -269,23 +303,28 @@ __device__ __forceinline__ void transpose_v_block(const QuantizeArgs& q, int tas
   for (int i = 0; i < kUnits / kQuantizeThreads; ++i) {
     const int u = threadIdx.x + i * kQuantizeThreads, lane = u % 32, warp_unit = u / 32;
     const int quad = (warp_unit % (kQuads / 8)) * 8 + lane % 8, c = (warp_unit / (kQuads / 8)) * 4 + lane / 8;
-    float descale[8];
+    float descale[8], mean[8];
     load_floats8(v_descale + 8 * c, descale);
-    SdpaVec16 rows[4];  // all four loads issued, then keys past the end zeroed (as BlockRows::load)
+    load_floats8(v_mean + 8 * c, mean);
+    SdpaVec16 rows[4];  // all four loads issued (as BlockRows::load); keys past the end become 0 below
 #pragma unroll
     for (int j = 0; j < 4; ++j)
       rows[j] = *reinterpret_cast<const SdpaVec16*>(v + min(key0 + 4 * quad + j, p.kv_seq_len - 1) * p.v_strides.seq + 8 * c);
-#pragma unroll
-    for (int j = 0; j < 4; ++j)
-      if (key0 + 4 * quad + j >= p.kv_seq_len) rows[j] = SdpaVec16{0, 0, 0, 0};
     uint32_t pairs[2][8];
+    // V - v_mean in float32 as torch subtracts it; a key past the end is 0, not its copy less the
+    // mean (Vt's padding is zeros).
+    const auto smoothed = [&](float x, int j, int e) {
+      return key0 + 4 * quad + j < p.kv_seq_len ? __fsub_rn(x, mean[e]) : 0.0f;
+    };
 #pragma unroll
     for (int j = 0; j < 4; j += 2) {
       float x0[8], x1[8];
       sdpa_vec_to_float<T>(rows[j], x0);
       sdpa_vec_to_float<T>(rows[j + 1], x1);
 #pragma unroll
-      for (int e = 0; e < 8; ++e) pairs[j / 2][e] = pack_e4m3x2(__fdiv_rn(x0[e], descale[e]), __fdiv_rn(x1[e], descale[e]));
+      for (int e = 0; e < 8; ++e)
+        pairs[j / 2][e] = pack_e4m3x2(__fdiv_rn(smoothed(x0[e], j, e), descale[e]),
+                                      __fdiv_rn(smoothed(x1[e], j + 1, e), descale[e]));
     }
 #pragma unroll
     for (int e = 0; e < 8; ++e) words[(8 * c + e) * kVtWordsPitch + quad] = pairs[0][e] | (pairs[1][e] << 16);
@@ -308,7 +347,7 @@ __device__ __forceinline__ void transpose_v_block(const QuantizeArgs& q, int tas
   }
 }
 
-// Launch 3: tasks [0, kv_tasks) quantize a block of 128 keys of K - k_mean; the rest write Vt's.
+// Launch 3: tasks [0, kv_tasks) quantize a block of 128 keys of K - k_mean; the rest write Vt's of V - v_mean.
 template <int D, class T>
 __global__ void __launch_bounds__(kQuantizeThreads) int8_kv_kernel(const QuantizeArgs q) {
   __shared__ uint32_t words[D * kVtWordsPitch];

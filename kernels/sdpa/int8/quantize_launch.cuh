@@ -27,12 +27,16 @@ inline QuantizeArgs quantize_args(const SdpaInt8Quantize& a) {
   return q;
 }
 
-// Partial sums (float64) and amaxes (float32), one per (batch, kv head, key block, channel).
-inline int64_t quantize_scratch_bytes(const SdpaInt8Quantize& a) {
+// K's and V's partial sums (float64) and V's maxima and minima (float32), one each per (batch, kv
+// head, key block, channel).
+constexpr int64_t kPartialBytes = 2 * sizeof(double) + 2 * sizeof(float);
+
+inline int64_t quantize_partials(const SdpaInt8Quantize& a) {
   const SdpaProblem& p = a.inputs;
-  const int64_t partials = int64_t{p.batch} * p.kv_heads * sdpa_ceil_div(p.kv_seq_len, kKBlock) * p.head_dim;
-  return partials * static_cast<int64_t>(sizeof(double) + sizeof(float));
+  return int64_t{p.batch} * p.kv_heads * sdpa_ceil_div(p.kv_seq_len, kKBlock) * p.head_dim;
 }
+
+inline int64_t quantize_scratch_bytes(const SdpaInt8Quantize& a) { return quantize_partials(a) * kPartialBytes; }
 
 // Shapes, dtype, the 16-byte loads of the inputs, the outputs' stores, and grids that fit: launch 1
 // runs the Q tasks and the key blocks in one grid, launch 3 the key blocks twice.
@@ -48,9 +52,9 @@ inline cudaError_t check_quantize(const SdpaInt8Quantize& a) {
       !sdpa_vec16_ok(p.v, p.v_strides, kElemBytes))
     return cudaErrorInvalidValue;
   const bool outputs = a.q8 != nullptr && a.q_descale != nullptr && a.k8 != nullptr && a.k_descale != nullptr &&
-                       a.k_mean != nullptr && a.vt != nullptr && a.v_descale != nullptr;
+                       a.k_mean != nullptr && a.vt != nullptr && a.v_descale != nullptr && a.v_mean != nullptr;
   if (!outputs || !aligned_to(a.q8, 8) || !aligned_to(a.k8, 8) || !aligned_to(a.vt, 16) || !aligned_to(a.k_mean, 16) ||
-      !aligned_to(a.v_descale, 16))
+      !aligned_to(a.v_descale, 16) || !aligned_to(a.v_mean, 16))
     return cudaErrorInvalidValue;
   if (a.vt_key_stride != padded_keys(p.kv_seq_len)) return cudaErrorInvalidValue;
   const int64_t q_tasks = int64_t{p.batch} * p.heads * sdpa_ceil_div(p.seq_len, kQBlock);
@@ -78,9 +82,11 @@ inline cudaError_t quantize(const SdpaInt8Quantize* args, void* scratch, int64_t
   if (scratch == nullptr || !aligned_to(scratch, 16) || scratch_bytes < quantize_scratch_bytes(*args))
     return cudaErrorInvalidValue;
   QuantizeArgs q = quantize_args(*args);
-  const int64_t partials = quantize_scratch_bytes(*args) / static_cast<int64_t>(sizeof(double) + sizeof(float));
+  const int64_t partials = quantize_partials(*args);
   q.k_sum = static_cast<double*>(scratch);
-  q.v_amax = reinterpret_cast<float*>(q.k_sum + partials);
+  q.v_sum = q.k_sum + partials;
+  q.v_max = reinterpret_cast<float*>(q.v_sum + partials);
+  q.v_min = q.v_max + partials;
   return sdpa_dispatch(args->inputs, [&](auto tag, auto hd) {
     using T = typename decltype(tag)::type;
     constexpr int D = decltype(hd)::value;

@@ -5,15 +5,15 @@
 //   issue_qk(desc_q, desc_k)  S = Q8.K8^T: D/32 s8 wgmma m64n128k32, exact int32 (int8/igmma.cuh)
 //   softmax(key0, seq_len)    S as float, times the warpgroup's Q descale, the tile's K descale, the
 //                             softmax scale and log2(e); mask, running max, p = 2^(s - max + 8), row sums
-//   rescale_o()               the correction set aside for the P.V about to be issued
+//   rescale_o()               O's correction for the P.V about to be issued (int8/pv_accumulation.cuh)
 //   pack_p()                  P -> e4m3 A fragments, in fp8_key_of's key order (Vt's keys are stored so)
-//   issue_pv(desc_vt)         O_tile = P8.Vt8: 128/32 e4m3 wgmma m64nDk32, the first overwriting O_tile
-//   pv_retired()              O = O * correction + O_tile in float32: the e4m3 accumulator's ~22 bits
-//                             hold one tile only
-//   store_o(...)              O * v descale / l -> staging rows -> 16-byte global stores
+//   issue_pv(desc_vt)         P8.Vt8: 128/32 e4m3 wgmma m64nDk32, into O_tile (promoted per tile) or O
+//   pv_retired()              O = O * correction + O_tile in float32 where promoted per tile
+//   store_o(...)              O * v descale / l + v mean -> staging rows -> 16-byte global stores
 //
 // The recipe (lib/stagelab/families/sdpa/int8/recipe.py) fixes the blocks: one Q descale per 64 rows
-// (a warpgroup's), one K descale per 128-key tile, V per channel, P scaled by 2^8.
+// (a warpgroup's), one K descale per 128-key tile, V per channel less its mean over the keys (added
+// back to O: P's rows sum to l), P scaled by 2^8.
 #pragma once
 
 #include <cstdint>
@@ -21,6 +21,7 @@
 #include "../sdpa_common.cuh"
 #include "../sdpa_mma.cuh"
 #include "igmma.cuh"
+#include "pv_accumulation.cuh"
 
 namespace sdpa_int8 {
 
@@ -50,22 +51,21 @@ struct Int8Tile {
   static constexpr int kSTiles = kBlockN / kN8;
   static constexpr int kOTiles = D / kN8;
   static constexpr bool kHasInterleavedSoftmax = false;
-  using WgO = Wgmma8<D>;
 
   int32_t s_acc[kSAcc];  // the int32 scores; softmax leaves p there as float bits
   float o_acc[kOAcc];
-  float o_tile[kOAcc];   // this tile's P.V
+  PvAccumulationOf<D, kKeySlices> pv;  // O_tile where P.V is promoted per tile
   uint32_t p_frag[kKeySlices][4];
   float row_max[kRowsPerThread];
   float row_sum[kRowsPerThread];
   float correction[kRowsPerThread];
-  float pv_correction[kRowsPerThread];  // O's rescale for the P.V in flight, applied as it retires
   float scale_log2;          // softmax scale * log2(e) * this warpgroup's Q descale (bind_item)
   const float* k_descale;    // the item's (batch, kv head): one per key tile
   int k_tiles;               // entries of k_descale
   int next_k_tile;           // the tile whose descale next_k_descale holds (loaded a tile ahead)
   float next_k_descale;
   const float* v_descale;    // the item's (batch, kv head): one per channel
+  const float* v_mean;       // the item's (batch, kv head): V's mean per channel, added to O
   int warp_q0;
   int g, t;
 
@@ -86,8 +86,8 @@ struct Int8Tile {
       row_max[r] = -INFINITY;
       row_sum[r] = 0.0f;
       correction[r] = 1.0f;
-      pv_correction[r] = 1.0f;
     }
+    pv.init();
     scale_log2 = softmax_scale * kSdpaLog2e;
     warp_q0 = first_row_of_warp;
     g = lane / kQuad;
@@ -105,6 +105,7 @@ struct Int8Tile {
     k_tiles = sdpa_ceil_div(p.kv_seq_len, kKBlock);
     k_descale = prm.k_descale + kv_bh * k_tiles;
     v_descale = prm.v_descale + kv_bh * D;
+    v_mean = prm.v_mean + kv_bh * D;
     next_k_tile = 0;
     next_k_descale = k_descale[0];
   }
@@ -120,20 +121,9 @@ struct Int8Tile {
     for (int kk = 0; kk < kDSlices; ++kk)
       Igmma<kBlockN>::ss(s_acc, desc_advance(desc_q, kk * kWgmmaK8), desc_advance(desc_k, kk * kWgmmaK8), kk > 0);
   }
-  // O_tile = P.V: Vt is [D][keys], K-major, keys of each 32-key group in fp8_key_of's order.
-  __device__ __forceinline__ void issue_pv(uint64_t desc_vt) {
-#pragma unroll
-    for (int kk = 0; kk < kKeySlices; ++kk)
-      WgO::rs(o_tile, p_frag[kk], desc_advance(desc_vt, kk * kWgmmaK8), kk > 0 ? 1 : 0);
-  }
-  // O = O * correction + O_tile: the rescale rescale_o() set aside for this P.V, in the same FFMA.
-  __device__ __forceinline__ void pv_retired() {
-    fence_regs(o_tile);  // read after the wgmma wait that precedes this call
-#pragma unroll
-    for (int j = 0; j < kOTiles; ++j)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) o_acc[4 * j + e] = fmaf(o_acc[4 * j + e], pv_correction[e / 2], o_tile[4 * j + e]);
-  }
+  // P.V: Vt is [D][keys], K-major, keys of each 32-key group in fp8_key_of's order.
+  __device__ __forceinline__ void issue_pv(uint64_t desc_vt) { pv.issue(o_acc, p_frag, desc_vt); }
+  __device__ __forceinline__ void pv_retired() { pv.retired(o_acc); }
 
   // The tile's K descale was loaded during the previous tile's softmax (a global load's latency
   // there is under the work, here it would head the chain); the next one is loaded now.
@@ -152,12 +142,7 @@ struct Int8Tile {
 #pragma unroll
     for (int r = 0; r < kRowsPerThread; ++r) exponentiate_row(r, score_mul);
   }
-  // Where the 16-bit tile rescales O, this one sets the correction aside: the P.V about to be issued
-  // adds into O_tile, and pv_retired() folds the rescale into its add.
-  __device__ __forceinline__ void rescale_o() {
-#pragma unroll
-    for (int r = 0; r < kRowsPerThread; ++r) pv_correction[r] = correction[r];
-  }
+  __device__ __forceinline__ void rescale_o() { pv.rescale(o_acc, correction); }
   // Register r of k32 slice kk, byte v0: P at key fp8_key_of(4t + v0 + 16 (r / 2)) of row g + 8 (r % 2),
   // i.e. n8 tiles 4kk + 2 (r / 2) (bytes 0, 1) and the next (bytes 2, 3), rows' pair 2 (r % 2).
   __device__ __forceinline__ void pack_p() {
@@ -177,7 +162,7 @@ struct Int8Tile {
     for (int r = 0; r < kRowsPerThread; ++r) l[r] = sdpa_mma::quad_sum(row_sum[r]);
   }
 
-  // O * v descale / l into this warp's 16 rows of the SW128 staging tile, then 16-byte stores of the
+  // O * v descale / l + v mean into this warp's 16 rows of the SW128 staging tile, then 16-byte stores of the
   // rows < valid_rows (WgAttentionTile::store_o's layout and order).
   template <int kTileRows, int kFirstTile = 0, int kTiles = kOTiles>
   __device__ __forceinline__ void store_o(unsigned char* staging, int row_base, Out* out, int64_t row_stride,
@@ -191,12 +176,13 @@ struct Int8Tile {
 #pragma unroll
     for (int j = 0; j < kOTiles; ++j) {
       const float2 vd = *reinterpret_cast<const float2*>(v_descale + j * kN8 + 2 * t);
+      const float2 vm = *reinterpret_cast<const float2*>(v_mean + j * kN8 + 2 * t);
 #pragma unroll
       for (int r = 0; r < kRowsPerThread; ++r) {
         const float inv_sum = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
         const uint32_t off = sw128_offset<kTileRows>(row_base + g + r * kRowsApart, j) + t * sizeof(uint32_t);
-        *reinterpret_cast<uint32_t*>(staging + off) = sdpa_mma::pack2<Out>(o_acc[4 * j + 2 * r] * inv_sum * vd.x,
-                                                                           o_acc[4 * j + 2 * r + 1] * inv_sum * vd.y);
+        *reinterpret_cast<uint32_t*>(staging + off) = sdpa_mma::pack2<Out>(
+            fmaf(o_acc[4 * j + 2 * r] * inv_sum, vd.x, vm.x), fmaf(o_acc[4 * j + 2 * r + 1] * inv_sum, vd.y, vm.y));
       }
     }
     __syncwarp();

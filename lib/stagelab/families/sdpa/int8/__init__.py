@@ -1,9 +1,10 @@
 """INT8 attention, the library half (issue 44, SageAttention2's recipe): Q.K^T on int8 with exact
-integer accumulation, K smoothed, Q and K scaled per block of tokens, P and V in e4m3 with P.V
-promoted per key tile; the quantizer, the recipe's float64 emulation, the budget an INT8 stage is
-judged by, its errors against float64 truth and the `sageattention` contender (README: INT8); V^T
-as the stage reads it (operands.py), the stage's wrapper and its two timed launches (kernel.py) and
-the wrapper of the stage's own CUDA quantizer (cuda_quantize.py), imported by the family on first use."""
+integer accumulation, K and V smoothed, Q and K scaled per block of tokens, P and V in e4m3 with
+P.V promoted per key tile (or, at head_dim 64, accumulated over the row); the quantizer, the
+recipe's float64 emulation, the budget an INT8 stage is judged by, its errors against float64
+truth and the `sageattention` contender (README: INT8); V^T as the stage reads it (operands.py),
+the stage's wrapper and its two timed launches (kernel.py) and the wrapper of the stage's own CUDA
+quantizer (cuda_quantize.py), imported by the family on first use."""
 
 from .accuracy import (FA3_FP8, INT8_RECIPE, INT8_UNSMOOTHED, METHODS, PLAIN, TruthError, truth_errors,
                        truth_errors_by_distribution)

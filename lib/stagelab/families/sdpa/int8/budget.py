@@ -5,8 +5,8 @@ stage's recipe (recipe.Int8Recipe):
 
     max|out - ref| <= 2 * max|out_emulated - ref| + atol
 
-- ref: float64 attention on the recipe's operands (dequantized int8 Q and smoothed K, e4m3 V):
-  all the 8-bit inputs hold, so nothing the stage could still know;
+- ref: float64 attention on the recipe's operands (dequantized int8 Q and smoothed K, e4m3 V plus
+  V's mean when smoothed): all the 8-bit inputs hold, so nothing the stage could still know;
 - out_emulated: the recipe's float64 emulation (emulation.py) rounded to the output dtype; its
   error is what the recipe itself loses beyond its inputs (P in e4m3 against each tile's running max);
 - atol: the output dtype's rounding at FA3's magnitude, as for every sdpa stage.
@@ -18,9 +18,12 @@ by one e4m3 step (2^-3 of that weight), the same size as P's own rounding. So no
 |out - out_emulated| tighter than the recipe's own P error holds for a correct kernel, and that
 error, max|out_emulated - ref|, is the unit FA3's rule measures in. A correct kernel lands near it
 (its P rounding is mostly the emulation's); a recipe mistake (a block's descale misapplied, a
-partial block dropped, P's scale not carried by the row sum, V's scale on the wrong channel, long
-rows summed in the tensor core's truncating accumulator without promotion: on all-positive rows of
-4099 keys that measured 10.5x the budget, s19 at head_dim 64 on 2026-11-28) costs more than twice it.
+partial block dropped, P's scale not carried by the row sum, V's scale or mean on the wrong channel,
+long rows of plain V summed in the tensor core's truncating accumulator without promotion: on
+all-positive rows of 4099 keys that measured 10.5x the budget, s19 at head_dim 64 on 2026-11-28)
+costs more than twice it. Smoothed V (recipe.py's smooth_v, the default) cures the last: its terms
+take both signs, so the row-long sum's truncations cancel, and a CPU model of the tensor core
+(tools/int8_pv_accumulation.py) puts it at 0.31x the budget on those rows, as the per-tile sum.
 By the triangle inequality the rule also bounds |out - out_emulated| by 3x the recipe's error + atol;
 the result reports that distance (err_vs_emulation) beside it.
 

@@ -6,13 +6,15 @@ recipe's operands (recipe.py) as the stage reads them: Int8Inputs, its tensors c
 (operands.vt_operand's layout). Three launches, deterministic (no float atomics).
 
 Against the torch quantizer (quantize_int8_qkv, then vt_operand):
-- Q's codes and descales, V^T's bytes and V's descales are the same bit for bit (float32 division,
-  round half to even, e4m3 saturating round to nearest even, descale float32(float64(amax) / code));
-- K's mean is summed in float64 (per 128-key block, then the blocks in order) where torch sums in
-  float32 in its own order, so k_mean may differ from torch's by float32 rounding; K's codes and
-  descales are torch's formula applied to this k_mean. Against torch's own, a code is within +-1
-  and a descale within (the largest difference of the two means + float32 rounding) / 127, while
-  the difference of the means stays below half a quantization step (tests/test_int8_quantize_gpu.py).
+- Q's codes and descales are the same bit for bit (float32 division, round half to even, descale
+  float32(float64(amax) / code));
+- K's and V's means are summed in float64 (per 128-key block, then the blocks in order) where torch
+  sums in float32 in its own order, so k_mean and v_mean may differ from torch's by float32 rounding;
+  K's codes and descales, V^T's bytes and V's descales are torch's formula applied to these means
+  (float32 subtraction, e4m3 saturating round to nearest even). Against torch's own, a K code is
+  within +-1 and a descale within (the largest difference of the two means + float32 rounding) / 127
+  (/ 448 for V), while the difference of the means stays below half a quantization step
+  (tests/test_int8_quantize_gpu.py).
 
 The checks run before any launch with quantize.py's messages (inf or NaN named by tensor, batch, head,
 block and token; one isfinite pass and a sync per tensor); the binding's TORCH_CHECKs are a backstop.
@@ -71,8 +73,8 @@ def allocate_operands(q: torch.Tensor, k: torch.Tensor) -> tuple[Int8Inputs, tor
                         q_descale=empty(b, h, block_count(sq, recipe.q_block), dtype=torch.float32),
                         k_descale=empty(b, hkv, block_count(sk, recipe.k_block), dtype=torch.float32),
                         v_descale=empty(b, hkv, d, dtype=torch.float32), k_mean=empty(b, hkv, d, dtype=torch.float32),
-                        q_block=recipe.q_block, k_block=recipe.k_block, v_scaling=recipe.v_scaling,
-                        smooth_k=True, source_dtype=q.dtype)
+                        v_mean=empty(b, hkv, d, dtype=torch.float32), q_block=recipe.q_block, k_block=recipe.k_block,
+                        v_scaling=recipe.v_scaling, smooth_k=True, smooth_v=True, source_dtype=q.dtype)
     return inputs, vt
 
 
@@ -81,7 +83,7 @@ def quantize_into(module, q, k, v, outputs: Int8Inputs, vt: torch.Tensor) -> Non
     stream, read now so a CUDA graph's capture sees its own; no validation: the callers validate once.
     outputs.v is not written (the stage reads V^T)."""
     module.int8_quantize(q, k, v, outputs.q, outputs.q_descale, outputs.k, outputs.k_descale, outputs.k_mean, vt,
-                         outputs.v_descale, torch.cuda.current_stream(q.device).cuda_stream)
+                         outputs.v_descale, outputs.v_mean, torch.cuda.current_stream(q.device).cuda_stream)
 
 
 def v_from_vt(vt: torch.Tensor, kv_seq_len: int) -> torch.Tensor:

@@ -15,8 +15,11 @@ of a GPU's incidental ones (the summation order, float32 accumulation, exp2's ap
 - Each tile's P.V is computed exactly (e4m3 x e4m3 products are multiples of 2^-18 below 2^18,
   so float64 sums them exactly over tiles of up to 2^16 keys) and added into the running float64
   O after O is rescaled by exp(m_old - m_new): the "promoted per tile" accumulation (each tile in
-  the MMA accumulator, then added into float32 registers).
-- O = O * v_descale[channel] / row_sum at the end: V's per-channel scale commutes with P.V.
+  the MMA accumulator, then added into float32 registers). A kernel that keeps O in the MMA
+  accumulator over the whole row (s19 at head_dim 64) differs from it only by that accumulator's
+  roundings, a GPU's incidental ones, which stay small on smoothed V (recipe.py's smooth_v).
+- O = O * v_descale[channel] / row_sum + v_mean[channel] at the end: V's per-channel scale commutes
+  with P.V, and V's mean (zeros unless smoothed) comes back whole since P's rows sum to row_sum.
 
 Causal masks are aligned bottom-right (reference.py); grouped-query attention repeats K/V heads.
 """
@@ -38,7 +41,7 @@ ACCUMULATOR_DTYPE = torch.float64
 def recipe_operands(inputs: Int8Inputs) -> dict[str, torch.Tensor]:
     """The operands in float64, flattened over (batch, head), K/V repeated per query head:
     q8 [n, Sq, D], k8 and v8 [n, Sk, D], the per-token descales of Q [n, Sq, 1] and K [n, 1, Sk],
-    and V's per-channel descales [n, 1, D]."""
+    and V's per-channel descales and means [n, 1, D]."""
     grouped = inputs.grouped()
     b, h, sq, d = grouped.q.shape
     sk = grouped.k.shape[2]
@@ -50,7 +53,7 @@ def recipe_operands(inputs: Int8Inputs) -> dict[str, torch.Tensor]:
         "q8": flat(grouped.q, sq, d), "k8": flat(grouped.k, sk, d), "v8": flat(grouped.v, sk, d),
         "q_descale": flat(per_token(grouped.q_descale, grouped.q_block, sq), sq, 1),
         "k_descale": flat(per_token(grouped.k_descale, grouped.k_block, sk), 1, sk),
-        "v_descale": flat(grouped.v_descale, 1, d),
+        "v_descale": flat(grouped.v_descale, 1, d), "v_mean": flat(grouped.v_mean, 1, d),
     }
 
 
@@ -102,5 +105,5 @@ def emulate_int8_attention(inputs: Int8Inputs, softmax_scale: float, causal: boo
     for sl in head_chunks(b * h, sq, sk):
         chunk = {name: t[sl] for name, t in ops.items()}
         acc, row_sum = online_softmax_pv(chunk, softmax_scale, mask, kv_tile, p_max)
-        out[sl] = acc * chunk["v_descale"] / row_sum
+        out[sl] = acc * chunk["v_descale"] / row_sum + chunk["v_mean"]
     return out.reshape(b, h, sq, d)

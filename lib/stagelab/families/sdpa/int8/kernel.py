@@ -1,11 +1,12 @@
 """The Python face of an INT8 stage: `kernel(int8_inputs, out, softmax_scale, causal)` (Int8KernelFn).
 
 The compiled module exports `has_int8()` and
-`int8_forward(q8, k8, vt8, q_descale, k_descale, v_descale, out, softmax_scale, causal, stream)`
+`int8_forward(q8, k8, vt8, q_descale, k_descale, v_descale, v_mean, out, softmax_scale, causal, stream)`
 (kernels/sdpa/binding.cpp): int8 Q [B, H, Sq, D] and smoothed K [B, Hkv, Sk, D], V^T in e4m3 as
-operands.vt_operand builds it, and Int8Inputs' float32 descales. The kernel folds the descales
-into the softmax scale by its own tiles, so it takes the default recipe's blocks alone (recipe.py:
-Q per 64 rows, K per 128 keys, V per channel; K smoothed or not) and head_dim 64 or 128.
+operands.vt_operand builds it (of V - v_mean), Int8Inputs' float32 descales and V's mean, which the
+kernel adds to the output. The kernel folds the descales into the softmax scale by its own tiles,
+so it takes the default recipe's blocks alone (recipe.py: Q per 64 rows, K per 128 keys, V per
+channel; K and V smoothed or not) and head_dim 64 or 128.
 
 Two timed launches on the standard fp16/bf16 inputs: int8_launch, the caller bringing 8-bit inputs
 (quantized once outside, as FA3 times its FP8 kernel), and int8_launch_quantizing, the stage's own
@@ -35,7 +36,9 @@ from .recipe import DEFAULT_RECIPE
 __all__ = ["Int8StageKernel", "int8_forward", "int8_launch", "int8_launch_quantizing", "validate_int8_inputs",
            "validate_int8_output", "vt_operand"]
 
-# The recipe fields the kernel's tiles fix (smooth_k is free: the kernel never sees k_mean).
+# The recipe fields the kernel's tiles fix (smooth_k is free: the kernel never sees k_mean; smooth_v
+# too, for the kernel adds v_mean, zeros when V is not smoothed, though head_dim 64's P.V summed
+# over the row stays within the budget on one-signed V only when smoothed: recipe.py's smooth_v).
 _KERNEL_RECIPE = {"q_block": DEFAULT_RECIPE.q_block, "k_block": DEFAULT_RECIPE.k_block,
                   "v_scaling": DEFAULT_RECIPE.v_scaling}
 
@@ -57,6 +60,7 @@ def _check_descales(inputs: Int8Inputs) -> None:
     check_descale("k_descale", inputs.k_descale, (b, hkv, block_count(sk, inputs.k_block)),
                    f"[batch, kv_heads, ceil(kv_seq_len / {inputs.k_block})]", device)
     check_descale("v_descale", inputs.v_descale, (b, hkv, d), "[batch, kv_heads, head_dim]", device)
+    check_descale("v_mean", inputs.v_mean, (b, hkv, d), "[batch, kv_heads, head_dim]", device)
 
 
 def validate_int8_inputs(inputs: Int8Inputs, *, require_cuda: bool = True, causal: bool = False) -> None:
@@ -103,8 +107,8 @@ def int8_forward(module, inputs: Int8Inputs, vt: torch.Tensor, out: torch.Tensor
                  causal: bool) -> None:
     """One launch of the module's int8_forward on the current stream (read now, so a CUDA graph's
     capture sees its own); no validation: the callers validate once."""
-    module.int8_forward(inputs.q, inputs.k, vt, inputs.q_descale, inputs.k_descale, inputs.v_descale, out,
-                        float(scale), bool(causal), torch.cuda.current_stream(out.device).cuda_stream)
+    module.int8_forward(inputs.q, inputs.k, vt, inputs.q_descale, inputs.k_descale, inputs.v_descale, inputs.v_mean,
+                        out, float(scale), bool(causal), torch.cuda.current_stream(out.device).cuda_stream)
 
 
 def int8_launch(module, inputs: tuple[torch.Tensor, ...], out: torch.Tensor, scale: float,

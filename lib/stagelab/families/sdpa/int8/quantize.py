@@ -12,8 +12,13 @@ kv_heads dividing heads (grouped-query attention). SageAttention2's recipe:
 - Q and K are quantized to int8 per block of tokens (blocks.py): q_block rows, the kernel's
   query tile (or the warpgroup's share of it); k_block keys, the kernel's key tile. The last
   block may be partial.
-- V goes to e4m3 with one float32 descale per (batch, kv_head, channel) = amax over the tokens / 448
-  (per head, FA3's granularity, with v_scaling="head").
+- V is smoothed too (smooth_v): its mean over the tokens, per (batch, kv_head, channel), is
+  subtracted before quantization and added back to the output. The rows of P sum to l, so
+  P.V / l = P.(V - mean) / l + mean exactly; what changes is what the e4m3 P.V sums: centred terms
+  of both signs, whose truncations in the tensor core's accumulator cancel instead of adding up
+  (recipe.py says why that matters).
+- V (less its mean) goes to e4m3 with one float32 descale per (batch, kv_head, channel) = amax over
+  the tokens / 448 (per head, FA3's granularity, with v_scaling="head").
 
 Every descale is the dequantization factor (x ~= data * descale), as FP8's descales are. The data
 keep the inputs' layout (a bshd view's 8-bit data are bshd views too); the scales are contiguous. Inputs
@@ -44,25 +49,28 @@ class Int8Inputs:
 
     q: torch.Tensor  # int8 [B, H, Sq, D]
     k: torch.Tensor  # int8 [B, Hkv, Sk, D]: K - k_mean
-    v: torch.Tensor  # float8_e4m3fn [B, Hkv, Sk, D]
+    v: torch.Tensor  # float8_e4m3fn [B, Hkv, Sk, D]: V - v_mean
     q_descale: torch.Tensor  # float32 [B, H, ceil(Sq / q_block)]
     k_descale: torch.Tensor  # float32 [B, Hkv, ceil(Sk / k_block)]
     v_descale: torch.Tensor  # float32 [B, Hkv, D] (per head: one value repeated over the channels)
     k_mean: torch.Tensor  # float32 [B, Hkv, D]: what smoothing subtracted (zeros when not smoothed)
+    v_mean: torch.Tensor  # float32 [B, Hkv, D]: the same for V, added back to the output
     q_block: int
     k_block: int
     v_scaling: str
     smooth_k: bool
+    smooth_v: bool
     source_dtype: torch.dtype  # the inputs' dtype, the output's
 
     def dequantized(self, dtype: torch.dtype = torch.float64, *, smoothed: bool = False) -> tuple[torch.Tensor, ...]:
         """Q, K and V as the 8-bit data hold them, in dtype; K with its mean added back unless
-        `smoothed` (attention is the same either way, up to rounding)."""
+        `smoothed` (attention is the same either way, up to rounding); V with its mean added back
+        always (attention's output carries it: the kernel adds it to O)."""
         q = dequantize_int8_blocks(self.q, self.q_descale, self.q_block, dtype)
         k = dequantize_int8_blocks(self.k, self.k_descale, self.k_block, dtype)
         if not smoothed:
             k = k + self.k_mean.to(dtype)[:, :, None, :]
-        v = self.v.to(dtype) * self.v_descale.to(dtype)[:, :, None, :]
+        v = self.v.to(dtype) * self.v_descale.to(dtype)[:, :, None, :] + self.v_mean.to(dtype)[:, :, None, :]
         return q, k, v
 
     def grouped(self) -> Int8Inputs:
@@ -70,8 +78,8 @@ class Int8Inputs:
         heads = self.q.shape[1]
         return Int8Inputs(self.q, grouped_heads(self.k, heads), grouped_heads(self.v, heads), self.q_descale,
                           grouped_heads(self.k_descale, heads), grouped_heads(self.v_descale, heads),
-                          grouped_heads(self.k_mean, heads), self.q_block, self.k_block, self.v_scaling,
-                          self.smooth_k, self.source_dtype)
+                          grouped_heads(self.k_mean, heads), grouped_heads(self.v_mean, heads), self.q_block,
+                          self.k_block, self.v_scaling, self.smooth_k, self.smooth_v, self.source_dtype)
 
 
 def _first_nonfinite(name: str, x: torch.Tensor, block: int | None, why: str) -> None:
@@ -122,18 +130,25 @@ def quantize_v(v: torch.Tensor, v_scaling: str = PER_CHANNEL) -> tuple[torch.Ten
     return saturated_e4m3(v.to(SCALE_DTYPE) / descale[:, :, None, :]), descale
 
 
+def token_mean(x32: torch.Tensor, smooth: bool) -> torch.Tensor:
+    """float32 [B, Hkv, D]: x's mean over the tokens (float32, torch's order), or zeros."""
+    if smooth:
+        return x32.mean(dim=2)
+    return torch.zeros((*x32.shape[:2], x32.shape[3]), dtype=SCALE_DTYPE, device=x32.device)
+
+
 def quantize_int8_qkv(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, q_block: int = Q_BLOCK,
-                      k_block: int = K_BLOCK, v_scaling: str = PER_CHANNEL, smooth_k: bool = True) -> Int8Inputs:
+                      k_block: int = K_BLOCK, v_scaling: str = PER_CHANNEL, smooth_k: bool = True,
+                      smooth_v: bool = True) -> Int8Inputs:
     """The recipe's operands from fp16/bf16 (or float32) Q, K, V; see the module's docstring."""
     check_blocks(q_block, k_block)
     check_v_scaling(v_scaling)
     validate_qkv(q, k, v, q_block, k_block)
-    k32 = k.to(SCALE_DTYPE)
-    k_mean = k32.mean(dim=2) if smooth_k else torch.zeros((*k.shape[:2], k.shape[3]), dtype=SCALE_DTYPE,
-                                                          device=k.device)
+    k32, v32 = k.to(SCALE_DTYPE), v.to(SCALE_DTYPE)
+    k_mean, v_mean = token_mean(k32, smooth_k), token_mean(v32, smooth_v)
     q8, q_descale = quantize_int8_blocks(q.to(SCALE_DTYPE), q_block)
     k8, k_descale = quantize_int8_blocks(k32 - k_mean[:, :, None, :], k_block)
-    v8, v_descale = quantize_v(v, v_scaling)
-    return Int8Inputs(q8, k8, v8, q_descale, k_descale, v_descale, k_mean, q_block, k_block, v_scaling,
-                      bool(smooth_k), q.dtype)
+    v8, v_descale = quantize_v(v32 - v_mean[:, :, None, :], v_scaling)
+    return Int8Inputs(q8, k8, v8, q_descale, k_descale, v_descale, k_mean, v_mean, q_block, k_block, v_scaling,
+                      bool(smooth_k), bool(smooth_v), q.dtype)
 

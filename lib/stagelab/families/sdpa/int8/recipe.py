@@ -1,8 +1,8 @@
 """The INT8 attention recipe's parameters (SageAttention2's Hopper recipe, issue 44), in one place.
 
 A recipe is what the quantizer and the emulation must agree on: the token blocks Q and K are
-scaled by, how V is scaled, whether K is smoothed, the key tile P is quantized per and the scale
-P is quantized at. The trials of the stage choose them; the defaults are the starting point:
+scaled by, how V is scaled, whether K and V are smoothed, the key tile P is quantized per and the
+scale P is quantized at. The trials of the stage choose them; the defaults are the starting point:
 
 - Q_BLOCK = 64: one scale per consumer warpgroup's rows. The fp16 stages' query tiles are 128 or
   192 rows, two or three warpgroups of 64 (wgmma's M); each warpgroup folds its own Q descale
@@ -13,6 +13,7 @@ P is quantized at. The trials of the stage choose them; the defaults are the sta
 - V per channel: a channel's scale multiplies that output channel alone, so it commutes with
   P.V and costs one multiply per output element at the end (SageAttention2's per_channel_fp8);
   per head (FA3's granularity) is offered for the trials.
+- smooth_v = True: see Int8Recipe.smooth_v.
 - P_MAX = 2^8: see P_MAX below.
 """
 
@@ -74,12 +75,26 @@ def check_p_max(p_max) -> None:
 @dataclass(frozen=True)
 class Int8Recipe:
     """Everything the quantizer and the emulation of one INT8 stage must share. kv_tile: the key
-    tile the kernel quantizes P per (None: k_block, one K scale per tile)."""
+    tile the kernel quantizes P per (None: k_block, one K scale per tile).
+
+    smooth_v: V's mean over the tokens, per (batch, kv head, channel), is subtracted before V is
+    quantized to e4m3 and added to the output (P's rows sum to l, so P.V / l = P.(V - mean) / l +
+    mean; SageAttention2's smooth-V). Why: the e4m3 wgmma's accumulator truncates, and on plain V
+    every term of an all-positive row has one sign, so a P.V summed over the whole row drifts (the
+    H200 measured 10.5x the budget on positive rows of 4099 keys at head_dim 64, 2026-11-28). The
+    centred terms take both signs and their truncations cancel: on a CPU model of the tensor core
+    (tools/int8_pv_accumulation.py, docs/results/sdpa/history/int8/README.md "Smoothing V would let
+    P.V sum over the whole row") the row-long sum on smoothed V is as accurate as the per-tile one on
+    every distribution (positive 0.31x the budget against 9.7x on plain V at 4099 keys; normal,
+    large, outlier 0.48x-0.50x either way), and smoothing halves the positive rows' error against
+    float64 truth (0.00089 against 0.0022 per tile on plain V) while normal's grows a little
+    (0.0061 against 0.0050). So s19 at head_dim 64 may sum P.V over the row (int8/pv_accumulation.cuh)."""
 
     q_block: int = Q_BLOCK
     k_block: int = K_BLOCK
     v_scaling: str = PER_CHANNEL
     smooth_k: bool = True
+    smooth_v: bool = True
     kv_tile: int | None = None
     p_max: float = P_MAX
 
@@ -97,7 +112,7 @@ class Int8Recipe:
     def quantizer_args(self) -> dict:
         """The keyword arguments of quantize_int8_qkv for this recipe."""
         return {"q_block": self.q_block, "k_block": self.k_block, "v_scaling": self.v_scaling,
-                "smooth_k": self.smooth_k}
+                "smooth_k": self.smooth_k, "smooth_v": self.smooth_v}
 
     def emulation_args(self) -> dict:
         """The keyword arguments of emulate_int8_attention for this recipe."""
