@@ -134,10 +134,15 @@ if [ -n "${PYTEST_GPU:-}" ] && [ -n "${2:-}" ]; then
   pytest_pid=$!
 fi
 IFS=';' read -ra BATCHES <<< "${1:-}"
-# Only batches need every stage prebuilt; a tune-only call ("" as batches) builds what it tunes.
-# BUILD_STAGES="s8_persistent_split s7_pingpong ..." limits the prebuild to the batches' stages and
-# their parents (default: every stage).
-if [ -n "${1:-}" ]; then echo "=== prebuild"; timeout 300 python3 -m stagelab build ${BUILD_STAGES:-} --jobs "${BUILD_JOBS:-$(nproc)}" 2>&1 | tail -8; fi
+# Only batches need a prebuild; a tune-only call ("" as batches) builds what it tunes. The prebuild
+# takes the stages the batches name (tools/batch_stages.py; every stage where a batch names none) or
+# BUILD_STAGES="s8_persistent_split ..." where given, with the parents their runs time them beside
+# (a parent left to the notebook was built inside the batch's time: s18 on long.yaml was killed so).
+if [ -n "${1:-}" ]; then
+  build_stages="${BUILD_STAGES-$(python3 tools/batch_stages.py "$1")}"
+  echo "=== prebuild: ${build_stages:-every stage}, with parents"
+  timeout 300 python3 -m stagelab build $build_stages --with-parents --jobs "${BUILD_JOBS:-$(nproc)}" 2>&1 | tail -8
+fi
 for batch in "${BATCHES[@]}"; do
   [ -n "$batch" ] || continue
   [ -z "${GPUS:-}" ] || batch="$batch --gpus $GPUS"

@@ -55,10 +55,25 @@ def _cmd_resources(args) -> int:
     return 1 if failed_any else 0
 
 
+def with_parents(stage_ids: list[str]) -> list[str]:
+    """The stages and the parent each is timed beside in its run (a stage run builds both), each once,
+    a parent before the first stage that names it."""
+    from ..core.registry import find_stage
+
+    ordered: dict[str, None] = {}
+    for stage_id in stage_ids:
+        parent = find_stage(stage_id)[1].parent
+        if parent is not None:
+            ordered.setdefault(parent)
+        ordered.setdefault(stage_id)
+    return list(ordered)
+
+
 def _cmd_build(args) -> int:
     """Build stages in parallel processes so later notebook runs find them cached; with --define, the
     builds with those overrides (a protocol-checking build: --define SDPA_PROTOCOL=1), each checked
-    against the stage's knobs before any work."""
+    against the stage's knobs before any work; with --with-parents, the parents the stages' runs time
+    them beside too (a batch's notebook would otherwise build its parent inside the batch's time)."""
     from ..core.build import build_all
     from ..core.errors import BuildError
     from ..core.knobs import check_defines
@@ -66,6 +81,8 @@ def _cmd_build(args) -> int:
     from ..core.trial_spec import parse_defines
 
     stage_ids = _stage_ids(args.stages, args.family)
+    if args.with_parents:
+        stage_ids = with_parents(stage_ids)
     defines = parse_defines(args.define)
     builds = []
     for registry, stage in map(find_stage, stage_ids):
@@ -100,4 +117,6 @@ def add_parsers(sub) -> None:
     bld.add_argument("--jobs", type=int, default=4)
     bld.add_argument("--define", action="append", default=[], metavar="K=V",
                      help="build with this define override (repeatable), e.g. SDPA_PROTOCOL=1")
+    bld.add_argument("--with-parents", action="store_true",
+                     help="build each named stage's parent too (a stage run times the stage beside it)")
     bld.set_defaults(func=_cmd_build)

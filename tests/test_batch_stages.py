@@ -1,0 +1,42 @@
+"""The device call's prebuild: the stages its batches name (tools/batch_stages.py) and the parents
+their runs time them beside (`stagelab build --with-parents`), so no notebook builds inside its batch's time."""
+
+import pytest
+from tool_module import load_tool
+
+from stagelab.cli.stages import with_parents
+from stagelab.core.errors import ConfigError
+from stagelab.core.registry import find_stage
+
+
+@pytest.fixture(scope="module")
+def tool():
+    return load_tool("batch_stages")
+
+
+def test_the_stages_of_every_batch_each_once_in_order(tool):
+    batches = "--stages s18_three_turns s19_int8 --params params/long.yaml;--stages s19_int8 s9_fp8 --gpus all"
+    assert tool.batch_stages(batches) == ["s18_three_turns", "s19_int8", "s9_fp8"]
+
+
+def test_a_batch_that_names_no_stage_means_every_stage(tool):
+    assert tool.batch_stages("--stages s19_int8;--params params/long.yaml") is None
+    assert tool.batch_stages("--stages --params params/long.yaml") is None
+    assert tool.batch_stages(" ; ") is None
+
+
+def test_parents_come_before_the_stages_that_name_them():
+    stages = ["s18_three_turns", "s19_int8", "s0_baseline"]
+    built = with_parents(stages)
+    parent_of = {s: find_stage(s)[1].parent for s in stages}
+    assert parent_of["s0_baseline"] is None
+    assert set(built) == set(stages) | {p for p in parent_of.values() if p}
+    assert len(built) == len(set(built))
+    for stage, parent in parent_of.items():
+        if parent:
+            assert built.index(parent) < built.index(stage)
+
+
+def test_an_unknown_stage_is_refused_by_name():
+    with pytest.raises(ConfigError, match="s99_nothing"):
+        with_parents(["s99_nothing"])
