@@ -6,10 +6,12 @@ from .workspace import add_family_option
 
 
 def _cmd_report(args) -> int:
-    from ..record.report import write_report
+    from ..record.report import build_report
+    from ..record.rerun_plan import rerun_summary
 
-    path = write_report(args.params, family=args.family, out_dir=args.out, experiment=args.experiment, gpu=args.gpu)
-    print(f"wrote {path}")
+    report = build_report(args.params, family=args.family, out_dir=args.out, experiment=args.experiment, gpu=args.gpu)
+    print(f"wrote {report.path}")
+    print(rerun_summary(report.reruns, report.gpu))
     return 0
 
 

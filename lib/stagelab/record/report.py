@@ -23,9 +23,10 @@ from ..core.family_sources import family_folders
 from ..core.paths import resolve_params_path, results_dir
 from . import tracking
 from .best_stage import best_heading, best_stage_lines, best_stage_table, section_intro
+from .rerun_plan import Rerun, rerun_lines, reruns
 from .same_code_file import SameCode
 from .source_state import current_source_hashes, mark_stale
-from .tables import distribution_table, ladder_table, latest_runs, per_shape_table, rate_column
+from .tables import distribution_table, ladder_table, latest_runs, per_shape_table, rate_column, stage_order, stage_runs
 
 
 def _with_contender_rows(shapes: pd.DataFrame, family: Family, value: str) -> pd.DataFrame:
@@ -126,16 +127,32 @@ def _params_section(runs: pd.DataFrame, name: str, family: Family) -> FileSectio
     return FileSection(best_stage_lines(name, best, subset), lines, shapes)
 
 
+@dataclass
+class Report:
+    """A written page: where, on which GPU, and the stage runs that are not current on it."""
+
+    path: Path
+    gpu: str
+    reruns: list[Rerun]
+
+
 def write_report(params_names: list[str] | None = None, *, family: str = "sdpa", out_dir: str | Path | None = None,
                  experiment: str | None = None, gpu: str | None = None) -> Path:
     """The family's page on one GPU; `params_names` None: the family's own (Family.report_params)."""
+    return build_report(params_names, family=family, out_dir=out_dir, experiment=experiment, gpu=gpu).path
+
+
+def build_report(params_names: list[str] | None = None, *, family: str = "sdpa", out_dir: str | Path | None = None,
+                 experiment: str | None = None, gpu: str | None = None) -> Report:
+    """write_report's page, and what it found not current (the page's last section)."""
     from .journal import write_journals
 
     fam = load_family(family)
     params_names = list(params_names or fam.report_params)
     out = Path(out_dir) if out_dir else results_dir(fam.name)
     journals = write_journals(fam.name, out, experiment)  # the trials, whether or not stage runs exist yet
-    runs, gpu = latest_runs(experiment or fam.experiment, params_names, gpu, current_source_hashes(fam),
+    every_run = stage_runs(experiment or fam.experiment)
+    runs, gpu = latest_runs(experiment or fam.experiment, params_names, gpu, current_source_hashes(fam), every_run,
                             same_code=SameCode.of_family(fam.name))
     label = gpu_label({"gpu": gpu})
     out.mkdir(parents=True, exist_ok=True)
@@ -153,6 +170,8 @@ def write_report(params_names: list[str] | None = None, *, family: str = "sdpa",
         plot_path = out / f"{label}.png"
         _plot(plot_frames, plot_path, gpu, fam)
         lines += [f"![{fam.throughput_unit} per problem]({plot_path.name})", ""]
+    plan = reruns(runs, every_run[every_run["tags.params_file"].isin(params_names)], params_names, list(stage_order(fam)))
+    lines += rerun_lines(plan, gpu)
     # The runs behind the page, flat, so the numbers stay traceable without the store itself.
     keep = ["run_id", "start_time", "status"] + sorted(c for c in runs.columns if c.startswith(("tags.", "metrics.", "params."))
                                                      and not c.startswith("tags.mlflow.note"))
@@ -161,7 +180,7 @@ def write_report(params_names: list[str] | None = None, *, family: str = "sdpa",
     page = out / f"{label}.md"
     page.write_text("\n".join(lines))
     _describe_experiment(experiment or fam.experiment, lines, f"docs/results/{family}/{page.name}")
-    return page
+    return Report(page, gpu, plan)
 
 
 def _describe_experiment(experiment: str, lines: list[str], page_name: str) -> None:

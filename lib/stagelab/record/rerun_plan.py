@@ -1,0 +1,109 @@
+"""What a results page needs re-run before every row on it is current: per parameter file, the stages
+whose run on this GPU measured an older source, was stopped from outside, or is missing, with the
+command that re-runs them and how long their last runs took (the plan a session with little GPU
+time picks from).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import pandas as pd
+
+from ..core import metrics as m
+from ..core.formatting import markdown
+from .source_state import SOURCE_COLUMN, is_current
+
+SECONDS_PER_MINUTE = 60
+NOT_RUN = "no run on this GPU (there is one on another)"
+
+
+@dataclass(frozen=True)
+class Rerun:
+    """One stage to re-run on one parameter file: why, and its last run's duration (None: no run)."""
+
+    params_file: str
+    stage: str
+    reason: str
+    seconds: float | None
+
+
+def _reason(run: pd.Series) -> str | None:
+    """Why the stage's latest run does not stand for its current source; None where it does."""
+    state = run.get(SOURCE_COLUMN)
+    if not is_current(state):
+        return state if isinstance(state, str) else "stale"
+    if run.get(f"tags.{m.TAG_OUTCOME}") == m.OUTCOME_KILLED:
+        return "killed (stopped from outside: says nothing of the stage)"
+    return None
+
+
+def _seconds(run: pd.Series) -> float | None:
+    start, end = run.get("start_time"), run.get("end_time")
+    if pd.isna(start) or pd.isna(end):
+        return None
+    return (pd.Timestamp(end) - pd.Timestamp(start)).total_seconds()
+
+
+def _typical_seconds(every_run: pd.DataFrame) -> dict[tuple[str, str], float]:
+    """Per (stage, file): the median duration of its runs on any GPU."""
+    seconds = every_run.assign(_seconds=[_seconds(row) for _, row in every_run.iterrows()]).dropna(subset=["_seconds"])
+    grouped = seconds.groupby([f"tags.{m.TAG_STAGE}", "tags.params_file"])["_seconds"].median()
+    return {key: float(value) for key, value in grouped.items()}
+
+
+def reruns(latest: pd.DataFrame, every_run: pd.DataFrame, params_names: Sequence[str],
+           stages: Sequence[str]) -> list[Rerun]:
+    """`latest`: latest_runs' frame for one GPU (one row per stage and file, with its source state);
+    `every_run`: the stage runs on every GPU, which say what a file's ladder is (a stage with no run
+    of a file on this GPU is listed where it has one on another: the pages differ by it) and how long
+    a run takes where this GPU has none; `stages`: the family's stages in ladder order."""
+    ladder = set(zip(every_run[f"tags.{m.TAG_STAGE}"], every_run["tags.params_file"]))
+    typical = _typical_seconds(every_run)
+    plan = []
+    for name in params_names:
+        subset = latest[latest["tags.params_file"] == name]
+        by_stage = {row[f"tags.{m.TAG_STAGE}"]: row for _, row in subset.iterrows()}
+        for stage in stages:
+            run = by_stage.get(stage)
+            if run is None:
+                if (stage, name) in ladder:
+                    plan.append(Rerun(name, stage, NOT_RUN, typical.get((stage, name))))
+            elif (reason := _reason(run)) is not None:
+                plan.append(Rerun(name, stage, reason, _seconds(run)))
+    return plan
+
+
+def _minutes(seconds: Sequence[float | None]) -> str:
+    known = [s for s in seconds if s is not None]
+    if not known:
+        return "?"
+    total = f"{sum(known) / SECONDS_PER_MINUTE:.0f}"
+    return total if len(known) == len(seconds) else f"{total} + {len(seconds) - len(known)} unknown"
+
+
+def rerun_lines(plan: Sequence[Rerun], gpu: str) -> list[str]:
+    """The page's section: a table per file and the `stagelab run` command that re-runs its stages."""
+    lines = ["## Not current on this GPU", ""]
+    if not plan:
+        return lines + [f"Every stage's latest run on `{gpu}` measured its current source.", ""]
+    lines += [f"Re-running these on `{gpu}` makes every row above current. Minutes: the listed runs' own "
+              "durations on one GPU (a batch over several GPUs divides them).", ""]
+    table = pd.DataFrame([{"parameter file": r.params_file, "stage": r.stage, "why": r.reason,
+                           "last run (minutes)": "?" if r.seconds is None else f"{r.seconds / SECONDS_PER_MINUTE:.1f}"}
+                          for r in plan])
+    lines += [markdown(table), ""]
+    for name in dict.fromkeys(r.params_file for r in plan):
+        items = [r for r in plan if r.params_file == name]
+        lines.append(f"- {name} ({_minutes([r.seconds for r in items])} min): "
+                     f"`stagelab run --stages {' '.join(r.stage for r in items)} --params params/{name}.yaml`")
+    return lines + [""]
+
+
+def rerun_summary(plan: Sequence[Rerun], gpu: str) -> str:
+    """One line for the terminal after `stagelab report`."""
+    if not plan:
+        return f"{gpu}: every row current"
+    return (f"{gpu}: {len(plan)} stage run(s) not current, about {_minutes([r.seconds for r in plan])} min of GPU time "
+            "to re-run (the page's 'Not current on this GPU' section lists the commands)")

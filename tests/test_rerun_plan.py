@@ -1,0 +1,49 @@
+"""A results page ends with what is not current on its GPU: each stage whose latest run there measured
+an older source, was stopped from outside, or is missing where another GPU has one, and the command
+that re-runs them; `stagelab report` prints how much GPU time that is."""
+
+from test_best_stage import VIT, current, log_run  # noqa: F401 (current: the fixture)
+
+from stagelab.record import tracking
+from stagelab.record.report import build_report
+from stagelab.record.rerun_plan import NOT_RUN, rerun_summary
+
+OTHER_GPU = "Test GPU 8"
+
+
+def plan_section(text: str) -> str:
+    return text.split("## Not current on this GPU", 1)[1].split("The ", 1)[0]
+
+
+def test_stale_killed_and_missing_stages_are_listed_with_their_command(tmp_store, tmp_path, current):
+    experiment_id = tracking.init_store("stagelab-sdpa")
+    log_run(experiment_id, "s5_wgmma", current["s5_wgmma"], {VIT: (20.0, 100.0)})
+    log_run(experiment_id, "s8_persistent_split", "an older source", {VIT: (12.0, 170.0)}, commit="51f3545aaa")
+    log_run(experiment_id, "s10_general", current["s10_general"], {VIT: (10.0, 200.0)}, outcome="killed")
+    other = log_run(experiment_id, "s13_turns", current["s13_turns"], {VIT: (9.0, 210.0)})
+    tracking.set_tags(other, {"gpu": OTHER_GPU})
+
+    report = build_report(["acceptance"], out_dir=tmp_path, gpu="Test GPU 7")
+    section = plan_section(report.path.read_text())
+
+    assert [(r.stage, r.reason.split(" (")[0]) for r in report.reruns] == [
+        ("s8_persistent_split", "stale"), ("s10_general", "killed"), ("s13_turns", NOT_RUN.split(" (")[0])]
+    assert "s5_wgmma" not in section  # current and finished: nothing to do
+    assert "stale (commit g51f3545)" in section
+    assert ("`stagelab run --stages s8_persistent_split s10_general s13_turns --params params/acceptance.yaml`"
+            in section)
+    summary = rerun_summary(report.reruns, report.gpu)
+    assert summary.startswith("Test GPU 7: 3 stage run(s) not current, about ")
+
+
+def test_a_gpu_whose_every_run_is_current_says_so(tmp_store, tmp_path, current):
+    experiment_id = tracking.init_store("stagelab-sdpa")
+    log_run(experiment_id, "s5_wgmma", current["s5_wgmma"], {VIT: (20.0, 100.0)})
+    log_run(experiment_id, "s8_persistent_split", current["s8_persistent_split"], {VIT: (12.0, 170.0)})
+
+    report = build_report(["acceptance"], out_dir=tmp_path)
+
+    assert report.reruns == []
+    assert "Every stage's latest run on `Test GPU 7` measured its current source." in plan_section(
+        report.path.read_text())
+    assert rerun_summary(report.reruns, report.gpu) == "Test GPU 7: every row current"
