@@ -22,6 +22,9 @@ def test_stale_killed_and_missing_stages_are_listed_with_their_command(tmp_store
     log_run(experiment_id, "s10_general", current["s10_general"], {VIT: (10.0, 200.0)}, outcome="killed")
     other = log_run(experiment_id, "s13_turns", current["s13_turns"], {VIT: (9.0, 210.0)})
     tracking.set_tags(other, {"gpu": OTHER_GPU})
+    # a run still going on another GPU is not a page's gap (only finished runs make a file's ladder)
+    going = log_run(experiment_id, "s14_kv_multicast", current["s14_kv_multicast"], {VIT: (9.0, 210.0)})
+    tracking.set_tags(going, {"gpu": OTHER_GPU, "outcome": "running"})
 
     report = build_report(["acceptance"], out_dir=tmp_path, gpu="Test GPU 7")
     section = plan_section(report.path.read_text())

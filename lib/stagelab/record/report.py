@@ -16,6 +16,7 @@ from pathlib import Path
 import pandas as pd
 from mlflow.utils.validation import MAX_EXPERIMENT_TAG_VAL_LENGTH
 
+from ..core import metrics as m
 from ..core.envinfo import gpu_label
 from ..core.family import Family, load_family
 from ..core.formatting import csv_cells, markdown, short_commit
@@ -170,7 +171,9 @@ def build_report(params_names: list[str] | None = None, *, family: str = "sdpa",
         plot_path = out / f"{label}.png"
         _plot(plot_frames, plot_path, gpu, fam)
         lines += [f"![{fam.throughput_unit} per problem]({plot_path.name})", ""]
-    plan = reruns(runs, every_run[every_run["tags.params_file"].isin(params_names)], params_names, list(stage_order(fam)))
+    finished = every_run[every_run["tags.params_file"].isin(params_names) & every_run["tags.outcome"].notna()
+                         & (every_run["tags.outcome"] != m.OUTCOME_RUNNING)]
+    plan = reruns(runs, finished, params_names, list(stage_order(fam)))
     lines += rerun_lines(plan, gpu)
     # The runs behind the page, flat, so the numbers stay traceable without the store itself.
     keep = ["run_id", "start_time", "status"] + sorted(c for c in runs.columns if c.startswith(("tags.", "metrics.", "params."))
