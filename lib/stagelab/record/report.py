@@ -16,7 +16,6 @@ from pathlib import Path
 import pandas as pd
 from mlflow.utils.validation import MAX_EXPERIMENT_TAG_VAL_LENGTH
 
-from ..core import metrics as m
 from ..core.envinfo import gpu_label
 from ..core.family import Family, load_family
 from ..core.formatting import csv_cells, markdown, short_commit
@@ -27,7 +26,8 @@ from .best_stage import best_heading, best_stage_lines, best_stage_table, sectio
 from .rerun_plan import Rerun, rerun_lines, reruns
 from .same_code_file import SameCode
 from .source_state import current_source_hashes, mark_stale
-from .tables import distribution_table, ladder_table, latest_runs, per_shape_table, rate_column, stage_order, stage_runs
+from .tables import (distribution_table, finished_runs, ladder_table, latest_runs, per_shape_table, rate_column,
+                     stage_order, stage_runs)
 
 
 def _with_contender_rows(shapes: pd.DataFrame, family: Family, value: str) -> pd.DataFrame:
@@ -171,9 +171,7 @@ def build_report(params_names: list[str] | None = None, *, family: str = "sdpa",
         plot_path = out / f"{label}.png"
         _plot(plot_frames, plot_path, gpu, fam)
         lines += [f"![{fam.throughput_unit} per problem]({plot_path.name})", ""]
-    finished = every_run[every_run["tags.params_file"].isin(params_names) & every_run["tags.outcome"].notna()
-                         & (every_run["tags.outcome"] != m.OUTCOME_RUNNING)]
-    plan = reruns(runs, finished, params_names, list(stage_order(fam)))
+    plan = reruns(runs, finished_runs(every_run, params_names), params_names, list(stage_order(fam)))
     lines += rerun_lines(plan, gpu)
     # The runs behind the page, flat, so the numbers stay traceable without the store itself.
     keep = ["run_id", "start_time", "status"] + sorted(c for c in runs.columns if c.startswith(("tags.", "metrics.", "params."))

@@ -69,6 +69,12 @@ def runs_frame(runs: list) -> pd.DataFrame:
     return pd.DataFrame.from_records(rows)
 
 
+def finished_runs(runs: pd.DataFrame, params_names: list[str]) -> pd.DataFrame:
+    """The stage runs of these parameter files that have ended (an outcome other than running)."""
+    return runs[runs["tags.params_file"].isin(params_names) & runs["tags.outcome"].notna()
+                & (runs["tags.outcome"] != m.OUTCOME_RUNNING)]
+
+
 def latest_runs(experiment: str, params_names: list[str], gpu: str | None,
                 current: Mapping[str, str] | None = None, runs: pd.DataFrame | None = None,
                 same_code: SameCode | None = None) -> tuple[pd.DataFrame, str]:
@@ -77,9 +83,7 @@ def latest_runs(experiment: str, params_names: list[str], gpu: str | None,
     stage's current source (or of the same code, `same_code`: same_code.yaml) before any stale one,
     and the frame's `source` column says which. `runs`: stage_runs(experiment) already read (one
     search for several GPUs)."""
-    runs = stage_runs(experiment) if runs is None else runs
-    runs = runs[runs["tags.params_file"].isin(params_names) & runs["tags.outcome"].notna()
-                & (runs["tags.outcome"] != "running")]
+    runs = finished_runs(stage_runs(experiment) if runs is None else runs, params_names)
     gpus = runs.get("tags.gpu", pd.Series(NO_GPU, index=runs.index)).fillna(NO_GPU)
     runs = runs[gpus != NO_GPU]
     require_gpu_runs(list(runs["tags.gpu"].unique()), int((gpus == NO_GPU).sum()), params_names, gpu)
