@@ -1,6 +1,8 @@
 """The device call's prebuild: the stages its batches name (tools/batch_stages.py) and the parents
 their runs time them beside (`stagelab build --with-parents`), so no notebook builds inside its batch's time."""
 
+from pathlib import Path
+
 import pytest
 from tool_module import load_tool
 
@@ -40,3 +42,14 @@ def test_parents_come_before_the_stages_that_name_them():
 def test_an_unknown_stage_is_refused_by_name():
     with pytest.raises(ConfigError, match="s99_nothing"):
         with_parents(["s99_nothing"])
+
+
+def test_build_with_parents_builds_the_parent_too(stagelab_cli, nvcc_available):
+    """The CLI flag on the example family (a Triton stage whose parent is CUDA: seconds, no GPU)."""
+    pytest.importorskip("triton")
+    examples = Path(__file__).resolve().parents[1] / "examples" / "families"
+    done = stagelab_cli("build", "--family", "silu", "s1_triton", "--with-parents", timeout=600,
+                        STAGELAB_FAMILY_PATH=str(examples))
+    assert done.returncode == 0, done.stdout + done.stderr
+    built = {line.split(":")[0] for line in done.stdout.splitlines() if ": built in " in line or ": cached (" in line}
+    assert built == {"s0_naive", "s1_triton"}
