@@ -88,10 +88,11 @@ def rerun_lines(plan: Sequence[Rerun], gpu: str) -> list[str]:
     lines = ["## Not current on this GPU", ""]
     if not plan:
         return lines + [f"Every stage's latest run on `{gpu}` measured its current source.", ""]
-    lines += [f"Re-running these on `{gpu}` makes every row above current. Minutes: the listed runs' own "
-              "durations on one GPU (a batch over several GPUs divides them).", ""]
+    lines += [f"Re-running these on `{gpu}` makes every row above current. Minutes: the stage's latest run "
+              "there, or the median of its runs on other GPUs where it has none; on one GPU (a batch over "
+              "several GPUs divides them).", ""]
     table = pd.DataFrame([{"parameter file": r.params_file, "stage": r.stage, "why": r.reason,
-                           "last run (minutes)": "?" if r.seconds is None else f"{r.seconds / SECONDS_PER_MINUTE:.1f}"}
+                           "minutes": "?" if r.seconds is None else f"{r.seconds / SECONDS_PER_MINUTE:.1f}"}
                           for r in plan])
     lines += [markdown(table), ""]
     for name in dict.fromkeys(r.params_file for r in plan):
