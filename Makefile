@@ -88,8 +88,7 @@ wheelhouse: setup
 	rm -rf $(WHEELHOUSE) && mkdir -p $(WHEELHOUSE)
 	$(PY) -m pip download -q --only-binary=:all: --python-version $(WHEEL_PYTHON) --implementation cp \
 		$(foreach p,$(WHEEL_PLATFORMS),--platform $(p)) -d $(WHEELHOUSE) \
-		"mlflow-skinny>=3,<4" sqlalchemy alembic papermill ipykernel tabulate \
-		nvidia-cuda-cuobjdump==13.2.86 nvidia-cuda-nvdisasm==13.2.86
+		"mlflow-skinny>=3,<4" sqlalchemy alembic papermill ipykernel tabulate
 	# Liger-Kernel's Triton kernels: a contender of the rmsnorm family (pure Python, no deps taken)
 	$(PY) -m pip download -q --no-deps --only-binary=:all: -d $(WHEELHOUSE) "liger-kernel==0.8.5"
 	# SageAttention's Triton kernels (20 kB, pure Python, no deps taken): the INT8 stage's contender
@@ -98,6 +97,9 @@ wheelhouse: setup
 	# The kernel's debugger (5 MB) and IPython's completion engine jedi (5 MB, imported only when a
 	# completion is asked for) run nowhere here: left out, so the wheelhouse and the tree stay under a
 	# device call's 64 MiB carry (with jedi the tree and wheelhouse came to 67 MB on 2026-11-28).
+	# cuobjdump and nvdisasm are not carried either (5 MB): the device image has both, next to its
+	# nvcc (/work/.library/device/KINDS.md, seen working); the tree's records had grown past the
+	# carry with them on 2026-11-29.
 	rm -f $(WHEELHOUSE)/debugpy-*.whl $(WHEELHOUSE)/jedi-*.whl
 	@du -sh $(WHEELHOUSE)
 
