@@ -1,7 +1,7 @@
 /*
 s19_int8: attention on 8-bit operands, on s18's composed parts: Q.K^T on
-int8 x int8 wgmma with exact int32 accumulation, P.V on e4m3 wgmma (promoted
-into float32 after every key tile at head_dim 128).
+int8 x int8 wgmma with exact int32 accumulation, P.V on e4m3 wgmma into O
+over the whole row, on V smoothed by its mean.
 
 What it is
   The mainloop, epilogue and schedulers of the persistent stages
@@ -22,15 +22,15 @@ Changes vs parent s18_three_turns, and why
     int8 runs at the e4m3 rate and its int32 sum is exact: the descales
     (the warpgroup's Q block, the tile's K block, the softmax scale and
     log2(e)) fold into the exponent's one multiply per score.
-  - P.V keeps e4m3 (P in [0, 2^8], V less its mean, per channel). At
-    head_dim 128 each tile's product lands in its own accumulators and is
-    added to O in float32, so the 22-bit sum spans one tile's keys. At
-    head_dim 64 O accumulates over the row (FlashAttention-3's FP8): the
-    truncating sum drifts on one-signed V, but smoothed V's terms take
-    both signs, so it is as accurate as the per-tile sum (a CPU model of
-    the tensor core, recipe.py's smooth_v), and the registers it frees
-    fit a third warpgroup (int8/pv_accumulation.cuh says which trials
-    chose what).
+  - P.V keeps e4m3 (P in [0, 2^8], V less its mean, per channel), and O
+    accumulates over the row (FlashAttention-3's FP8): the truncating
+    sum drifts on one-signed V, but smoothed V's terms take both signs,
+    so it is as accurate as a sum promoted per key tile, and it frees
+    the registers that fit a third warpgroup at head_dim 64. Its rescale
+    is skipped by a warp whose rows' maxima did not grow
+    (int8/pv_accumulation.cuh says which trials chose what).
+  - Scores stay as int32 plus a float offset's bits through the max (one
+    integer add per score where the scale is positive).
   - Every launch runs the long policy's warpgroups in turns (the softmax
     costs what it does at 16 bits while the GEMMs take half the time):
     two at head_dim 128, three at 64; four ring stages hold what the

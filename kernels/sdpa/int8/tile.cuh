@@ -7,8 +7,8 @@
 //                             softmax scale and log2(e); mask, running max, p = 2^(s - max + 8), row sums
 //   rescale_o()               O's correction for the P.V about to be issued (int8/pv_accumulation.cuh)
 //   pack_p()                  P -> e4m3 A fragments, in fp8_key_of's key order (Vt's keys are stored so)
-//   issue_pv(desc_vt)         P8.Vt8: 128/32 e4m3 wgmma m64nDk32, into O_tile (promoted per tile) or O
-//   pv_retired()              O = O * correction + O_tile in float32 where promoted per tile
+//   issue_pv(desc_vt)         P8.Vt8: 128/32 e4m3 wgmma m64nDk32, into O over the whole row
+//   pv_retired()              nothing: O is the P.V's own accumulator
 //   store_o(...)              O * v descale / l + v mean -> staging rows -> 16-byte global stores
 //
 // The recipe (lib/stagelab/families/sdpa/int8/recipe.py) fixes the blocks: one Q descale per 64 rows
@@ -54,7 +54,7 @@ struct Int8Tile {
 
   int32_t s_acc[kSAcc];  // the int32 scores; softmax leaves p there as float bits
   float o_acc[kOAcc];
-  PvAccumulationOf<D, kKeySlices> pv;  // O_tile where P.V is promoted per tile
+  AccumulatedOverRow<D, kKeySlices> pv;
   uint32_t p_frag[kKeySlices][4];
   float row_max[kRowsPerThread];
   float row_sum[kRowsPerThread];
@@ -87,7 +87,6 @@ struct Int8Tile {
       row_sum[r] = 0.0f;
       correction[r] = 1.0f;
     }
-    pv.init();
     scale_log2 = softmax_scale * kSdpaLog2e;
     warp_q0 = first_row_of_warp;
     g = lane / kQuad;
@@ -123,7 +122,7 @@ struct Int8Tile {
   }
   // P.V: Vt is [D][keys], K-major, keys of each 32-key group in fp8_key_of's order.
   __device__ __forceinline__ void issue_pv(uint64_t desc_vt) { pv.issue(o_acc, p_frag, desc_vt); }
-  __device__ __forceinline__ void pv_retired() { pv.retired(o_acc); }
+  __device__ __forceinline__ void pv_retired() {}
 
   // The tile's K descale was loaded during the previous tile's softmax (a global load's latency
   // there is under the work, here it would head the chain); the next one is loaded now.
@@ -132,11 +131,12 @@ struct Int8Tile {
     const float mul = scale_log2 * (k_tile == next_k_tile ? next_k_descale : k_descale[k_tile]);
     next_k_tile = k_tile + 1;
     next_k_descale = k_descale[min(next_k_tile, k_tiles - 1)];
+    // A positive scale folds into the exponent, and the scores stay as the floats kMagic + s (one IADD
+    // each, exact: static_assert above); the offset leaves in the max's subtraction and the
+    // exponent's addend, rounded there to under one unit of s, far inside the int8 scores' own error.
 #pragma unroll
-    for (int i = 0; i < kSAcc; ++i) {
-      const float s = exact_int_to_float(s_acc[i]);
-      s_acc[i] = __float_as_int(kScalePositive ? s : s * mul);  // a positive scale folds into the exponent
-    }
+    for (int i = 0; i < kSAcc; ++i)
+      s_acc[i] = kScalePositive ? s_acc[i] + kMagicBits : __float_as_int(exact_int_to_float(s_acc[i]) * mul);
     const float score_mul = kScalePositive ? mul : 1.0f;
     mask(key0, seq_len);
 #pragma unroll
@@ -168,8 +168,8 @@ struct Int8Tile {
   __device__ __forceinline__ void store_o(unsigned char* staging, int row_base, Out* out, int64_t row_stride,
                                           int valid_rows, int lane, const float (&l)[kRowsPerThread]) {
     static_assert(kFirstTile == 0 && kTiles == kOTiles, "the INT8 stage stores whole rows");
-    // The store's addresses are loop-invariant and ptxas hoists them above the key loop, where O,
-    // O_tile, S and P leave them no registers (head_dim 128 spilled 108-140 bytes): an empty asm that
+    // The store's addresses are loop-invariant and ptxas hoists them above the key loop, where O, S
+    // and P leave them no registers (head_dim 128 spilled 108-140 bytes, 2026-11-27): an empty asm that
     // "rewrites" the row base and the lane's indices keeps them here (WgAttentionTile's store_o does
     // the same past 128 keys).
     asm volatile("" : "+r"(row_base), "+r"(lane), "+r"(g), "+r"(t));
@@ -231,11 +231,12 @@ struct Int8Tile {
     for (int w = 1; w < 2 * kSTiles; w *= 2)
 #pragma unroll
       for (int i = 0; i + w < 2 * kSTiles; i += 2 * w) tree[i] = fmaxf(tree[i], tree[i + w]);
-    const float mx = fmaxf(row_max[r], sdpa_mma::quad_max(tree[0]) * mul);
+    const float offset = kScalePositive ? kMagic : 0.0f;  // the scores' offset (softmax())
+    const float mx = fmaxf(row_max[r], (sdpa_mma::quad_max(tree[0]) - offset) * mul);
     const float base = sdpa_softmax_base(mx);       // 0 while the row has seen only -inf
     correction[r] = ex2_approx(row_max[r] - base);  // ex2(-inf) = 0 on the first visible tile
     row_max[r] = mx;
-    const float neg_base = static_cast<float>(kPExp2Offset) - base;
+    const float neg_base = fmaf(-offset, mul, static_cast<float>(kPExp2Offset) - base);
 #pragma unroll
     for (int j = 0; j < kSTiles; ++j)
 #pragma unroll
