@@ -31,6 +31,16 @@ constexpr int kQBlock = 64;             // rows per Q descale: a consumer warpgr
 constexpr int kKBlock = 128;            // keys per K descale: one key tile (recipe.py K_BLOCK)
 constexpr int kPExp2Offset = 8;         // P = 2^(s - max + 8): a row's largest p is 256, under e4m3's 448
 constexpr int kInt8Max = 127;           // the quantizer's codes: -127..127
+// The magic-offset scores' exponent addend -kMagic * mul + 8 - max has a magnitude under
+// 2 kMagic mul (the scores' own under kMagic: Int8Tile's static_assert), so its rounding is at most
+// 2^-24 of that: a bias of every p in a row's tile, which tiles do not share. Held to 2^-10 (a tile's
+// weight off by 0.07%, against e4m3 P's 2^-4 per element), mul may reach 2^-10 / (2 kMagic 2^-24),
+// about 6.5e-4. Of the named distributions (1x4x1024, smoothed K, on the CPU) normal (at most 2.7e-4),
+// positive and tiny keep the offset; peaky (from 5.8e-4), zero_head, outlier and large (up to 0.11)
+// convert exactly: with the offset everywhere, large failed its budget by up to 8.4x (H200, 2026-11-29).
+constexpr float kMagicMaxBiasLog2 = 0x1p-10f;
+constexpr float kFloatRoundingUnit = 0x1p-24f;  // half an ulp, relative
+constexpr float kMagicMulMax = kMagicMaxBiasLog2 / (2.0f * kMagic * kFloatRoundingUnit);
 
 template <typename Out, int D, int kBlockN, bool kCausal, bool kScalePositive, int kRescaleThreshold>
 struct Int8Tile {
@@ -131,16 +141,26 @@ struct Int8Tile {
     const float mul = scale_log2 * (k_tile == next_k_tile ? next_k_descale : k_descale[k_tile]);
     next_k_tile = k_tile + 1;
     next_k_descale = k_descale[min(next_k_tile, k_tiles - 1)];
-    // A positive scale folds into the exponent, and the scores stay as the floats kMagic + s (one IADD
-    // each, exact: static_assert above); the offset leaves in the max's subtraction and the
-    // exponent's addend, rounded there to under one unit of s, far inside the int8 scores' own error.
+    // A positive scale folds into the exponent. Where its multiplier is small the scores stay as the
+    // floats kMagic + s (one IADD each, exact: static_assert above), the offset leaving in the max's
+    // subtraction and the exponent's addend; that addend's rounding biases the whole tile of a row
+    // (kMagicMulMax), which large scores cannot afford, so those take the exact conversion.
+    const bool offset_scores = kScalePositive && mul <= kMagicMulMax;
+    if (offset_scores) {
 #pragma unroll
-    for (int i = 0; i < kSAcc; ++i)
-      s_acc[i] = kScalePositive ? s_acc[i] + kMagicBits : __float_as_int(exact_int_to_float(s_acc[i]) * mul);
+      for (int i = 0; i < kSAcc; ++i) s_acc[i] += kMagicBits;
+    } else {
+#pragma unroll
+      for (int i = 0; i < kSAcc; ++i) {
+        const float s = exact_int_to_float(s_acc[i]);
+        s_acc[i] = __float_as_int(kScalePositive ? s : s * mul);
+      }
+    }
     const float score_mul = kScalePositive ? mul : 1.0f;
+    const float offset = offset_scores ? kMagic : 0.0f;
     mask(key0, seq_len);
 #pragma unroll
-    for (int r = 0; r < kRowsPerThread; ++r) exponentiate_row(r, score_mul);
+    for (int r = 0; r < kRowsPerThread; ++r) exponentiate_row(r, score_mul, offset);
   }
   __device__ __forceinline__ void rescale_o() { pv.rescale(o_acc, correction); }
   // Register r of k32 slice kk, byte v0: P at key fp8_key_of(4t + v0 + 16 (r / 2)) of row g + 8 (r % 2),
@@ -220,7 +240,7 @@ struct Int8Tile {
   }
   // Row r: the running max grown by the tile's, the correction, p = 2^(s * mul - max + 8) in place
   // (as float bits), and the row sum of those p (the P.V's e4m3 P is rounded from them).
-  __device__ __forceinline__ void exponentiate_row(int r, float mul) {
+  __device__ __forceinline__ void exponentiate_row(int r, float mul, float offset) {
     float tree[2 * kSTiles];
 #pragma unroll
     for (int j = 0; j < kSTiles; ++j) {
@@ -231,7 +251,6 @@ struct Int8Tile {
     for (int w = 1; w < 2 * kSTiles; w *= 2)
 #pragma unroll
       for (int i = 0; i + w < 2 * kSTiles; i += 2 * w) tree[i] = fmaxf(tree[i], tree[i + w]);
-    const float offset = kScalePositive ? kMagic : 0.0f;  // the scores' offset (softmax())
     const float mx = fmaxf(row_max[r], (sdpa_mma::quad_max(tree[0]) - offset) * mul);
     const float base = sdpa_softmax_base(mx);       // 0 while the row has seen only -inf
     correction[r] = ex2_approx(row_max[r] - base);  // ex2(-inf) = 0 on the first visible tile
