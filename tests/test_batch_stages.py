@@ -21,6 +21,18 @@ def test_the_stages_of_every_batch_each_once_in_order(tool):
     assert tool.batch_stages(batches) == ["s18_three_turns", "s19_int8", "s9_fp8"]
 
 
+def test_the_abbreviations_stagelab_run_takes_name_stages_too(tool):
+    from stagelab.cli.main import build_parser
+
+    # the 32nd session's call spelled `--stage`, which `stagelab run` took, and the prebuild built
+    # every stage (3 minutes of device time)
+    for spelling in ("--stage", "--stag"):
+        assert build_parser().parse_args(["run", spelling, "s19_int8"]).stages == ["s19_int8"]
+    batches = "--stage s19_int8 --params params/long.yaml;--stages=s9_fp8 --steps check"
+    assert tool.batch_stages(batches) == ["s19_int8", "s9_fp8"]
+    assert tool.batch_stages("--steps check --params params/long.yaml") is None
+
+
 def test_a_batch_that_names_no_stage_means_every_stage(tool):
     assert tool.batch_stages("--stages s19_int8;--params params/long.yaml") is None
     assert tool.batch_stages("--stages --params params/long.yaml") is None

@@ -94,3 +94,25 @@ def test_import_takes_several_stores_and_a_glob_and_checks_them_all_first(tmp_pa
     assert out.count("imported 1 new run(s) from") == 3 and out.splitlines()[-1] == "imported 3 new run(s) in all"
     runs = mlflow.search_runs(experiment_names=["stagelab-sdpa"])
     assert sorted(runs["tags.stage"]) == ["s0_baseline", "s1_cp_async", "s2_wmma", "s3a_no_sp"]
+
+
+def test_a_conclusion_reaches_an_imported_trial_by_the_id_its_gpu_machine_printed(tmp_path, monkeypatch):
+    from stagelab.core import metrics
+    from stagelab.record.trial_record import add_conclusion
+
+    source_db = tmp_path / "gpu-machine" / "mlruns" / "mlflow.db"
+    source_db.parent.mkdir(parents=True)
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{source_db}")
+    experiment_id = tracking.init_store("stagelab-sdpa")
+    printed_id = tracking.create_run(experiment_id, "s19_int8", "try-int8", {metrics.TAG_KIND: metrics.KIND_TRIAL,
+                                                                            metrics.TAG_TRIAL_NAME: "skip_magic"})
+    tracking.end_run(printed_id)
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'laptop' / 'mlflow.db'}")
+    tracking.init_store("stagelab-sdpa")
+    assert import_store(source_db, progress=lambda _: None) == 1
+    assert add_conclusion(printed_id, "folded") == "skip_magic"
+    [copy] = tracking.client().search_runs([tracking.client().get_experiment_by_name("stagelab-sdpa").experiment_id])
+    assert copy.info.run_id != printed_id
+    assert copy.data.tags[metrics.TAG_CONCLUSION] == "folded"
+    with pytest.raises(ConfigError, match="nor one imported from a run of that id"):
+        add_conclusion("0123456789abcdef0123456789abcdef", "nothing there")

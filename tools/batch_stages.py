@@ -1,5 +1,6 @@
-"""The stages device_run.sh's batches name, for its prebuild: every id after `--stages` in each
-`stagelab run` spec ("<args>;<args>..."), each once, in order. Prints nothing when a batch names no
+"""The stages device_run.sh's batches name, for its prebuild: every id after `--stages` (or an
+abbreviation argparse takes for it, `--stage`) in each `stagelab run` spec ("<args>;<args>..."), each
+once, in order. Prints nothing when a batch names no
 stages (it runs every stage, so every stage is prebuilt) or there are no batches.
 
     BUILD_STAGES="$(python3 tools/batch_stages.py "$1")"
@@ -11,6 +12,12 @@ import shlex
 import sys
 
 STAGES_FLAG = "--stages"
+SHORTEST_ABBREVIATION = "--stag"  # "--st" is also "--steps"
+
+
+def _is_stages_flag(word: str) -> bool:
+    flag = word.split("=", 1)[0]
+    return flag.startswith(SHORTEST_ABBREVIATION) and STAGES_FLAG.startswith(flag)
 
 
 def batch_stages(batches: str) -> list[str] | None:
@@ -19,9 +26,11 @@ def batch_stages(batches: str) -> list[str] | None:
     specs = [spec for spec in batches.split(";") if spec.strip()]
     for spec in specs:
         words = shlex.split(spec)
-        if STAGES_FLAG not in words:
+        at = next((i for i, word in enumerate(words) if _is_stages_flag(word)), None)
+        if at is None:
             return None
-        after = words[words.index(STAGES_FLAG) + 1:]
+        joined = words[at].partition("=")[2]  # --stages=s1
+        after = ([joined] if joined else []) + words[at + 1:]
         ids = after[:next((i for i, word in enumerate(after) if word.startswith("--")), len(after))]
         if not ids:  # `--stages` with no ids: every stage
             return None
