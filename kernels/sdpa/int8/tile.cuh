@@ -35,8 +35,8 @@ constexpr int kInt8Max = 127;           // the quantizer's codes: -127..127
 // 2 kMagic mul (the scores' own under kMagic: Int8Tile's static_assert), so its rounding is at most
 // 2^-24 of that: a bias of every p in a row's tile, which tiles do not share. Held to 2^-10 (a tile's
 // weight off by 0.07%, against e4m3 P's 2^-4 per element), mul may reach 2^-10 / (2 kMagic 2^-24),
-// about 6.5e-4. Of the named distributions (1x4x1024, smoothed K, on the CPU) normal (at most 2.7e-4),
-// positive and tiny keep the offset; peaky (from 5.8e-4), zero_head, outlier and large (up to 0.11)
+// about 0.00065. Of the named distributions (1x4x1024, smoothed K, on the CPU) normal (at most 0.00027),
+// positive and tiny keep the offset, peaky (0.00058 to 0.002) mostly not; zero_head, outlier, large (to 0.11)
 // convert exactly: with the offset everywhere, large failed its budget by up to 8.4x (H200, 2026-11-29).
 constexpr float kMagicMaxBiasLog2 = 0x1p-10f;
 constexpr float kFloatRoundingUnit = 0x1p-24f;  // half an ulp, relative
