@@ -139,6 +139,12 @@ def test_stagelab_import_keeps_the_trial_tags_and_dates(tmp_path, monkeypatch):
     assert run.info.start_time == utc_ms(2026, 11, 24)
     assert [e.name for e in journal_entries(S8)] == ["ws_pv_ss", "late_merger"]
     assert import_trials(FIXTURE) == (0, 3), "trials merged from another store are not imported again"
+    # the journal reads the same in every store the trials reach (a copy's run id would not)
+    here, ids_here = journal_markdown(S8, journal_entries(S8)), [e.run_id for e in journal_entries(S8)]
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{origin}")
+    assert journal_markdown(S8, journal_entries(S8)) == here
+    assert [e.run_id for e in journal_entries(S8)] == ids_here, "a copy goes by its origin's run id"
+    assert "- Imported from" in here and "Run `" not in here
 
 
 def test_a_slash_in_a_label_stays_inside_its_key_segment():

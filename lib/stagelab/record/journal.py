@@ -21,6 +21,7 @@ from ..core.formatting import fixed_numbers, short_commit
 from ..core.markdown_text import WIDTH, wrap_item
 
 from . import tracking
+from .run_summary import SOURCE_RUN_TAG
 
 
 @dataclass(frozen=True)
@@ -46,7 +47,10 @@ class JournalEntry:
     @classmethod
     def of(cls, run) -> "JournalEntry":
         tags = run.data.tags
-        return cls(run.info.run_id, run.info.start_time or 0, tags.get(metrics.TAG_TRIAL_COMMIT, "unknown"),
+        # a run `stagelab import` copied goes by the id it had where it ran (the id `try` printed
+        # there): the copy's own id differs in every store it is imported into
+        run_id = tags.get(SOURCE_RUN_TAG, run.info.run_id)
+        return cls(run_id, run.info.start_time or 0, tags.get(metrics.TAG_TRIAL_COMMIT, "unknown"),
                    tags.get(metrics.TAG_TRIAL_NAME, run.info.run_name or ""), tags.get(metrics.TAG_HYPOTHESIS, ""),
                    tags.get(metrics.TAG_KEY_NUMBERS, ""), tags.get(metrics.TAG_VERDICT, "(none)"),
                    tags.get(metrics.TAG_VERDICT_REASON, ""), tags.get(metrics.TAG_CONCLUSION, ""),
@@ -97,7 +101,8 @@ def entry_markdown(number: int, e: JournalEntry) -> list[str]:
     if e.reason:
         lines += wrap_item("- Verdict: ", fixed_numbers(e.reason))
     lines += wrap_item("- Conclusion: ", fixed_numbers(e.conclusion) or NO_CONCLUSION)
-    lines += wrap_item("- ", f"Run `{e.run_id}`" + (f", imported from {e.imported_from}" if e.imported_from else ""))
+    # a trial imported from a history file has a new run id in every store: the file names it
+    lines += wrap_item("- ", f"Imported from {e.imported_from}" if e.imported_from else f"Run `{e.run_id}`")
     return lines + [""]
 
 
