@@ -6,6 +6,7 @@ import mlflow
 
 from stagelab.record import tracking
 import gzip
+import lzma
 
 import pytest
 
@@ -56,11 +57,12 @@ def test_import_merges_once(tmp_path, monkeypatch):
     assert artifacts == ["ptxas.log"]
 
 
-def test_a_gzipped_record_imports_its_runs_without_their_artifacts(tmp_path, monkeypatch):
+@pytest.mark.parametrize("suffix, compress", [(".db.gz", gzip.compress), (".db.xz", lzma.compress)])
+def test_a_compressed_record_imports_its_runs_without_their_artifacts(tmp_path, monkeypatch, suffix, compress):
     source_db, source_run = make_store(tmp_path / "session" / "mlruns", monkeypatch, "s9_fp8")
-    record = tmp_path / "records" / "h100.db.gz"
+    record = tmp_path / "records" / f"h100{suffix}"
     record.parent.mkdir()
-    record.write_bytes(gzip.compress(source_db.read_bytes()))
+    record.write_bytes(compress(source_db.read_bytes()))
     shutil.rmtree(source_db.parent)  # only the record is left, as in a new checkout
     make_store(tmp_path / "here" / "mlruns", monkeypatch, "s0_baseline")
     assert import_record(record, progress=lambda _: None) == 1
@@ -68,9 +70,10 @@ def test_a_gzipped_record_imports_its_runs_without_their_artifacts(tmp_path, mon
     runs = mlflow.search_runs(experiment_names=["stagelab-sdpa"])
     imported = runs[runs["tags.stage"] == "s9_fp8"].iloc[0]
     assert imported["metrics.mission_p50_us"] == 12.5 and imported["tags.stagelab.imported_from_run"] == source_run
-    garbage = tmp_path / "records" / "bad.db.gz"
-    garbage.write_bytes(b"not gzip at all")
-    with pytest.raises(ConfigError, match="bad.db.gz is not a gzipped MLflow database"):
+    packing = "xz" if suffix == ".db.xz" else "gzip"
+    garbage = tmp_path / "records" / f"bad{suffix}"
+    garbage.write_bytes(b"not compressed at all")
+    with pytest.raises(ConfigError, match=f"bad{suffix} is not an {packing}-compressed MLflow database"):
         import_record(garbage)
 
 
@@ -79,9 +82,9 @@ def test_import_takes_several_stores_and_a_glob_and_checks_them_all_first(tmp_pa
 
     records = tmp_path / "records"
     records.mkdir()
-    for stage in ("s1_cp_async", "s2_wmma"):
+    for stage, suffix, compress in (("s1_cp_async", ".db.gz", gzip.compress), ("s2_wmma", ".db.xz", lzma.compress)):
         db, _ = make_store(tmp_path / stage / "mlruns", monkeypatch, stage)
-        (records / f"{stage}.db.gz").write_bytes(gzip.compress(db.read_bytes()))
+        (records / f"{stage}{suffix}").write_bytes(compress(db.read_bytes()))
     third, _ = make_store(tmp_path / "third" / "mlruns", monkeypatch, "s3a_no_sp")
     make_store(tmp_path / "here" / "mlruns", monkeypatch, "s0_baseline")
 
@@ -89,7 +92,7 @@ def test_import_takes_several_stores_and_a_glob_and_checks_them_all_first(tmp_pa
     assert "nothing to import at " + str(tmp_path / "nowhere.db.gz") in capsys.readouterr().err
     assert len(mlflow.search_runs(experiment_names=["stagelab-sdpa"])) == 1  # nothing imported: the check came first
 
-    assert main(["import", str(records / "*.db.gz"), str(third.parent)]) == 0  # the glob quoted, as the shell leaves it
+    assert main(["import", str(records / "*.db.*"), str(third.parent)]) == 0  # the glob quoted, as the shell leaves it
     out = capsys.readouterr().out
     assert out.count("imported 1 new run(s) from") == 3 and out.splitlines()[-1] == "imported 3 new run(s) in all"
     runs = mlflow.search_runs(experiment_names=["stagelab-sdpa"])

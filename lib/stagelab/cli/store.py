@@ -115,14 +115,12 @@ def _cmd_server(args) -> int:
 
 def import_sources(given: list[str]) -> list:
     """The stores `stagelab import` names, each a folder (its mlflow.db), a mlflow.db or a record
-    (*.db.gz); a glob the shell left unexpanded (quoted) is expanded here, in order. Every one is
+    (*.db.xz, *.db.gz); a glob the shell left unexpanded (quoted) is expanded here, in order. Every one is
     checked before any is imported: a name that matches nothing is an error naming it."""
     import glob
     from pathlib import Path
 
     from ..core.errors import ConfigError
-    from ..record.portable import RECORD_SUFFIX
-
     found, missing = [], []
     for name in given:
         matches = sorted(glob.glob(name)) if glob.has_magic(name) else [name]
@@ -134,17 +132,17 @@ def import_sources(given: list[str]) -> list:
             missing.append(Path(name))
     if missing:
         raise ConfigError(f"stagelab import: nothing to import at {', '.join(map(str, missing))} (give a store's "
-                          f"folder, its mlflow.db or a record *{RECORD_SUFFIX}); nothing was imported")
+                          "folder, its mlflow.db or a record *.db.xz or *.db.gz); nothing was imported")
     return list(dict.fromkeys(found))  # a store named twice (a glob and its name) is imported once
 
 
 def _cmd_import(args) -> int:
     from ..record import tracking
-    from ..record.portable import RECORD_SUFFIX, import_record, import_store
+    from ..record.portable import import_record, import_store, is_record
 
     total = 0
     for db in import_sources(args.stores):
-        copied = import_record(db) if db.name.endswith(RECORD_SUFFIX) else import_store(db)
+        copied = import_record(db) if is_record(db) else import_store(db)
         total += copied
         print(f"imported {copied} new run(s) from {db} into {tracking.tracking_uri()}", flush=True)
     print(f"imported {total} new run(s) in all")
@@ -162,8 +160,8 @@ def add_parsers(sub) -> None:
     srv.set_defaults(func=_cmd_server)
 
     imp = sub.add_parser("import", help="merge stores brought back from other machines (each its mlruns/ folder, "
-                         "its mlflow.db, or a gzipped record of one, *.db.gz; several, or a glob such as "
-                         "'docs/results/sdpa/records/*.db.gz') into stagelab's store; runs already imported are skipped")
+                         "its mlflow.db, or a compressed record of one, *.db.xz or *.db.gz; several, or a glob such as "
+                         "'docs/results/sdpa/records/*.db.*') into stagelab's store; runs already imported are skipped")
     imp.add_argument("stores", nargs="+", metavar="store")
     imp.set_defaults(func=_cmd_import)
 
