@@ -101,7 +101,7 @@ wheelhouse: setup
 	# nvcc (/work/.library/device/KINDS.md, seen working); the tree's records had grown past the
 	# carry with them on 2026-11-29.
 	rm -f $(WHEELHOUSE)/debugpy-*.whl $(WHEELHOUSE)/jedi-*.whl
-	@du -sh $(WHEELHOUSE)
+	@$(PY) tools/carry_size.py $(WHEELHOUSE)
 
 clean:
 	rm -rf build runs .pytest_cache
