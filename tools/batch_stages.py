@@ -1,7 +1,7 @@
 """The stages device_run.sh's batches name, for its prebuild: every id after `--stages` (or an
 abbreviation argparse takes for it, `--stage`) in each `stagelab run` spec ("<args>;<args>..."), each
-once, in order. Prints nothing when a batch names no
-stages (it runs every stage, so every stage is prebuilt) or there are no batches.
+once, in order. Prints nothing when a batch names no stages (it runs every stage, so every stage is
+prebuilt) or there are no batches.
 
     BUILD_STAGES="$(python3 tools/batch_stages.py "$1")"
 """

@@ -121,6 +121,8 @@ def import_sources(given: list[str]) -> list:
     from pathlib import Path
 
     from ..core.errors import ConfigError
+    from ..record.portable import RECORD_SUFFIXES
+
     found, missing = [], []
     for name in given:
         matches = sorted(glob.glob(name)) if glob.has_magic(name) else [name]
@@ -132,7 +134,8 @@ def import_sources(given: list[str]) -> list:
             missing.append(Path(name))
     if missing:
         raise ConfigError(f"stagelab import: nothing to import at {', '.join(map(str, missing))} (give a store's "
-                          "folder, its mlflow.db or a record *.db.xz or *.db.gz); nothing was imported")
+                          f"folder, its mlflow.db or a record {' or '.join('*' + s for s in RECORD_SUFFIXES)}); "
+                          "nothing was imported")
     return list(dict.fromkeys(found))  # a store named twice (a glob and its name) is imported once
 
 
