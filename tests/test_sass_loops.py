@@ -45,6 +45,11 @@ def test_the_main_loop_issues_wgmmas_and_exponentials():
     assert loop.start == 16, "the shorter epilogue loop issues a wgmma among stores: less of its work is math"
     assert _loop_of(_body(["HGMMA.64x128x16.F32 R24, gdesc[UR8], RZ, !UPT"])).count("HGMMA") == 1
     assert _loop_of(_body(["FADD R1, R1, R2"])) is None, "no loop issues a wgmma"
+    # the 8-bit stage's loop: Q.K^T on IGMMA (int8), P.V on QGMMA (e4m3), no HGMMA at all
+    eight_bit = ["BAR.SYNC.DEFER_BLOCKING R5, 0x100", "WARPGROUP.ARRIVE", "IGMMA.64x128x32.S8.S8 R24, gdesc[UR8], RZ, !UPT",
+                 "QGMMA.64x128x32.F32.E4M3.E4M3 R88, R120, gdesc[UR12], R88", "MUFU.EX2 R62, R62"]
+    loop = _loop_of(_body(eight_bit))
+    assert loop.count(("IGMMA", "QGMMA")) == 2 and summarize_loop(loop).barrier_to_wgmma == 2
 
 
 def test_the_summary_counts_and_the_turn_to_its_first_wgmma():

@@ -1,8 +1,8 @@
 """What a define or a patch did to each kernel's main loop, read from the SASS of two builds of a
-stage (no GPU needed): per kernel, the key-tile loop (of the loops that issue HGMMA, the one
-densest in HGMMA and MUFU.EX2), its instructions, R2UR (vector-to-uniform moves: wgmma
-descriptors rebuilt each iteration), uniform-datapath instructions and MUFU.EX2 in the default
-build and the trial's, the instructions from a pingpong turn's barrier to its first HGMMA, and how
+stage (no GPU needed): per kernel, the key-tile loop (of the loops that issue a wgmma, HGMMA, or
+QGMMA and IGMMA at 8 bits, the one densest in them and MUFU.EX2), its instructions, R2UR
+(vector-to-uniform moves: wgmma descriptors rebuilt each iteration), uniform-datapath
+instructions and MUFU.EX2 in the default build and the trial's, the instructions from a pingpong turn's barrier to its first wgmma, and how
 similar the trial's opcode sequence is to the default's (1.000: the same sequence)
 (stagelab.core.sass_loops).
 
@@ -37,7 +37,7 @@ from stagelab.core.sass_loops import LoopComparison, compare_listings  # noqa: E
 
 
 def table(rows: list[LoopComparison]) -> str:
-    lines = ["| kernel | loop instructions | R2UR | uniform | MUFU.EX2 | turn to HGMMA | similarity |",
+    lines = ["| kernel | loop instructions | R2UR | uniform | MUFU.EX2 | turn to wgmma | similarity |",
              "|---|---|---|---|---|---|---|"]
     dash = lambda value: "-" if value is None else value  # noqa: E731
     for row in rows:

@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from .sass_schedule import Instruction, functions
 
 _BRANCH_TARGET_RE = re.compile(r"\bBRA\b.*?0x([0-9a-f]+)")
+# Hopper's warpgroup MMA in SASS, by operand type: fp16/bf16/tf32, fp8, int8 (s19's Q.K^T), binary.
+WGMMA_OPCODES = ("HGMMA", "QGMMA", "IGMMA", "BGMMA")
 # A template wrapper's opening in an Itanium-mangled name: NS_<length><Name>I (StreamKTail<...>).
 WRAPPER_RE = re.compile(r"NS_(\d+)([A-Z]\w*?)I")
 
@@ -35,7 +37,7 @@ class Loop:
     def start(self) -> int:
         return self.instructions[0].address
 
-    def count(self, opcode_prefix: str) -> int:
+    def count(self, opcode_prefix: str | tuple[str, ...]) -> int:
         return sum(op.startswith(opcode_prefix) for op in self.opcode_sequence)
 
     @property
@@ -45,13 +47,13 @@ class Loop:
 
     def barrier_to_wgmma(self) -> int | None:
         """Instructions from the loop's first named-barrier wait (BAR.SYNC: a pingpong turn) to the
-        first HGMMA after it: how soon a warpgroup issues its GEMMs once it holds the tensor cores.
+        first wgmma after it: how soon a warpgroup issues its GEMMs once it holds the tensor cores.
         None without such a pair."""
         opcodes = self.opcode_sequence
         barrier = next((i for i, op in enumerate(opcodes) if op.startswith("BAR.SYNC")), None)
         if barrier is None:
             return None
-        return next((i - barrier for i in range(barrier, len(opcodes)) if opcodes[i].startswith("HGMMA")), None)
+        return next((i - barrier for i in range(barrier, len(opcodes)) if opcodes[i].startswith(WGMMA_OPCODES)), None)
 
 
 @dataclass(frozen=True)
@@ -80,8 +82,9 @@ def loops(instructions: list[Instruction]) -> list[Loop]:
     return found
 
 
-def main_loop(instructions: list[Instruction], opcode_prefix: str = "HGMMA", watched: str = "MUFU.EX2") -> Loop | None:
-    """An attention kernel's key-tile loop: of the loops that issue `opcode_prefix`, the one whose
+def main_loop(instructions: list[Instruction], opcode_prefix: str | tuple[str, ...] = WGMMA_OPCODES,
+              watched: str = "MUFU.EX2") -> Loop | None:
+    """An attention kernel's key-tile loop: of the loops that issue `opcode_prefix` (any wgmma), the one whose
     instructions are most often `opcode_prefix` or `watched` (the GEMMs and the softmax's
     exponentials), the shortest of equals. The loops around it hold the same work and more,
     an epilogue's loop back to the next item less; None where no loop issues `opcode_prefix`."""
