@@ -30,7 +30,9 @@ Changes vs parent s18_three_turns, and why
     is skipped by a warp whose rows' maxima did not grow
     (int8/pv_accumulation.cuh says which trials chose what).
   - Scores stay as int32 plus a float offset's bits through the max (one
-    integer add per score where the scale is positive).
+    integer add per score) where the scale is positive and its multiplier
+    small enough that the offset's rounding cannot bias a tile's weights
+    (int8/tile.cuh's kMagicMulMax; large scores convert exactly).
   - Every launch runs the long policy's warpgroups in turns (the softmax
     costs what it does at 16 bits while the GEMMs take half the time):
     two at head_dim 128, three at 64; four ring stages hold what the
