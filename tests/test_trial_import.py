@@ -105,6 +105,7 @@ def test_journal_command_prints_it(tmp_store, stagelab_cli):
     done = stagelab_cli("journal", S8)
     assert done.returncode == 0, done.stderr
     assert done.stdout.index("ws_pv_ss") < done.stdout.index("late_merger") and "wait_k_in_turn" not in done.stdout
+    assert done.stdout == journal_markdown(S8, journal_entries(S8)), "the same bytes as the file the report writes"
 
 
 def test_the_trials_link_filters_trials_from_stage_runs(tmp_store, stagelab_cli):

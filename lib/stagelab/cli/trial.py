@@ -85,7 +85,8 @@ def _cmd_try_import(args) -> int:
 def _cmd_journal(args) -> int:
     from ..record.journal import journal_entries, journal_markdown
 
-    print(journal_markdown(args.stage, journal_entries(args.stage, args.experiment)))
+    # as write_journals writes the file: `stagelab journal S > journal-S.md` gives the same bytes
+    print(journal_markdown(args.stage, journal_entries(args.stage, args.experiment)), end="")
     return 0
 
 
