@@ -17,7 +17,7 @@ MIB = 1024 * 1024
 CARRY_CAP_BYTES = 64 * MIB          # /work/.library/device/README.md: the working tree that travels
 # The largest folder a call carries beside the tree: a FlashAttention-4 part of tools/fa4_wheels.sh
 # (PART_MB=40); `make wheelhouse` came to 29 MiB on 2026-11-29.
-WHEELHOUSE_ALLOWANCE_BYTES = 40 * MIB
+CARRIED_FOLDER_ALLOWANCE_BYTES = 40 * MIB
 LARGEST_SHOWN = 5
 
 

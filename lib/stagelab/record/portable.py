@@ -27,6 +27,21 @@ def _already_imported(experiment_id: str) -> set[str]:
     return {r.data.tags[SOURCE_RUN_TAG] for r in found if SOURCE_RUN_TAG in r.data.tags}
 
 
+def run_here_or_imported(run_id: str):
+    """The run of this id in this store, or the copy `stagelab import` made of the run that had it
+    in another store (a GPU machine prints that store's ids: `try`, `tune`); None where neither is."""
+    from mlflow.exceptions import MlflowException
+
+    client = tracking.client()
+    try:
+        return client.get_run(run_id)
+    except MlflowException:
+        experiment_ids = [e.experiment_id for e in client.search_experiments()]
+        copies = client.search_runs(experiment_ids, f"tags.`{SOURCE_RUN_TAG}` = '{run_id}'",
+                                    max_results=1) if experiment_ids else []
+        return copies[0] if copies else None
+
+
 def _copy_run(source, run, experiment_id: str, origin: str) -> None:
     dest = tracking.client()
     tags = {**run.data.tags, SOURCE_RUN_TAG: run.info.run_id}

@@ -22,7 +22,7 @@ from ..core import metrics
 from . import tracking
 from ..core.errors import ConfigError
 from .recorder import write_table
-from .run_summary import SOURCE_RUN_TAG, write_summary
+from .run_summary import write_summary
 from ..measure.trial_compare import (default_timing_metrics, key_numbers, main_loop_metrics, resources_vs_default,
                                      sass_vs_default)
 
@@ -134,17 +134,13 @@ def record_session(session, hypothesis: str = "", from_run: str | None = None) -
 def add_conclusion(run_id: str, text: str) -> str:
     """`stagelab try note RUN "..."`: the conclusion drawn from a trial, added to its run; returns the
     trial's name. Only a trial run takes one."""
-    from mlflow.exceptions import MlflowException
+    from .portable import run_here_or_imported
 
     if not text.strip():
         raise ConfigError("stagelab try note: the conclusion is empty")
-    try:
-        run = tracking.client().get_run(run_id)
-    except MlflowException as exc:
-        run = _imported_copy(run_id)
-        if run is None:
-            raise ConfigError(f"no run {run_id!r} in {tracking.tracking_uri()}, nor one imported from a run "
-                              "of that id") from exc
+    run = run_here_or_imported(run_id)
+    if run is None:
+        raise ConfigError(f"no run {run_id!r} in {tracking.tracking_uri()}, nor one imported from a run of that id")
     run_id = run.info.run_id
     if run.data.tags.get(metrics.TAG_KIND) != metrics.KIND_TRIAL:
         raise ConfigError(f"run {run_id} is not a trial (no tag {metrics.TAG_KIND}={metrics.KIND_TRIAL}): "
@@ -153,13 +149,3 @@ def add_conclusion(run_id: str, text: str) -> str:
     write_summary(run_id)  # the description and summary say the conclusion too
     return run.data.tags.get(metrics.TAG_TRIAL_NAME, run_id)
 
-
-def _imported_copy(source_run_id: str):
-    """The run `stagelab import` copied from a run of this id in another store (a GPU machine's: `try`
-    prints that store's ids), or None."""
-    client = tracking.client()
-    experiment_ids = [e.experiment_id for e in client.search_experiments()]
-    if not experiment_ids:
-        return None
-    found = client.search_runs(experiment_ids, f"tags.`{SOURCE_RUN_TAG}` = '{source_run_id}'", max_results=1)
-    return found[0] if found else None

@@ -135,20 +135,12 @@ def recorded_best(stage_id: str, run_id: str) -> tuple[str, dict[str, str]]:
     """(local run id, defines) of the best configuration a recorded tune run kept. The tune usually
     ran on a GPU machine whose store was then merged here with `stagelab import`, so `run_id` may be
     this store's id or the one the GPU machine printed (kept on the copy as portable.SOURCE_RUN_TAG)."""
-    from mlflow.exceptions import MlflowException
-
-    from ..record.portable import SOURCE_RUN_TAG
+    from ..record.portable import run_here_or_imported
     from ..core.space import parse_label
 
-    c = tracking.client()
-    try:
-        run = c.get_run(run_id)
-    except MlflowException:
-        copies = c.search_runs([e.experiment_id for e in c.search_experiments()],
-                               filter_string=f"tags.`{SOURCE_RUN_TAG}` = '{run_id}'", max_results=1)
-        if not copies:
-            raise ConfigError(f"no run {run_id} in {tracking.tracking_uri()}, here or imported") from None
-        run = copies[0]
+    run = run_here_or_imported(run_id)
+    if run is None:
+        raise ConfigError(f"no run {run_id} in {tracking.tracking_uri()}, here or imported")
     tags = run.data.tags
     if tags.get(m.TAG_TUNE_ROLE) != m.TUNE_ROLE_PARENT:
         raise ConfigError(f"run {run_id} is not a tune run (tag {m.TAG_TUNE_ROLE}={tags.get(m.TAG_TUNE_ROLE)})")
