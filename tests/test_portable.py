@@ -101,14 +101,16 @@ def test_import_takes_several_stores_and_a_glob_and_checks_them_all_first(tmp_pa
 
 def test_a_conclusion_reaches_an_imported_trial_by_the_id_its_gpu_machine_printed(tmp_path, monkeypatch):
     from stagelab.core import metrics
+    from stagelab.core.paths import WORKSPACE_ENV
     from stagelab.record.trial_record import add_conclusion
 
     source_db = tmp_path / "gpu-machine" / "mlruns" / "mlflow.db"
     source_db.parent.mkdir(parents=True)
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{source_db}")
     experiment_id = tracking.init_store("stagelab-sdpa")
-    printed_id = tracking.create_run(experiment_id, "s19_int8", "try-int8", {metrics.TAG_KIND: metrics.KIND_TRIAL,
-                                                                            metrics.TAG_TRIAL_NAME: "skip_magic"})
+    monkeypatch.setenv(WORKSPACE_ENV, str(tmp_path / "workspace"))  # the kept conclusions go there
+    printed_id = tracking.create_run(experiment_id, "s19_int8", "try-int8", {
+        metrics.TAG_KIND: metrics.KIND_TRIAL, metrics.TAG_TRIAL_OF: "s19_int8", metrics.TAG_TRIAL_NAME: "skip_magic"})
     tracking.end_run(printed_id)
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'laptop' / 'mlflow.db'}")
     tracking.init_store("stagelab-sdpa")

@@ -100,7 +100,10 @@ def test_a_lab_error_says_whose_failure_it_was():
     assert summary_line(tags, {}) == "error: lab failure (ModuleNotFoundError: No module named 'stagelab.recorder')"
 
 
-def test_a_trial_summary_has_its_verdict_numbers_and_conclusion(tmp_store):
+def test_a_trial_summary_has_its_verdict_numbers_and_conclusion(tmp_store, tmp_path, monkeypatch):
+    from stagelab.core.paths import WORKSPACE_ENV
+
+    monkeypatch.setenv(WORKSPACE_ENV, str(tmp_path / "workspace"))  # try note keeps the conclusion there
     import_trials(FIXTURE, progress=lambda _: None)
     experiment_id = tracking.client().get_experiment_by_name("stagelab-sdpa").experiment_id
     run = tracking.client().search_runs([experiment_id], "tags.`stagelab.trial.name` = 'ws_pv_ss'")[0]

@@ -141,6 +141,8 @@ def import_sources(given: list[str]) -> list:
 
 def _cmd_import(args) -> int:
     from ..record import tracking
+    from ..core.family import known_families
+    from ..record.conclusions_file import FILE_NAME as CONCLUSIONS_FILE, apply_conclusions
     from ..record.portable import import_record, import_store, is_record
 
     total = 0
@@ -149,6 +151,9 @@ def _cmd_import(args) -> int:
         total += copied
         print(f"imported {copied} new run(s) from {db} into {tracking.tracking_uri()}", flush=True)
     print(f"imported {total} new run(s) in all")
+    noted = apply_conclusions(known_families())
+    if noted:
+        print(f"{noted} trial run(s) given the conclusion kept for them (docs/results/<family>/{CONCLUSIONS_FILE})")
     return 0
 
 

@@ -11,14 +11,11 @@ as the run was built by the nvcc that compiled both sides of each entry on the w
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
-
-from ..core.errors import ConfigError
+from ..core.ledger_file import read_ledger, write_ledger
 from ..core.paths import results_dir
-from ..core.yaml_file import read_yaml
 
 FILE_NAME = "same_code.yaml"
 HEADER = ("# Written by `stagelab same-code --from COMMIT`: each stage whose code compiled at from_commit and at\n"
@@ -49,24 +46,9 @@ def same_code_path(family: str) -> Path:
     return results_dir(family) / FILE_NAME
 
 
-def _entry(path: Path, index: int, raw: object) -> SameCodeEntry:
-    names = {f.name for f in fields(SameCodeEntry)}
-    if not isinstance(raw, dict) or set(raw) != names:
-        raise ConfigError(f"{path}: entry {index + 1}: expected the keys {sorted(names)}, got "
-                          f"{sorted(raw) if isinstance(raw, dict) else type(raw).__name__}")
-    return SameCodeEntry(**{key: raw[key] if key == "kernels" else str(raw[key]) for key in names})
-
-
 def read_entries(path: Path) -> list[SameCodeEntry]:
     """The file's entries; none when it does not exist."""
-    if not path.is_file():
-        return []
-    raw = read_yaml(path, f"{path} not found")
-    if raw is None:
-        return []
-    if not isinstance(raw, dict) or not isinstance(raw.get("entries"), list):
-        raise ConfigError(f"{path}: expected a mapping with a list under 'entries'")
-    return [_entry(path, index, item) for index, item in enumerate(raw["entries"])]
+    return read_ledger(path, SameCodeEntry)
 
 
 def write_entries(path: Path, added: list[SameCodeEntry]) -> list[SameCodeEntry]:
@@ -74,9 +56,7 @@ def write_entries(path: Path, added: list[SameCodeEntry]) -> list[SameCodeEntry]
     replaced = {(e.stage, *e.sides) for e in added}
     entries = [e for e in read_entries(path) if (e.stage, *e.sides) not in replaced] + added
     entries.sort(key=lambda e: (e.stage, e.checked))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    body = yaml.safe_dump({"entries": [asdict(e) for e in entries]}, sort_keys=False, width=120)
-    path.write_text(HEADER + body)
+    write_ledger(path, HEADER, entries)
     return entries
 
 

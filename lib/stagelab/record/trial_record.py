@@ -134,6 +134,8 @@ def record_session(session, hypothesis: str = "", from_run: str | None = None) -
 def add_conclusion(run_id: str, text: str) -> str:
     """`stagelab try note RUN "..."`: the conclusion drawn from a trial, added to its run; returns the
     trial's name. Only a trial run takes one."""
+    from ..core.registry import find_stage
+    from .conclusions_file import Conclusion, conclusions_path, remember
     from .portable import run_here_or_imported
 
     if not text.strip():
@@ -147,5 +149,8 @@ def add_conclusion(run_id: str, text: str) -> str:
                           "a conclusion goes on a trial run")
     tracking.set_tags(run_id, {metrics.TAG_CONCLUSION: text.strip()})
     write_summary(run_id)  # the description and summary say the conclusion too
+    # kept in the repository too: the records hold the trial's run as it was before this note
+    family = find_stage(run.data.tags.get(metrics.TAG_TRIAL_OF, ""))[0].family
+    remember(conclusions_path(family), [Conclusion.of(run, text)])
     return run.data.tags.get(metrics.TAG_TRIAL_NAME, run_id)
 
