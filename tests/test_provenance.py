@@ -183,3 +183,19 @@ def test_a_run_keeps_every_source_its_hash_covers(tmp_store, tmp_path):
     python = {a.path for a in client.list_artifacts(run_id, "source/python")}
     assert {"source/python/reference.py", "source/python/__init__.py", "source/python/fp8"} <= python
     assert "source/python/fp8/budget.py" in {a.path for a in client.list_artifacts(run_id, "source/python/fp8")}
+
+
+def test_a_cudnn_that_torch_refuses_is_named_not_fatal(monkeypatch):
+    """torch's first cuDNN query raises on a cuDNN it finds unusable; the run's provenance says so."""
+    import torch
+
+    from stagelab.core.envinfo import software_versions
+
+    def refuse():
+        raise RuntimeError("cuDNN version incompatibility: PyTorch was compiled against (9, 19, 0)\n"
+                           "but found runtime version (9, 1, 0)")
+
+    monkeypatch.setattr(torch.backends.cudnn, "is_available", lambda: True)
+    monkeypatch.setattr(torch.backends.cudnn, "version", refuse)
+    assert software_versions()["cudnn"] == ("unusable: cuDNN version incompatibility: PyTorch was compiled "
+                                            "against (9, 19, 0) but found runtime version (9, 1, 0)")

@@ -80,6 +80,16 @@ def read_clocks(prefix: str = "") -> dict[str, str]:
     return info
 
 
+def _cudnn_version(torch) -> str:
+    """cuDNN's version, or why it has none: torch's first query checks cuDNN against the runtime and the
+    devices, and raises where they disagree (a mismatched cuDNN; is_available() true with no device
+    counted, as under a test's stand-in GPU); a run's provenance says so rather than losing the run."""
+    try:
+        return str(torch.backends.cudnn.version()) if torch.backends.cudnn.is_available() else "none"
+    except (RuntimeError, ValueError) as err:
+        return f"unusable: {' '.join(str(err).split())[:200]}"
+
+
 def software_versions() -> dict[str, str]:
     import torch
 
@@ -89,7 +99,7 @@ def software_versions() -> dict[str, str]:
         "python": platform.python_version(),
         "torch": torch.__version__,
         "torch_cuda": str(torch.version.cuda),
-        "cudnn": str(torch.backends.cudnn.version()) if torch.backends.cudnn.is_available() else "none",
+        "cudnn": _cudnn_version(torch),
     }
     try:
         versions["nvcc"] = nvcc_version()
