@@ -293,11 +293,15 @@ def test_the_default_is_checked_and_a_wrong_default_gives_no_speed_verdict(monke
 
 
 def test_a_conclusion_goes_on_a_trial_and_only_on_one(monkeypatch, tmp_path, tmp_store, stagelab_cli):
+    from stagelab.core.paths import WORKSPACE_ENV, results_dir
+
+    monkeypatch.setenv(WORKSPACE_ENV, str(tmp_path / "workspace"))  # the kept conclusion goes there, not the repo's
     fake_measuring(monkeypatch, tmp_path)
     run_id = run_trials(STAGE, [TrialSpec.of(defines={"ROWS_PER_BLOCK": "1"}, name="fast")]).trials[0].run_id
     done = stagelab_cli("try", "note", run_id, "kept: the default from now on")
     assert done.returncode == 0, done.stderr
     assert tracking.client().get_run(run_id).data.tags[m.TAG_CONCLUSION] == "kept: the default from now on"
+    assert "kept: the default from now on" in (results_dir("softmax") / "conclusions.yaml").read_text()
     other = tracking.client().create_run(tracking.init_store("stagelab-softmax")).info.run_id
     done = stagelab_cli("try", "note", other, "no")
     assert done.returncode == 2 and "is not a trial" in done.stderr
