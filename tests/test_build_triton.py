@@ -63,6 +63,10 @@ def family(tmp_path, monkeypatch):
     (folder / "stages.yaml").write_text(REGISTRY)
     (folder / "t0_rows.py").write_text(STAGE_FILE)
     monkeypatch.setenv("STAGELAB_BUILD_DIR", str(tmp_path / "build"))
+    # Triton's own cache, per test: a kernel another test compiled first (the same source, another
+    # folder) comes back from ~/.triton/cache, and with Triton 3.8 a replay of its PTX no longer built
+    # that cached cubin byte for byte (2026-11-29); each test here judges a compile of its own.
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "triton-cache"))
     return folder
 
 
