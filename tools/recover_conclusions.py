@@ -58,7 +58,7 @@ def store_key(entry) -> tuple[str, str]:
     """The same two lines of the journal as the store writes them now."""
     lines = entry_markdown(0, entry)
     header = HEADER.match(lines[0])["rest"]
-    return header, " ".join(_items([line for line in lines[2:] if line])[-1:])
+    return header, _items(lines[2:])[-1]
 
 
 def read_page(path: str, rev: str | None) -> str:
