@@ -33,10 +33,14 @@ Changes vs parent s18_three_turns, and why
     integer add per score) where the scale is positive and its multiplier
     small enough that the offset's rounding cannot bias a tile's weights
     (int8/tile.cuh's kMagicMulMax; large scores convert exactly).
-  - Every launch runs the long policy's warpgroups in turns (the softmax
-    costs what it does at 16 bits while the GEMMs take half the time):
-    two at head_dim 128, three at 64; four ring stages hold what the
-    16-bit rings' bytes hold. s18's key split is not composed here.
+  - The long policy runs its warpgroups in turns (the softmax costs what
+    it does at 16 bits while the GEMMs take half the time): two at
+    head_dim 128, three at 64; four ring stages hold what the 16-bit
+    rings' bytes hold. Problems with fewer 128-row items than SMs take
+    s12's key split by s12's rule (int8/plans.cuh): there each item's
+    chain of key tiles, not the SMs, set the time. Its rings keep the
+    16-bit stage count. Two warpgroups at head_dim 64 by the wave count,
+    as s18 has them, lost or tied (trial s19_int8_d64_fewer_wgs_by_waves).
 
 Composition: s18's parts without InterleavedSoftmaxD128 and ThreeTurnsByModel
 (the int8 tile has one softmax order) + Int8Operands (int8/launch.cuh).

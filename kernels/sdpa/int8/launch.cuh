@@ -1,7 +1,7 @@
-// int8/launch.cuh -- the INT8 stage's host side: its recipe part (Int8Operands), its Config per head
-// dim (the persistent long policy of its composition: consumer warpgroups taking turns), the
-// checks and the tensor maps of its 8-bit operands, and the launch of one schedule (int8/plans.cuh
-// chooses it and holds the stage's exports).
+// int8/launch.cuh -- the INT8 stage's host side: its recipe part (Int8Operands), its Configs per head
+// dim (the persistent long policy of its composition, consumer warpgroups taking turns, and s12's key
+// split), the checks and the tensor maps of its 8-bit operands, and the launch of one schedule
+// (int8/plans.cuh chooses it and holds the stage's exports).
 #pragma once
 
 #include <algorithm>
@@ -26,11 +26,15 @@ struct Int8Operands : R {
   static_assert(!R::kKvMulticast, "Vt tiles load whole (producer's load_vt_tile)");
 };
 
-// The launch of every problem: the composition's long policy, its consumer warpgroups in turns (three
+// The launch of most problems: the composition's long policy, its consumer warpgroups in turns (three
 // where P.V accumulates over the row, int8/pv_accumulation.cuh).
-template <class R, int D>
-using Config = typename sdpa_persistent::PersistentSplit<R>::template LongConfigOf<D, kConsumerWarpgroups<D>, kKBlock,
+template <class R, int D, int kWarpgroups = kConsumerWarpgroups<D>>
+using Config = typename sdpa_persistent::PersistentSplit<R>::template LongConfigOf<D, kWarpgroups, kKBlock,
                                                                                    /*Pingpong=*/true>;
+// s12's key split: two warpgroups on one 64-row tile, each over alternate key tiles, merged in shared
+// memory; one block per tile, not persistent (the 16-bit recipe's config, its rings in 8-bit tiles).
+template <class R, int D>
+using KeySplitConfig = typename sdpa_persistent::PersistentSplit<R>::template KeySplitConfig<D>;
 
 inline bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
@@ -90,7 +94,10 @@ template <class R>
 int64_t smem_bytes(int32_t head_dim) {
   using Layout64 = sdpa_warpspec::Layout<Int8Qk<__half>, 64, Config<R, 64>>;
   using Layout128 = sdpa_warpspec::Layout<Int8Qk<__half>, 128, Config<R, 128>>;
-  return head_dim == 64 ? Layout64::kSmemBytes : head_dim == 128 ? Layout128::kSmemBytes : 0;
+  using Split64 = sdpa_warpspec::Layout<Int8Qk<__half>, 64, KeySplitConfig<R, 64>>;
+  using Split128 = sdpa_warpspec::Layout<Int8Qk<__half>, 128, KeySplitConfig<R, 128>>;
+  if (head_dim == 64) return std::max(Layout64::kSmemBytes, Split64::kSmemBytes);
+  return head_dim == 128 ? std::max(Layout128::kSmemBytes, Split128::kSmemBytes) : 0;
 }
 
 }  // namespace sdpa_int8

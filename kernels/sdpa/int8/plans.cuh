@@ -1,6 +1,7 @@
-// int8/plans.cuh -- the INT8 stage's launch plans (sdpa_api.h's plan exports): one Config per head
-// dim (launch.cuh's Config, the long policy's two warpgroups in turns), dealt by its scheduler's
-// schedules (stripes; causal pairs or the longest-first snake). `stagelab coverage s19_int8` lists
+// int8/plans.cuh -- the INT8 stage's launch plans (sdpa_api.h's plan exports): two Configs per head
+// dim (launch.cuh's Config, the long policy's warpgroups in turns, and its KeySplitConfig, s12's key
+// split for few-item problems), the long one dealt by its scheduler's schedules (stripes; causal pairs
+// or the longest-first snake). `stagelab coverage s19_int8` lists
 // them, and the check step records the plan of every launch it checks.
 #pragma once
 
@@ -11,47 +12,95 @@
 
 namespace sdpa_int8 {
 
-constexpr const char* kInt8Branch = "long.turns";
+// The launches of a problem: the long policy's warpgroups in turns, or s12's key split for problems
+// whose long items would leave SMs idle.
+enum class Int8Launch : int { kLong, kKeySplit };
+constexpr const char* kInt8Branch[] = {"long.turns", "short.key_split"};
+
+// s12's rule (PersistentSplit::use_long_policy with kFewLong): fewer two-warpgroup (128-row) items than
+// SMs leave SMs idle while each item walks every key tile; the key split's 64-row blocks, two
+// warpgroups over alternate key tiles, halve that chain while all of them fit one wave.
+constexpr int kRuleWarpgroups = 2;
+template <class R, int D>
+bool key_split_pays(const SdpaProblem& p, int sms) {
+  const auto items = [&](int rows) { return sdpa_ceil_div(p.seq_len, rows) * p.heads * p.batch; };
+  return items(Config<R, D, kRuleWarpgroups>::kBlockM) < sms &&
+         items(KeySplitConfig<R, D>::kBlockM) <= sms * KeySplitConfig<R, D>::kMinBlocks;
+}
 
 template <class R>
 struct Int8Plans {
   struct Last {  // kept as numbers: sdpa_int8_forward formats nothing
     int head_dim = 0;
     bool causal = false;
+    Int8Launch launch = Int8Launch::kLong;
     sdpa_warpspec::Schedule schedule;
   };
   static Last& last_launch() {
     thread_local Last last;
     return last;
   }
+  template <class Cfg>
+  struct Tag {
+    using type = Cfg;
+  };
   template <int D>
-  static std::string line(bool causal, const sdpa_warpspec::Schedule& schedule) {
-    return sdpa_warpspec::plan_text<D, Config<R, D>>(causal, kInt8Branch, /*splits=*/1, schedule);
+  static Int8Launch launch_of(const SdpaProblem& p, const SdpaDevice& device) {
+    return key_split_pays<R, D>(p, device.sms) ? Int8Launch::kKeySplit : Int8Launch::kLong;
+  }
+  // fn(Tag<Cfg>) with the config of a launch at head dim D.
+  template <int D, class Fn>
+  static auto with_config(Int8Launch which, Fn&& fn) {
+    if (which == Int8Launch::kKeySplit) return fn(Tag<KeySplitConfig<R, D>>{});
+    return fn(Tag<Config<R, D>>{});
+  }
+  template <int D, class Cfg>
+  static std::string line(bool causal, Int8Launch which, const sdpa_warpspec::Schedule& schedule) {
+    return sdpa_warpspec::plan_text<D, Cfg>(causal, kInt8Branch[static_cast<int>(which)], /*splits=*/1, schedule);
   }
   // The schedule the launch of a problem takes on `device` (the L2 model counts 8-bit K and V).
-  template <int D>
+  template <int D, class Cfg>
   static sdpa_warpspec::Schedule schedule_of(const SdpaProblem& p, const SdpaDevice& device) {
-    return sdpa_warpspec::schedule_of<Int8Qk<__half>, D, Config<R, D>>(p, device);
+    return sdpa_warpspec::schedule_of<Int8Qk<__half>, D, Cfg>(p, device);
+  }
+  template <int D>
+  static std::string describe_at(const SdpaProblem& p, const SdpaDevice& device) {
+    const Int8Launch which = launch_of<D>(p, device);
+    return with_config<D>(which, [&](auto tag) {
+      using Cfg = typename decltype(tag)::type;
+      return line<D, Cfg>(p.causal != 0, which, schedule_of<D, Cfg>(p, device));
+    });
   }
   static std::string describe(const SdpaProblem& p, const SdpaDevice& device) {
-    if (p.head_dim == 64) return line<64>(p.causal != 0, schedule_of<64>(p, device));
-    return line<128>(p.causal != 0, schedule_of<128>(p, device));
+    return p.head_dim == 64 ? describe_at<64>(p, device) : describe_at<128>(p, device);
   }
   static std::string declared() {
     std::string lines;
     const auto add = [&](auto hd, bool causal) {
       constexpr int D = decltype(hd)::value;
-      sdpa_warpspec::for_each_schedule<Config<R, D>>(causal, [&](const auto& schedule) {
-        lines += line<D>(causal, schedule) + "\n";
-      });
+      for (const Int8Launch which : {Int8Launch::kKeySplit, Int8Launch::kLong}) {
+        with_config<D>(which, [&](auto tag) {
+          using Cfg = typename decltype(tag)::type;
+          sdpa_warpspec::for_each_schedule<Cfg>(causal, [&](const auto& schedule) {
+            lines += line<D, Cfg>(causal, which, schedule) + "\n";
+          });
+          return 0;
+        });
+      }
     };
     sdpa_warpspec::for_each_declared_instance(add);
     return lines;
   }
   static std::string last() {
     const Last& l = last_launch();
-    if (l.head_dim == 64) return line<64>(l.causal, l.schedule);
-    if (l.head_dim == 128) return line<128>(l.causal, l.schedule);
+    const auto text = [&](auto hd) {
+      constexpr int D = decltype(hd)::value;
+      return with_config<D>(l.launch, [&](auto tag) {
+        return line<D, typename decltype(tag)::type>(l.causal, l.launch, l.schedule);
+      });
+    };
+    if (l.head_dim == 64) return text(SdpaHeadDim<64>{});
+    if (l.head_dim == 128) return text(SdpaHeadDim<128>{});
     return "";
   }
   // sdpa_int8_forward: check, make the schedule for this device, remember the plan, launch.
@@ -65,9 +114,13 @@ struct Int8Plans {
     return sdpa_dispatch(q8->attn, [&](auto tag, auto hd) {
       using Out = typename decltype(tag)::type;
       constexpr int D = decltype(hd)::value;
-      const sdpa_warpspec::Schedule schedule = schedule_of<D>(q8->attn, device);
-      last_launch() = Last{D, q8->attn.causal != 0, schedule};
-      return launch<Out, D, Config<R, D>>(*q8, schedule, stream);
+      const Int8Launch which = launch_of<D>(q8->attn, device);
+      return with_config<D>(which, [&](auto config) {
+        using Cfg = typename decltype(config)::type;
+        const sdpa_warpspec::Schedule schedule = schedule_of<D, Cfg>(q8->attn, device);
+        last_launch() = Last{D, q8->attn.causal != 0, which, schedule};
+        return launch<Out, D, Cfg>(*q8, schedule, stream);
+      });
     });
   }
 };

@@ -73,6 +73,7 @@ struct Int8Tile {
   const float* k_descale;    // the item's (batch, kv head): one per key tile
   int k_tiles;               // entries of k_descale
   int next_k_tile;           // the tile whose descale next_k_descale holds (loaded a tile ahead)
+  int last_k_tile;           // the tile this warpgroup took last (-1 before an item's first)
   float next_k_descale;
   const float* v_descale;    // the item's (batch, kv head): one per channel
   const float* v_mean;       // the item's (batch, kv head): V's mean per channel, added to O
@@ -116,6 +117,7 @@ struct Int8Tile {
     v_descale = prm.v_descale + kv_bh * D;
     v_mean = prm.v_mean + kv_bh * D;
     next_k_tile = 0;
+    last_k_tile = -1;
     next_k_descale = k_descale[0];
   }
   __device__ __forceinline__ void zero_o() {
@@ -139,7 +141,10 @@ struct Int8Tile {
   __device__ __forceinline__ void softmax(int key0, int seq_len) {
     const int k_tile = key0 / kBlockN;
     const float mul = scale_log2 * (k_tile == next_k_tile ? next_k_descale : k_descale[k_tile]);
-    next_k_tile = k_tile + 1;
+    // this warpgroup's next tile is as far on as this one was from its last: the next one, or the one
+    // after under the key split, where the two warpgroups take alternate tiles
+    next_k_tile = 2 * k_tile - last_k_tile;
+    last_k_tile = k_tile;
     next_k_descale = k_descale[min(next_k_tile, k_tiles - 1)];
     // A positive scale folds into the exponent. Where its multiplier is small the scores stay as the
     // floats kMagic + s (one IADD each, exact: static_assert above), the offset leaving in the max's
