@@ -198,10 +198,19 @@ struct Int8Tile {
     // "rewrites" the row base and the lane's indices keeps them here (WgAttentionTile's store_o does
     // the same past 128 keys).
     asm volatile("" : "+r"(row_base), "+r"(lane), "+r"(g), "+r"(t));
+    // Every V descale and mean first: interleaved with the staging stores (a generic pointer that may
+    // alias them), each tile's loads waited a global round trip of their own, 3.5 us an item against
+    // s18's 0.7 at (128,12,128,64) (timeline, H200, 2026-11-29). S and P are dead here, so the
+    // registers hold them.
+    float2 vd_of[kOTiles], vm_of[kOTiles];
 #pragma unroll
     for (int j = 0; j < kOTiles; ++j) {
-      const float2 vd = *reinterpret_cast<const float2*>(v_descale + j * kN8 + 2 * t);
-      const float2 vm = *reinterpret_cast<const float2*>(v_mean + j * kN8 + 2 * t);
+      vd_of[j] = __ldg(reinterpret_cast<const float2*>(v_descale + j * kN8 + 2 * t));
+      vm_of[j] = __ldg(reinterpret_cast<const float2*>(v_mean + j * kN8 + 2 * t));
+    }
+#pragma unroll
+    for (int j = 0; j < kOTiles; ++j) {
+      const float2 vd = vd_of[j], vm = vm_of[j];
 #pragma unroll
       for (int r = 0; r < kRowsPerThread; ++r) {
         const float inv_sum = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
