@@ -7,6 +7,10 @@ prints, per problem, each kernel's mean time and the whole quantizer's rate over
 move (Q, K and V read once, their 8-bit copies written once), so the launch to work on is named.
 
     python tools/int8_quantize_profile.py [--stage s19_int8] [--repetitions 50] [--markdown OUT.md]
+        [--record --gpu NAME --hypothesis TEXT]
+
+--record makes the table a trial run of the stage (verdict inconclusive; `stagelab try-note` adds its
+conclusion). `--report OUT.md` records a table this tool wrote on a GPU earlier, here, without one.
 """
 
 from __future__ import annotations
@@ -49,6 +53,42 @@ def kernel_table(problem: Problem, kernel_us: dict[str, float]) -> list[str]:
     return rows + [f"| {problem.name} | **all launches** | {total:.1f} | {rate:.2f} TB/s of its least bytes |"]
 
 
+def table_numbers(lines: list[str]) -> list[dict]:
+    """The rows of a table kernel_table wrote, as trial-entry numbers (stagelab.record.measurement_entry):
+    each launch's mean µs, each problem's whole µs and its TB/s of the least bytes."""
+    numbers = []
+    for line in lines:
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) != 4 or cells[0] in ("problem", "---"):
+            continue
+        problem, kernel, us, share = cells
+        if kernel == "**all launches**":
+            numbers.append({"problem": problem, "metric": "us", "quantity": "all launches mean",
+                            "trial": float(us), "default": None})
+            numbers.append({"problem": problem, "metric": "other", "quantity": "all launches TB/s over the least bytes",
+                            "trial": float(share.split()[0]), "default": None})
+        else:
+            numbers.append({"problem": problem, "metric": "us", "quantity": f"{kernel} mean",
+                            "trial": float(us), "default": None})
+    if not numbers:
+        raise SystemExit("no table rows: not a report of this tool")
+    return numbers
+
+
+def record(args, text: str, markdown: Path) -> str | None:
+    """--record: the table as a trial run of args.stage, the markdown attached."""
+    from datetime import datetime, timezone
+
+    from stagelab.core.envinfo import git_state
+    from stagelab.record.measurement_entry import measurement_entry, record_entry
+
+    entry = measurement_entry(args.stage, "quantizer launches", args.hypothesis, table_numbers(text.splitlines()),
+                              commit=git_state()["git_commit"], gpu=args.gpu, source=str(markdown),
+                              what="quantizer profile",
+                              date=args.date or datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M"))
+    return record_entry(entry, markdown.with_suffix(".trials.yaml"), [markdown], "quantize_profile")
+
+
 def profile(module, problem: Problem, repetitions: int) -> dict[str, float]:
     """Each quantizer kernel's mean time over `repetitions` runs (µs), by the profiler's kernel name."""
     import torch
@@ -82,7 +122,35 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--stage", default="s19_int8")
     parser.add_argument("--repetitions", type=int, default=50)
     parser.add_argument("--markdown", type=Path, default=None, help="also write the table here")
+    parser.add_argument("--report", type=Path, default=None,
+                        help="record this earlier report of the tool instead of profiling (with --record)")
+    parser.add_argument("--record", action="store_true", help="record the table as a trial run of --stage")
+    parser.add_argument("--gpu", help="--record with --report: the GPU it ran on (default: this one's)")
+    parser.add_argument("--date", help="--record: when it ran (ISO, UTC; default now)")
+    parser.add_argument("--hypothesis", default="", help="--record: what the profile is to explain")
     args = parser.parse_args(argv)
+    if args.record and not args.hypothesis.strip():
+        raise SystemExit("--record needs --hypothesis (what the profile is to explain)")
+    if args.report:
+        if not (args.record and args.gpu):
+            raise SystemExit("--report records an earlier table: it needs --record and --gpu")
+        run_id = record(args, args.report.read_text(), args.report)
+        print(f"recorded as trial run {run_id}" if run_id else "this report is already in the store")
+        return 0
+    text = profile_table(args)
+    print(text, end="")
+    if args.markdown:
+        args.markdown.write_text(text)
+    if args.record:
+        if not args.markdown:
+            raise SystemExit("--record needs --markdown (the table attached to the run)")
+        run_id = record(args, text, args.markdown)
+        print(f"recorded as trial run {run_id}" if run_id else "this report is already in the store")
+    return 0
+
+
+def profile_table(args) -> str:
+    """Build the stage on this GPU and profile its quantizer on every problem: the markdown table."""
     import torch
 
     from stagelab.core.build import build_stage
@@ -90,6 +158,7 @@ def main(argv: list[str] | None = None) -> int:
 
     if not torch.cuda.is_available():
         raise SystemExit("no CUDA device: the quantizer's launches can only be timed on a GPU")
+    args.gpu = args.gpu or torch.cuda.get_device_name()
     registry, stage = find_stage(args.stage)
     module = build_stage(stage, registry).module
     lines = [f"{args.stage}'s quantizer on {torch.cuda.get_device_name()}, fp16 inputs, bhsd, "
@@ -98,11 +167,7 @@ def main(argv: list[str] | None = None) -> int:
     for row in PROBLEMS:
         problem = Problem(*row)
         lines += kernel_table(problem, profile(module, problem, args.repetitions))
-    text = "\n".join(lines) + "\n"
-    print(text, end="")
-    if args.markdown:
-        args.markdown.write_text(text)
-    return 0
+    return "\n".join(lines) + "\n"
 
 
 if __name__ == "__main__":
