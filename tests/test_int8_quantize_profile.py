@@ -48,6 +48,8 @@ def test_an_earlier_report_is_recorded_as_a_trial_run_once(tmp_path, tmp_store, 
         tool.main(["--report", str(report), "--record", "--hypothesis", "where the time goes"])
     with pytest.raises(SystemExit, match="needs --hypothesis"):
         tool.main(["--report", str(report), "--record", "--gpu", "NVIDIA H200"])
+    with pytest.raises(SystemExit, match="needs --markdown"):  # refused before any GPU time is spent
+        tool.main(["--record", "--hypothesis", "where the time goes"])
     args = ["--report", str(report), "--record", "--gpu", "NVIDIA H200", "--date", "2026-11-29T11:09",
             "--hypothesis", "where the quantizer's time goes"]
     assert tool.main(args) == 0 and "recorded as trial run" in capsys.readouterr().out

@@ -131,6 +131,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.record and not args.hypothesis.strip():
         raise SystemExit("--record needs --hypothesis (what the profile is to explain)")
+    if args.record and not (args.report or args.markdown):
+        raise SystemExit("--record needs --markdown (the table attached to the run)")
     if args.report:
         if not (args.record and args.gpu):
             raise SystemExit("--report records an earlier table: it needs --record and --gpu")
@@ -142,8 +144,6 @@ def main(argv: list[str] | None = None) -> int:
     if args.markdown:
         args.markdown.write_text(text)
     if args.record:
-        if not args.markdown:
-            raise SystemExit("--record needs --markdown (the table attached to the run)")
         run_id = record(args, text, args.markdown)
         print(f"recorded as trial run {run_id}" if run_id else "this report is already in the store")
     return 0
