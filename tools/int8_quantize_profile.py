@@ -7,10 +7,14 @@ prints, per problem, each kernel's mean time and the whole quantizer's rate over
 move (Q, K and V read once, their 8-bit copies written once), so the launch to work on is named.
 
     python tools/int8_quantize_profile.py [--stage s19_int8] [--repetitions 50] [--markdown OUT.md]
-        [--record --gpu NAME --hypothesis TEXT]
+        [--patch P.diff] [--record --gpu NAME --hypothesis TEXT]
 
---record makes the table a trial run of the stage (verdict inconclusive; `stagelab try-note` adds its
-conclusion). `--report OUT.md` records a table this tool wrote on a GPU earlier, here, without one.
+--patch times a change to the quantizer's kernels beside the default, in one process on the same
+inputs (the stage built twice, the patch applied to a copy of its kernels as `stagelab try` does), and
+says whether the patch's outputs are the default's byte for byte. `stagelab try` cannot: it times the
+attention, not the quantizing launches. --record makes the table a trial run of the stage (verdict
+inconclusive; `stagelab try-note` adds its conclusion). `--report OUT.md` records a table this tool
+wrote on a GPU earlier, here, without one.
 """
 
 from __future__ import annotations
@@ -75,33 +79,93 @@ def table_numbers(lines: list[str]) -> list[dict]:
     return numbers
 
 
-def record(args, text: str, markdown: Path) -> str | None:
-    """--record: the table as a trial run of args.stage, the markdown attached."""
+def record(args, text: str, markdown: Path, numbers: list[dict] | None = None) -> str | None:
+    """--record: the table as a trial run of args.stage (its numbers read back from the table unless
+    given), the markdown and any patch attached."""
     from datetime import datetime, timezone
 
     from stagelab.core.envinfo import git_state
     from stagelab.record.measurement_entry import measurement_entry, record_entry
 
-    entry = measurement_entry(args.stage, "quantizer launches", args.hypothesis, table_numbers(text.splitlines()),
+    name = f"quantizer launches {args.patch.stem}" if args.patch else "quantizer launches"
+    entry = measurement_entry(args.stage, name, args.hypothesis, numbers or table_numbers(text.splitlines()),
                               commit=git_state()["git_commit"], gpu=args.gpu, source=str(markdown),
                               what="quantizer profile",
                               date=args.date or datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M"))
-    return record_entry(entry, markdown.with_suffix(".trials.yaml"), [markdown], "quantize_profile")
+    attachments = [markdown, *([args.patch] if args.patch else [])]
+    return record_entry(entry, markdown.with_suffix(".trials.yaml"), attachments, "quantize_profile")
 
 
-def profile(module, problem: Problem, repetitions: int) -> dict[str, float]:
+def ab_table(problem: Problem, default_us: dict[str, float], patch_us: dict[str, float]) -> list[str]:
+    """Markdown rows of --patch: each kernel's mean µs in either build (– where a build has no such
+    launch), then the whole quantizer's, and the default's time over the patch's."""
+    def cell(us: float | None) -> str:
+        return "–" if us is None else f"{us:.1f}"
+
+    kernels = list(dict.fromkeys([*default_us, *patch_us]))
+    rows = [f"| {problem.name} | {k} | {cell(default_us.get(k))} | {cell(patch_us.get(k))} |" for k in kernels]
+    default_total, patch_total = sum(default_us.values()), sum(patch_us.values())
+    ratio = f"{default_total / patch_total:.2f}x" if patch_total > 0 else "–"
+    return rows + [f"| {problem.name} | **all launches** | {default_total:.1f} | {patch_total:.1f} ({ratio}) |"]
+
+
+def ab_numbers(problem: Problem, default_us: dict[str, float], patch_us: dict[str, float], identical: bool) -> list[dict]:
+    """--patch's numbers as trial-entry rows: the patch as the trial, the default as its default."""
+    kernels = list(dict.fromkeys([*default_us, *patch_us]))
+    numbers = [{"problem": problem.name, "metric": "us", "quantity": f"{k} mean", "trial": patch_us.get(k),
+                "default": default_us.get(k)} for k in kernels]
+    numbers.append({"problem": problem.name, "metric": "us", "quantity": "all launches mean",
+                    "trial": round(sum(patch_us.values()), 3), "default": round(sum(default_us.values()), 3)})
+    numbers.append({"problem": problem.name, "metric": "other", "quantity": "outputs identical to the default",
+                    "trial": 1.0 if identical else 0.0, "default": None})
+    return numbers
+
+
+def first_difference(a: dict, b: dict) -> str | None:
+    """The first output (by name) whose bytes differ between two quantizers' runs, or None."""
+    import torch
+
+    for name, tensor in a.items():
+        if not torch.equal(tensor.contiguous().view(torch.uint8), b[name].contiguous().view(torch.uint8)):
+            return name
+    return None
+
+
+def make_inputs(problem: Problem, seed: int = 0):
+    """fp16 Q, K and V of a problem, bhsd, standard normal."""
+    import torch
+
+    generator = torch.Generator(device="cuda").manual_seed(seed)
+
+    def make(heads: int, seq: int) -> torch.Tensor:
+        shape = (problem.batch, heads, seq, problem.head_dim)
+        return torch.randn(shape, dtype=torch.float16, device="cuda", generator=generator)
+
+    return make(problem.heads, problem.seq_len), make(problem.kv_heads, problem.kv_seq_len), \
+        make(problem.kv_heads, problem.kv_seq_len)
+
+
+def quantized(module, q, k, v) -> dict:
+    """Every output of one run of the quantizer, by name (allocate_operands' tensors and V^T)."""
+    import torch
+
+    from stagelab.families.sdpa.int8.cuda_quantize import allocate_operands, quantize_into
+
+    outputs, vt = allocate_operands(q, k)
+    quantize_into(module, q, k, v, outputs, vt)
+    torch.cuda.synchronize()
+    return {"q": outputs.q, "q_descale": outputs.q_descale, "k": outputs.k, "k_descale": outputs.k_descale,
+            "k_mean": outputs.k_mean, "vt": vt, "v_descale": outputs.v_descale, "v_mean": outputs.v_mean}
+
+
+def profile(module, inputs, repetitions: int) -> dict[str, float]:
     """Each quantizer kernel's mean time over `repetitions` runs (µs), by the profiler's kernel name."""
     import torch
     from torch.profiler import ProfilerActivity, profile as torch_profile
 
     from stagelab.families.sdpa.int8.cuda_quantize import allocate_operands, quantize_into, validate_cuda_quantize
 
-    def make(heads: int, seq: int) -> torch.Tensor:
-        shape = (problem.batch, heads, seq, problem.head_dim)
-        return torch.randn(shape, dtype=torch.float16, device="cuda")
-
-    q, k, v = make(problem.heads, problem.seq_len), make(problem.kv_heads, problem.kv_seq_len), \
-        make(problem.kv_heads, problem.kv_seq_len)
+    q, k, v = inputs
     validate_cuda_quantize(module, q, k, v)
     outputs, vt = allocate_operands(q, k)
     quantize_into(module, q, k, v, outputs, vt)  # warm
@@ -128,7 +192,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--gpu", help="--record with --report: the GPU it ran on (default: this one's)")
     parser.add_argument("--date", help="--record: when it ran (ISO, UTC; default now)")
     parser.add_argument("--hypothesis", default="", help="--record: what the profile is to explain")
+    parser.add_argument("--patch", type=Path, default=None,
+                        help="a change to the stage's kernels, timed beside the default (outputs compared byte for byte)")
     args = parser.parse_args(argv)
+    if args.patch and args.report:
+        raise SystemExit("--patch profiles on this GPU; --report records an earlier table: not both")
+    if args.patch and not args.patch.is_file():
+        raise SystemExit(f"--patch: no such file {args.patch}")
     if args.record and not args.hypothesis.strip():
         raise SystemExit("--record needs --hypothesis (what the profile is to explain)")
     if args.record and not (args.report or args.markdown):
@@ -139,14 +209,14 @@ def main(argv: list[str] | None = None) -> int:
         run_id = record(args, args.report.read_text(), args.report)
         print(f"recorded as trial run {run_id}" if run_id else "this report is already in the store")
         return 0
-    text = profile_table(args)
+    text, numbers, identical = patch_table(args) if args.patch else (profile_table(args), None, True)
     print(text, end="")
     if args.markdown:
         args.markdown.write_text(text)
     if args.record:
-        run_id = record(args, text, args.markdown)
+        run_id = record(args, text, args.markdown, numbers)
         print(f"recorded as trial run {run_id}" if run_id else "this report is already in the store")
-    return 0
+    return 0 if identical else 1
 
 
 def profile_table(args) -> str:
@@ -156,9 +226,7 @@ def profile_table(args) -> str:
     from stagelab.core.build import build_stage
     from stagelab.core.registry import find_stage
 
-    if not torch.cuda.is_available():
-        raise SystemExit("no CUDA device: the quantizer's launches can only be timed on a GPU")
-    args.gpu = args.gpu or torch.cuda.get_device_name()
+    require_gpu(args)
     registry, stage = find_stage(args.stage)
     module = build_stage(stage, registry).module
     lines = [f"{args.stage}'s quantizer on {torch.cuda.get_device_name()}, fp16 inputs, bhsd, "
@@ -166,8 +234,53 @@ def profile_table(args) -> str:
              "| problem | kernel | µs | share |", "|---|---|---|---|"]
     for row in PROBLEMS:
         problem = Problem(*row)
-        lines += kernel_table(problem, profile(module, problem, args.repetitions))
+        lines += kernel_table(problem, profile(module, make_inputs(problem), args.repetitions))
     return "\n".join(lines) + "\n"
+
+
+def require_gpu(args) -> None:
+    import torch
+
+    if not torch.cuda.is_available():
+        raise SystemExit("no CUDA device: the quantizer's launches can only be timed on a GPU")
+    args.gpu = args.gpu or torch.cuda.get_device_name()
+
+
+def patch_table(args) -> tuple[str, list[dict], bool]:
+    """--patch: the stage built as it is and with the patch, each problem's inputs through both
+    (outputs compared), both profiled in turn; (the markdown, the numbers, every output identical)."""
+    import shutil
+
+    import torch
+
+    from stagelab.core.build import build_stage
+    from stagelab.core.registry import find_stage
+    from stagelab.core.trial_spec import patched_copy
+
+    require_gpu(args)
+    registry, stage = find_stage(args.stage)
+    default = build_stage(stage, registry).module
+    patched_registry, root, _ = patched_copy(args.patch, registry)
+    try:
+        patched = build_stage(patched_registry.get(stage.id), patched_registry).module
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    lines, numbers, identical = [], [], True
+    for row in PROBLEMS:
+        problem = Problem(*row)
+        inputs = make_inputs(problem)
+        differs = first_difference(quantized(default, *inputs), quantized(patched, *inputs))
+        identical = identical and differs is None
+        lines.append(f"- {problem.name}: " + ("outputs identical to the default's" if differs is None
+                                              else f"`{differs}` differs from the default's"))
+        default_us, patch_us = profile(default, inputs, args.repetitions), profile(patched, inputs, args.repetitions)
+        numbers += ab_numbers(problem, default_us, patch_us, differs is None)
+        lines += ab_table(problem, default_us, patch_us)
+    head = [f"{args.stage}'s quantizer on {torch.cuda.get_device_name()} with `{args.patch.name}` beside the "
+            f"default, fp16 inputs, bhsd, mean of {args.repetitions} runs under torch.profiler:", "",
+            *[line for line in lines if line.startswith("- ")], "",
+            "| problem | kernel | default µs | patch µs |", "|---|---|---|---|"]
+    return "\n".join(head + [line for line in lines if line.startswith("| ")]) + "\n", numbers, identical
 
 
 if __name__ == "__main__":
