@@ -36,6 +36,13 @@ def test_a_file_without_the_table_is_refused():
         tool.table_numbers(["# some other report", "| a | b |"])
 
 
+def test_a_patch_table_is_not_read_back_as_one_build():
+    problem = tool.Problem("vit", 1, 1, 1, 1000, 1000, 64)
+    lines = [tool.AB_HEADER, "|---|---|---|---|", *tool.ab_table(problem, {"int8_kv_kernel": 2.0}, {"int8_kv_kernel": 1.0})]
+    with pytest.raises(SystemExit, match="record it with --record where it runs"):
+        tool.table_numbers(lines)
+
+
 def test_an_earlier_report_is_recorded_as_a_trial_run_once(tmp_path, tmp_store, monkeypatch, capsys):
     from stagelab.core import metrics as m
     from stagelab.record import tracking

@@ -29,6 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "lib"))
 # (name, B, H, Hkv, Sq, Sk, D): models.yaml's rows where the quantizer costs most against the attention
 PROBLEMS = (("vit-b16", 64, 12, 12, 197, 197, 64), ("bert-base", 128, 12, 12, 128, 128, 64),
             ("sdxl-self", 2, 10, 10, 4096, 4096, 64), ("llama3-8b", 1, 32, 8, 8192, 8192, 128))
+AB_HEADER = "| problem | kernel | default µs | patch µs |"  # --patch's table
 SOURCE_BYTES = 2  # fp16 inputs
 CODE_BYTES = 1    # int8 Q and K, e4m3 V
 
@@ -60,6 +61,8 @@ def kernel_table(problem: Problem, kernel_us: dict[str, float]) -> list[str]:
 def table_numbers(lines: list[str]) -> list[dict]:
     """The rows of a table kernel_table wrote, as trial-entry numbers (stagelab.record.measurement_entry):
     each launch's mean µs, each problem's whole µs and its TB/s of the least bytes."""
+    if any(line.startswith(AB_HEADER) for line in lines):
+        raise SystemExit("a --patch table keeps two builds' numbers: record it with --record where it runs")
     numbers = []
     for line in lines:
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
@@ -279,7 +282,7 @@ def patch_table(args) -> tuple[str, list[dict], bool]:
     head = [f"{args.stage}'s quantizer on {torch.cuda.get_device_name()} with `{args.patch.name}` beside the "
             f"default, fp16 inputs, bhsd, mean of {args.repetitions} runs under torch.profiler:", "",
             *[line for line in lines if line.startswith("- ")], "",
-            "| problem | kernel | default µs | patch µs |", "|---|---|---|---|"]
+            AB_HEADER, "|---|---|---|---|"]
     return "\n".join(head + [line for line in lines if line.startswith("| ")]) + "\n", numbers, identical
 
 
