@@ -258,32 +258,31 @@ def patch_table(args) -> tuple[str, list[dict], bool]:
 
     from stagelab.core.build import build_stage
     from stagelab.core.registry import find_stage
-    from stagelab.core.trial_spec import patched_copy
+    from stagelab.core.trial_spec import TrialSpec, prepare
 
     require_gpu(args)
     registry, stage = find_stage(args.stage)
     default = build_stage(stage, registry).module
-    patched_registry, root, _ = patched_copy(args.patch, registry)
+    # as `stagelab try` patches: a copy of the kernels, refused where the patch changes nothing
+    patched_stage, patched_registry, _, root = prepare(TrialSpec.of(patch=args.patch), registry, stage)
     try:
-        patched = build_stage(patched_registry.get(stage.id), patched_registry).module
+        patched = build_stage(patched_stage, patched_registry).module
     finally:
         shutil.rmtree(root, ignore_errors=True)
-    lines, numbers, identical = [], [], True
+    verdicts, rows, numbers, identical = [], [], [], True
     for row in PROBLEMS:
         problem = Problem(*row)
         inputs = make_inputs(problem)
         differs = first_difference(quantized(default, *inputs), quantized(patched, *inputs))
         identical = identical and differs is None
-        lines.append(f"- {problem.name}: " + ("outputs identical to the default's" if differs is None
-                                              else f"`{differs}` differs from the default's"))
+        verdicts.append(f"- {problem.name}: " + ("outputs identical to the default's" if differs is None
+                                                 else f"`{differs}` differs from the default's"))
         default_us, patch_us = profile(default, inputs, args.repetitions), profile(patched, inputs, args.repetitions)
         numbers += ab_numbers(problem, default_us, patch_us, differs is None)
-        lines += ab_table(problem, default_us, patch_us)
+        rows += ab_table(problem, default_us, patch_us)
     head = [f"{args.stage}'s quantizer on {torch.cuda.get_device_name()} with `{args.patch.name}` beside the "
-            f"default, fp16 inputs, bhsd, mean of {args.repetitions} runs under torch.profiler:", "",
-            *[line for line in lines if line.startswith("- ")], "",
-            AB_HEADER, "|---|---|---|---|"]
-    return "\n".join(head + [line for line in lines if line.startswith("| ")]) + "\n", numbers, identical
+            f"default, fp16 inputs, bhsd, mean of {args.repetitions} runs under torch.profiler:", ""]
+    return "\n".join([*head, *verdicts, "", AB_HEADER, "|---|---|---|---|", *rows]) + "\n", numbers, identical
 
 
 if __name__ == "__main__":
