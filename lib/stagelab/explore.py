@@ -110,7 +110,7 @@ def part_gain(run) -> pd.DataFrame:
     speedups = run.speedups()
     if speedups.empty or run.parent is None:
         return pd.DataFrame()
-    column = metrics.speedup(run.parent.id).name
+    column = metrics.speedup(metrics.PARENT).name  # the parent's timing label is `parent:<id>`, keyed `parent`
     primary = run.results.timing.primary_mode
     frame = speedups[speedups["mode"] == primary][["shape", "stage_p50_us", column]]
     frame = frame.rename(columns={column: f"parent_p50 / {run.stage.id}_p50"}).reset_index(drop=True)
