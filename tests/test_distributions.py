@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from stagelab.core import metrics as m
-from stagelab.measure.checks import CheckResult, ErrorBudget, LaunchVerdict, check_all
+from stagelab.measure.checks import CheckResult, ErrorBudget, LaunchVerdict, check_all, check_each
 from stagelab.core.errors import ConfigError
 from stagelab.families.sdpa import FAMILY as SDPA, FP8_INPUTS, Shape, attention
 from stagelab.families.sdpa import distributions as sdpa_dist
@@ -217,6 +217,40 @@ def test_a_correct_kernel_passes_every_distribution(dtype):
     assert [r.reason for r in results if not r.passed] == []
     assert {r.distribution for r in results} == set(names)
     assert len(results) == len(SHAPES) * 2 * len(names)
+
+
+def test_a_problems_dtypes_share_one_draw_and_each_check_gets_its_own_copies():
+    """check_each puts a problem's dtypes side by side and sdpa draws their float32 inputs once; what a
+    check writes into its inputs reaches neither the next check nor the kept draw."""
+    shape = SHAPES[1]
+    first = sdpa_dist.draw(shape, 3, "peaky")
+    assert sdpa_dist.draw(shape, 3, "peaky") is first
+    assert sdpa_dist.draw(shape, 4, "peaky") is not first  # another seed is another draw
+    mine = SDPA.make_inputs(shape, torch.float32, 3, "cpu", "peaky")
+    expected = [t.clone() for t in mine]
+    for t in mine:
+        t.zero_()
+    again = SDPA.make_inputs(shape, torch.float32, 3, "cpu", "peaky")
+    assert all(torch.equal(a, b) for a, b in zip(again, expected))
+    half = SDPA.make_inputs(shape, torch.float16, 3, "cpu", "peaky")
+    assert all(torch.equal(h, e.half()) for h, e in zip(half, expected))
+
+
+def test_checks_run_a_problems_dtypes_side_by_side():
+    order = []
+
+    def check(shape, dtype_name, seed, distribution):
+        order.append((shape.seq_len, seed, distribution, dtype_name))
+        return correct_check_result(shape, dtype_name, seed, distribution)
+    check_each(check, SHAPES[:2], iter(DTYPES), iter([0, 1]), distributions=("normal", "tiny"))
+    assert order[:4] == [(77, 0, "normal", "float16"), (77, 0, "normal", "bfloat16"),
+                         (77, 0, "tiny", "float16"), (77, 0, "tiny", "bfloat16")]
+    assert len(order) == 2 * 2 * 2 * 2  # every combination, the iterators read once each
+
+
+def correct_check_result(shape, dtype_name, seed, distribution):
+    verdict = LaunchVerdict(max_err=0.0, nonfinite=0, run_diff=0.0, reasons=())
+    return CheckResult.judged(shape, dtype_name, seed, ErrorBudget(0.01, 0.01), verdict, distribution)
 
 
 @pytest.mark.parametrize("bug", [no_max_subtraction, stale_max])

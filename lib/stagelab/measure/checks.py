@@ -202,10 +202,12 @@ def check_each(check: Callable[[Problem, str, int, str], CheckResult], shapes: I
     leaves cannot run another check. `plan_of()` after each check that launched fills its `plan`."""
     distributions = tuple(distributions)
     results = []
+    # dtype innermost: a family may draw a problem's inputs once for all its dtypes (sdpa does)
+    dtypes, seeds = tuple(dtypes), tuple(seeds)
     for shape in shapes:
-        for dtype_name in dtypes:
-            for seed in seeds:
-                for distribution in distributions:
+        for seed in seeds:
+            for distribution in distributions:
+                for dtype_name in dtypes:
                     if progress:
                         progress(f"{shape.tag} {dtype_name} seed {seed} {distribution}")
                     try:

@@ -30,7 +30,8 @@ def make_inputs(problem: Shape, dtype: torch.dtype, seed: int, device,
     """Fresh q, k, v from a named distribution (distributions.py); the generator mixes seed, shape
     and distribution so no two checks share data. A bshd problem gets [B, H, S, D] views of
     [B, S, H, D] memory holding the same values as its bhsd twin."""
-    tensors = (t.to(device=device, dtype=dtype) for t in draw(problem, seed, distribution))
+    # copy=True: draw() keeps what it returns for the next check, so the caller's tensors are its own
+    tensors = (t.to(device=device, dtype=dtype, copy=True) for t in draw(problem, seed, distribution))
     if problem.layout == BSHD:
         return tuple(t.transpose(1, 2).contiguous().transpose(1, 2) for t in tensors)
     return tuple(tensors)
