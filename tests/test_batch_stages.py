@@ -65,3 +65,30 @@ def test_build_with_parents_builds_the_parent_too(stagelab_cli, nvcc_available):
     assert done.returncode == 0, done.stdout + done.stderr
     built = {line.split(":")[0] for line in done.stdout.splitlines() if ": built in " in line or ": cached (" in line}
     assert built == {"s0_naive", "s1_triton"}
+
+
+def test_a_batch_runs_the_protocol_step_by_its_steps_or_its_parameter_file(tool):
+    """device_run.sh prebuilds the protocol step's builds where a batch will make them (acceptance.yaml
+    has the step; its notebook built them inside the batch's time: 130-140 s a stage on the H200)."""
+    assert tool.runs_step("--stages s18_three_turns --params params/long.yaml;--stages s19_int8", "protocol")
+    assert tool.runs_step("--stages s19_int8 --params=params/acceptance.yaml", "protocol")
+    assert not tool.runs_step("--stages s19_int8 --params params/long.yaml", "protocol")
+    assert not tool.runs_step("--stages s19_int8 --params params/acceptance.yaml --steps sanitize,explore", "protocol")
+    assert tool.runs_step("--stages s19_int8 --params params/long.yaml --steps protocol", "protocol")
+    assert not tool.runs_step(" ; ", "protocol")
+
+
+def test_the_protocol_builds_are_the_protocol_steps_own(nvcc_available):
+    """`stagelab build --protocol`: the SDPA_PROTOCOL=1 build of each stage whose sources test it, with
+    the key the protocol step's build_stage looks up; none for a stage without ring-protocol checks."""
+    from stagelab.cli.stages import protocol_builds
+    from stagelab.core.build import build_key
+    from stagelab.measure.protocol import PROTOCOL_KNOB, has_protocol_checks
+
+    builds = [find_stage(s)[::-1] for s in ("s0_baseline", "s18_three_turns", "s19_int8")]
+    assert [has_protocol_checks(stage, registry) for stage, registry in builds] == [False, True, True]
+    made = protocol_builds(builds)
+    assert [label for label, _ in made] == [f"s18_three_turns ({PROTOCOL_KNOB}=1)", f"s19_int8 ({PROTOCOL_KNOB}=1)"]
+    for (_, (stage, registry)), (plain, _) in zip(made, builds[1:]):
+        assert stage.defines == {**plain.defines, PROTOCOL_KNOB: "1"}  # with_defines keeps values as text
+        assert build_key(stage, registry) != build_key(plain, registry)

@@ -140,8 +140,12 @@ IFS=';' read -ra BATCHES <<< "${1:-}"
 # (a parent left to the notebook was built inside the batch's time: s18 on long.yaml was killed so).
 if [ -n "${1:-}" ]; then
   build_stages="${BUILD_STAGES-$(python3 tools/batch_stages.py "$1")}"
-  echo "=== prebuild: ${build_stages:-every stage}, with parents"
-  timeout 300 python3 -m stagelab build $build_stages --with-parents --jobs "${BUILD_JOBS:-$(nproc)}" 2>&1 | tail -8
+  # a batch with the protocol step (acceptance.yaml) builds each stage twice: the second build, in its
+  # notebook, took 130-140 s of an H200 acceptance run, so it is made here beside the first
+  protocol_flag=""; [ -n "$(python3 tools/batch_stages.py --step protocol "$1")" ] && protocol_flag="--protocol"
+  echo "=== prebuild: ${build_stages:-every stage}, with parents ${protocol_flag:+and protocol builds}"
+  timeout "${PREBUILD_TIMEOUT:-300}" python3 -m stagelab build $build_stages --with-parents $protocol_flag \
+    --jobs "${BUILD_JOBS:-$(nproc)}" 2>&1 | tail -"${PREBUILD_TAIL:-8}"
 fi
 for batch in "${BATCHES[@]}"; do
   [ -n "$batch" ] || continue

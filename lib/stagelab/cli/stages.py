@@ -69,11 +69,22 @@ def with_parents(stage_ids: list[str]) -> list[str]:
     return list(ordered)
 
 
+def protocol_builds(builds: list[tuple]) -> list[tuple[str, tuple]]:
+    """(label, (stage, registry)) of the ring-protocol-checking build the protocol step makes, for each
+    build whose sources test the knob: the same stage and defines, so the step finds it cached (its
+    nvcc took 130-140 s of each s17/s18 acceptance notebook on the H200 machine when it did not)."""
+    from ..measure.protocol import PROTOCOL_KNOB, has_protocol_checks
+
+    return [(f"{stage.id} ({PROTOCOL_KNOB}=1)", (stage.with_defines({PROTOCOL_KNOB: 1}), registry))
+            for stage, registry in builds if has_protocol_checks(stage, registry)]
+
+
 def _cmd_build(args) -> int:
     """Build stages in parallel processes so later notebook runs find them cached; with --define, the
     builds with those overrides (a protocol-checking build: --define SDPA_PROTOCOL=1), each checked
     against the stage's knobs before any work; with --with-parents, the parents the stages' runs time
-    them beside too (a batch's notebook would otherwise build its parent inside the batch's time)."""
+    them beside too (a batch's notebook would otherwise build its parent inside the batch's time);
+    with --protocol, each stage's protocol-checking build beside it, where its sources have one."""
     from ..core.build import build_all
     from ..core.errors import BuildError
     from ..core.knobs import check_defines
@@ -90,13 +101,15 @@ def _cmd_build(args) -> int:
             check_defines(stage, registry, defines, "stagelab build --define")
             stage = stage.with_defines(defines)
         builds.append((stage, registry))
+    labelled = list(zip(stage_ids, builds)) + (protocol_builds(builds) if args.protocol else [])
     failed = 0
-    for index, outcome in build_all(builds, args.jobs):
+    for index, outcome in build_all([build for _, build in labelled], args.jobs):
+        label = labelled[index][0]
         if isinstance(outcome, BuildError):
             failed += 1
-            print(f"{stage_ids[index]}: build failed\n{outcome}", flush=True)
+            print(f"{label}: build failed\n{outcome}", flush=True)
         else:
-            print(f"{stage_ids[index]}: {outcome.summary}", flush=True)
+            print(f"{label}: {outcome.summary}", flush=True)
     return 1 if failed else 0
 
 
@@ -119,4 +132,7 @@ def add_parsers(sub) -> None:
                      help="build with this define override (repeatable), e.g. SDPA_PROTOCOL=1")
     bld.add_argument("--with-parents", action="store_true",
                      help="build each named stage's parent too (a stage run times the stage beside it)")
+    bld.add_argument("--protocol", action="store_true",
+                     help="build each stage's ring-protocol-checking variant too (the protocol step's build), "
+                          "where its sources have one")
     bld.set_defaults(func=_cmd_build)
