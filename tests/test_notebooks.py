@@ -85,3 +85,46 @@ def test_the_build_cell_says_how_the_stage_is_built():
     for backend, words in (("cuda", "nvcc compiles"), ("triton", "Triton compiles"), ("cute", "CuTe DSL compiles")):
         cells = _measuring_cells(replace(stage, backend=backend), family)
         assert any(words in "".join(cell["source"]) for cell in cells if cell["cell_type"] == "markdown")
+
+
+def _knobs_named(python: str) -> set[str]:
+    """The compile-time knobs an exploration cell names: `run.variant(KNOB=...)` keywords and the
+    upper-case keys of dict literals (try_variants' {"label": {"KNOB": value}})."""
+    import ast
+    import re
+
+    named = set()
+    for node in ast.walk(ast.parse(python)):
+        if isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "variant":
+            named |= {k.arg for k in node.keywords if k.arg}
+        if isinstance(node, ast.Dict):
+            named |= {k.value for k in node.keys if isinstance(k, ast.Constant) and isinstance(k.value, str)
+                      and re.fullmatch(r"[A-Z][A-Z0-9_]+", k.value)}
+    return named
+
+
+@pytest.mark.parametrize("family", sorted(all_registries()))
+def test_every_knob_an_exploration_names_is_one_its_stage_has(family):
+    """An exploration cell runs only on a GPU with `steps: [explore]` (acceptance.yaml): a knob removed
+    from its stage (s7's turn knobs, with the composed parts) would end that run `error` after all its
+    checks and timing. Read here, from the cell's source, against the stage's knobs."""
+    from stagelab.core.knobs import stage_knobs
+
+    registry = family_registry(family)
+    checked = 0
+    for stage in registry.stages.values():
+        path = notebooks.explore_path(registry, stage)
+        if path is None:
+            continue
+        python = "".join(explore_cells(path)[1]["source"])
+        unknown = _knobs_named(python) - set(stage_knobs(stage, registry) or ())
+        assert not unknown, f"{path} names knobs {stage.id} does not have: {sorted(unknown)}"
+        checked += 1
+    assert checked or family != "sdpa"
+
+
+def test_the_knob_reader_sees_variant_keywords_and_variant_dicts():
+    cell = ('v = run.variant(BLOCK_N=64)\n'
+            'x = try_variants(run, "t", {"a": {"STAGES_D128": 2, "note": 1}}, shapes=[])\n'
+            'label = {"K wait": 1}')
+    assert _knobs_named(cell) == {"BLOCK_N", "STAGES_D128"}

@@ -1,18 +1,12 @@
-Where the pingpong turn starts and ends: K(n)'s wait inside or before the turn
-(`WS_WAIT_K_IN_TURN`), O's rescale inside or before it (`WS_RESCALE_IN_TURN`), against the
-default on the long shapes (the parent beside it is in the timing above). The sweep is logged with
-the run (`sweep_p50_us/turn/...`), each layout a trial run of its own (`stagelab journal s7_pingpong`).
+What the pingpong turns bought: s7 against s6 (s7 without them) per timed problem, from this
+run's timing. The turns pay where both warpgroups' softmaxes would otherwise coincide: long rows
+of many key tiles. Where a turn puts K(n)'s wait and O's rescale was a knob until the composed
+parts (a437531): its trials are s17's runs of 2026-11-26, its patch
+`docs/results/sdpa/history/patches/WS_WAIT_K_IN_TURN.diff` (that folder's README says how to apply it).
 # %%
-from stagelab.explore import show_sweep, try_variants
+from stagelab.explore import show_part_gain
 
 if run.explores:
-    variants = {"K wait in turn": {"WS_WAIT_K_IN_TURN": 1}, "rescale in turn": {"WS_RESCALE_IN_TURN": 1}}
-    shapes = [s for s in run.params.timed_shapes() if s.seq_len >= 2048]
-    if shapes:
-        turn = try_variants(run, "turn", variants, shapes=shapes, repetitions=100,
-                            hypothesis="a wider pingpong turn hides K's wait or O's rescale")
-        show_sweep(turn, value="tflops", title="s7: TFLOP/s by turn layout")
-    else:
-        print(f"{run.params.name} has no problem of 2048+ keys: turn sweep skipped")
+    show_part_gain(run, title="s7 vs s6: pingpong turns")
 else:
     print(run.exploration_skipped())
