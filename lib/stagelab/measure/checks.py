@@ -200,11 +200,9 @@ def check_each(check: Callable[[Problem, str, int, str], CheckResult], shapes: I
     """`check(problem, dtype_name, seed, distribution)` on every combination; a launch that raises is recorded
     as a failed check (of result_type), not propagated; a hang (KernelHang) is, since the CUDA context it
     leaves cannot run another check. `plan_of()` after each check that launched fills its `plan`."""
-    distributions = tuple(distributions)
+    distributions, dtypes, seeds = tuple(distributions), tuple(dtypes), tuple(seeds)
     results = []
-    # dtype innermost: a family may draw a problem's inputs once for all its dtypes (sdpa does)
-    dtypes, seeds = tuple(dtypes), tuple(seeds)
-    for shape in shapes:
+    for shape in shapes:  # dtype innermost: a family may draw a problem's inputs once for its dtypes (sdpa)
         for seed in seeds:
             for distribution in distributions:
                 for dtype_name in dtypes:
