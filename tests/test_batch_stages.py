@@ -79,8 +79,8 @@ def test_a_batch_runs_the_protocol_step_by_its_steps_or_its_parameter_file(tool)
 
 
 def test_the_protocol_builds_are_the_protocol_steps_own(nvcc_available):
-    """`stagelab build --protocol`: the SDPA_PROTOCOL=1 build of each stage whose sources test it, with
-    the key the protocol step's build_stage looks up; none for a stage without ring-protocol checks."""
+    """`stagelab build --protocol`: the SDPA_PROTOCOL=1 build of each stage whose sources test it (the
+    stage with the defines the protocol step builds it with), none for a stage without the checks."""
     from stagelab.cli.stages import protocol_builds
     from stagelab.core.build import build_key
     from stagelab.measure.protocol import PROTOCOL_KNOB, has_protocol_checks

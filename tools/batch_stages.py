@@ -1,8 +1,8 @@
 """The stages device_run.sh's batches name, for its prebuild: every id after `--stages` (or an
 abbreviation argparse takes for it, `--stage`) in each `stagelab run` spec ("<args>;<args>..."), each
 once, in order. Prints nothing when a batch names no stages (it runs every stage, so every stage is
-prebuilt) or there are no batches. With `--step NAME` first, prints `--protocol`-style yes or nothing:
-whether any batch runs that optional step (its `--steps`, else its parameter file's `steps`), so the
+prebuilt) or there are no batches. With `--step NAME` first, prints `yes` or nothing: whether any
+batch runs that optional step (its `--steps`, else its parameter file's `steps`), so the
 prebuild makes the protocol step's builds too where a batch will use them.
 
     BUILD_STAGES="$(python3 tools/batch_stages.py "$1")"
