@@ -81,8 +81,7 @@ server: setup
 		--host $(SERVER_HOST) --port $(SERVER_PORT)
 
 lab: setup
-	$(PY) -m ipykernel install --sys-prefix --name stagelab --display-name "Python (stagelab)"
-	$(VENV)/bin/jupyter lab --notebook-dir=notebooks
+	$(VENV)/bin/stagelab lab
 
 wheelhouse: setup
 	rm -rf $(WHEELHOUSE) && mkdir -p $(WHEELHOUSE)

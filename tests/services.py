@@ -76,23 +76,24 @@ def postgres(database: str = "stagelab"):
         shutil.rmtree(data, ignore_errors=True)
 
 
-def _healthy(url: str) -> bool:
+def _healthy(url: str, path: str = "/health") -> bool:
     try:
-        with urllib.request.urlopen(f"{url}/health", timeout=5) as answer:
+        with urllib.request.urlopen(f"{url}{path}", timeout=5) as answer:
             return answer.status == 200
     except OSError:
         return False
 
 
 @contextmanager
-def http_server(command: list[str], url: str, log: Path, env: dict | None = None):
-    """Start `command` (an MLflow server) in its own process group; yield once `url` answers /health."""
+def http_server(command: list[str], url: str, log: Path, env: dict | None = None, health: str = "/health"):
+    """Start `command` (an MLflow server; a Jupyter server with health="/api") in its own process group;
+    yield once `url` answers its health path."""
     with open(log, "w") as out:
         proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env,
                                 start_new_session=True)
     try:
         deadline = time.monotonic() + STARTUP_S
-        while not _healthy(url):
+        while not _healthy(url, health):
             if proc.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError(f"server did not come up at {url}:\n{log.read_text()[-3000:]}")
             time.sleep(1)

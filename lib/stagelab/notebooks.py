@@ -21,8 +21,10 @@ from .core.paths import repo_root
 from .core.registry import Registry, Stage, all_registries
 
 EXPLORE_SEPARATOR = "# %%\n"
+# The project's kernelspec (`stagelab lab` installs it into the environment); language_info without
+# the version a kernel adds, which differs between machines (lab_contents fills it in JupyterLab)
 NOTEBOOK_METADATA = {
-    "kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"},
+    "kernelspec": {"name": "stagelab", "display_name": "Python (stagelab)", "language": "python"},
     "language_info": {"name": "python"},
 }
 

@@ -29,8 +29,21 @@ def _cmd_notebooks(args) -> int:
     return 0
 
 
+def _cmd_lab(args) -> int:
+    import subprocess
+    from pathlib import Path
+
+    from ..lab_contents import install_kernelspec, lab_command
+    from ..notebooks import notebooks_dir
+
+    print(f"kernelspec {install_kernelspec()}", flush=True)
+    folder = Path(args.notebook_dir) if args.notebook_dir else notebooks_dir()
+    return subprocess.call(lab_command(folder, port=args.port, open_browser=not args.no_browser))
+
+
 def add_parsers(sub) -> None:
-    """`report` and `notebooks`: pages written from the store and notebooks from their sources."""
+    """`report`, `notebooks` and `lab`: pages written from the store, notebooks from their sources, and
+    JupyterLab on them."""
     rep = sub.add_parser("report", help="write docs/results/<family>/<gpu>.md (+ plot) from the MLflow store")
     rep.add_argument("--params", nargs="+", default=None,
                      help="parameter-file names whose latest runs the page shows (default: the family's "
@@ -45,3 +58,9 @@ def add_parsers(sub) -> None:
     nbs.add_argument("--check", action="store_true", help="write nothing; exit 1 when a notebook is stale")
     add_family_option(nbs, "only this family's notebooks (a family outside the repo: in its folder's notebooks/)")
     nbs.set_defaults(func=_cmd_notebooks)
+
+    lab = sub.add_parser("lab", help="JupyterLab on the stage notebooks, on the project's kernel (they open unmodified)")
+    lab.add_argument("--notebook-dir", default=None, help="folder to serve (default: the checkout's notebooks/)")
+    lab.add_argument("--port", type=int, default=None)
+    lab.add_argument("--no-browser", action="store_true")
+    lab.set_defaults(func=_cmd_lab)
