@@ -73,8 +73,10 @@ def test_a_batch_runs_the_protocol_step_by_its_steps_or_its_parameter_file(tool)
     assert tool.runs_step("--stages s18_three_turns --params params/long.yaml;--stages s19_int8", "protocol")
     assert tool.runs_step("--stages s19_int8 --params=params/acceptance.yaml", "protocol")
     assert not tool.runs_step("--stages s19_int8 --params params/long.yaml", "protocol")
-    assert not tool.runs_step("--stages s19_int8 --params params/acceptance.yaml --steps sanitize,explore", "protocol")
-    assert tool.runs_step("--stages s19_int8 --params params/long.yaml --steps protocol", "protocol")
+    assert not tool.runs_step("--stages s19_int8 --params params/acceptance.yaml --steps sanitize explore", "protocol")
+    assert not tool.runs_step("--stages s19_int8 --steps --params params/acceptance.yaml", "protocol")  # none
+    assert tool.runs_step("--stages s19_int8 --params params/long.yaml --steps profile protocol --gpus 0", "protocol")
+    assert tool.runs_step("--stages s19_int8 --params params/long.yaml --steps=protocol", "protocol")
     assert not tool.runs_step(" ; ", "protocol")
 
 
@@ -92,3 +94,13 @@ def test_the_protocol_builds_are_the_protocol_steps_own(nvcc_available):
     for (_, (stage, registry)), (plain, _) in zip(made, builds[1:]):
         assert stage.defines == {**plain.defines, PROTOCOL_KNOB: "1"}  # with_defines keeps values as text
         assert build_key(stage, registry) != build_key(plain, registry)
+
+
+def test_the_protocol_builds_are_the_named_stages_not_their_parents():
+    """A device call for s19 built s18's protocol variant too (153 s, the longest build of its prebuild)
+    though only s19's notebook runs the protocol step."""
+    from stagelab.cli.stages import planned_builds
+
+    labels = [label for label, _ in planned_builds(["s19_int8"], parents=True, protocol=True, defines={})]
+    assert labels == ["s18_three_turns", "s19_int8", "s19_int8 (SDPA_PROTOCOL=1)"]
+    assert [label for label, _ in planned_builds(["s19_int8"], parents=False, protocol=False, defines={})] == ["s19_int8"]

@@ -43,15 +43,17 @@ def batch_stages(batches: str) -> list[str] | None:
     return list(named) if specs else None
 
 
-def _option(words: list[str], flag: str) -> str | None:
-    """The value of `flag VALUE` or `flag=VALUE` among the words (the last one, as argparse keeps)."""
-    value = None
+def _option(words: list[str], flag: str) -> list[str] | None:
+    """The values after `flag` up to the next option (`flag=VALUE`: that one), the last occurrence as
+    argparse keeps; None where the flag is not given."""
+    values = None
     for i, word in enumerate(words):
-        if word == flag and i + 1 < len(words):
-            value = words[i + 1]
+        if word == flag:
+            rest = words[i + 1:]
+            values = rest[:next((j for j, w in enumerate(rest) if w.startswith("--")), len(rest))]
         elif word.startswith(flag + "="):
-            value = word.partition("=")[2]
-    return value
+            values = [word.partition("=")[2]]
+    return values
 
 
 def runs_step(batches: str, step: str) -> bool:
@@ -60,12 +62,10 @@ def runs_step(batches: str, step: str) -> bool:
 
     for spec in (spec for spec in batches.split(";") if spec.strip()):
         words = shlex.split(spec)
-        steps = _option(words, "--steps")
-        if steps is not None:
-            named = [s.strip() for s in steps.split(",")]
-        else:
-            named = list(load_params(_option(words, "--params") or DEFAULT_PARAMS).steps)
-        if step in named:
+        steps = _option(words, "--steps")  # `stagelab run --steps a b`: the names apart, none for none
+        if steps is None:
+            steps = list(load_params((_option(words, "--params") or [DEFAULT_PARAMS])[0]).steps)
+        if step in steps:
             return True
     return False
 

@@ -79,29 +79,34 @@ def protocol_builds(builds: list[tuple]) -> list[tuple[str, tuple]]:
             for stage, registry in builds if has_protocol_checks(stage, registry)]
 
 
-def _cmd_build(args) -> int:
-    """Build stages in parallel processes so later notebook runs find them cached; with --define, the
-    builds with those overrides (a protocol-checking build: --define SDPA_PROTOCOL=1), each checked
-    against the stage's knobs before any work; with --with-parents, the parents the stages' runs time
-    them beside too (a batch's notebook would otherwise build its parent inside the batch's time);
-    with --protocol, each stage's protocol-checking build beside it, where its sources have one."""
-    from ..core.build import build_all
-    from ..core.errors import BuildError
+def planned_builds(named: list[str], *, parents: bool, protocol: bool, defines: dict) -> list[tuple[str, tuple]]:
+    """(label, (stage, registry)) of each build `stagelab build` makes: the named stages (with --define's
+    overrides, each checked against the stage's knobs first), their parents before them (--with-parents),
+    and the named stages' protocol-checking builds (--protocol: the protocol step runs in their
+    notebooks, not their parents')."""
     from ..core.knobs import check_defines
     from ..core.registry import find_stage
-    from ..core.trial_spec import parse_defines
 
-    stage_ids = _stage_ids(args.stages, args.family)
-    if args.with_parents:
-        stage_ids = with_parents(stage_ids)
-    defines = parse_defines(args.define)
+    stage_ids = with_parents(named) if parents else named
     builds = []
     for registry, stage in map(find_stage, stage_ids):
         if defines:
             check_defines(stage, registry, defines, "stagelab build --define")
             stage = stage.with_defines(defines)
         builds.append((stage, registry))
-    labelled = list(zip(stage_ids, builds)) + (protocol_builds(builds) if args.protocol else [])
+    extra = protocol_builds([b for i, b in zip(stage_ids, builds) if i in named]) if protocol else []
+    return list(zip(stage_ids, builds)) + extra
+
+
+def _cmd_build(args) -> int:
+    """Build stages in parallel processes so later notebook runs find them cached (planned_builds says
+    which: a batch's notebook would otherwise build its parent or protocol build inside its time)."""
+    from ..core.build import build_all
+    from ..core.errors import BuildError
+    from ..core.trial_spec import parse_defines
+
+    labelled = planned_builds(_stage_ids(args.stages, args.family), parents=args.with_parents,
+                              protocol=args.protocol, defines=parse_defines(args.define))
     failed = 0
     for index, outcome in build_all([build for _, build in labelled], args.jobs):
         label = labelled[index][0]
@@ -133,6 +138,6 @@ def add_parsers(sub) -> None:
     bld.add_argument("--with-parents", action="store_true",
                      help="build each named stage's parent too (a stage run times the stage beside it)")
     bld.add_argument("--protocol", action="store_true",
-                     help="build each stage's ring-protocol-checking variant too (the protocol step's build), "
+                     help="build each named stage's ring-protocol-checking variant too (the protocol step's build), "
                           "where its sources have one")
     bld.set_defaults(func=_cmd_build)
