@@ -25,18 +25,25 @@ def _is_stages_flag(word: str) -> bool:
     return flag.startswith(SHORTEST_ABBREVIATION) and STAGES_FLAG.startswith(flag)
 
 
+def _specs(batches: str) -> list[list[str]]:
+    """Each `stagelab run` spec of "<args>;<args>..." as its words."""
+    return [shlex.split(spec) for spec in batches.split(";") if spec.strip()]
+
+
+def _up_to_next_option(words: list[str]) -> list[str]:
+    return words[:next((i for i, word in enumerate(words) if word.startswith("--")), len(words))]
+
+
 def batch_stages(batches: str) -> list[str] | None:
     """The stage ids the batches name, or None when one batch runs every stage (names none)."""
     named: dict[str, None] = {}
-    specs = [spec for spec in batches.split(";") if spec.strip()]
-    for spec in specs:
-        words = shlex.split(spec)
+    specs = _specs(batches)
+    for words in specs:
         at = next((i for i, word in enumerate(words) if _is_stages_flag(word)), None)
         if at is None:
             return None
         joined = words[at].partition("=")[2]  # --stages=s1
-        after = ([joined] if joined else []) + words[at + 1:]
-        ids = after[:next((i for i, word in enumerate(after) if word.startswith("--")), len(after))]
+        ids = _up_to_next_option(([joined] if joined else []) + words[at + 1:])
         if not ids:  # `--stages` with no ids: every stage
             return None
         named.update(dict.fromkeys(ids))
@@ -49,8 +56,7 @@ def _option(words: list[str], flag: str) -> list[str] | None:
     values = None
     for i, word in enumerate(words):
         if word == flag:
-            rest = words[i + 1:]
-            values = rest[:next((j for j, w in enumerate(rest) if w.startswith("--")), len(rest))]
+            values = _up_to_next_option(words[i + 1:])
         elif word.startswith(flag + "="):
             values = [word.partition("=")[2]]
     return values
@@ -60,8 +66,7 @@ def runs_step(batches: str, step: str) -> bool:
     """Whether any batch runs the optional step: its `--steps` list, else its parameter file's `steps`."""
     from stagelab.core.params import load_params
 
-    for spec in (spec for spec in batches.split(";") if spec.strip()):
-        words = shlex.split(spec)
+    for words in _specs(batches):
         steps = _option(words, "--steps")  # `stagelab run --steps a b`: the names apart, none for none
         if steps is None:
             steps = list(load_params((_option(words, "--params") or [DEFAULT_PARAMS])[0]).steps)
