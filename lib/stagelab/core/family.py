@@ -9,8 +9,7 @@ one `Family` object (`stagelab.families.<name>`, or the folder's family.py) that
 - which problems it solves (`parse_problem`: a params-file entry -> problems),
 - its storage dtypes and the library contenders it can be timed against,
 - how to make inputs, an output buffer and a reference in any precision,
-- how a built stage module is called, how much launch-time shared memory a kernel instance
-  asks for (ptxas reports only static memory), and its launch plans (core.launch_plans).
+- how a built stage module is called, its launch-time shared memory and launch plans.
 """
 
 from __future__ import annotations
@@ -85,12 +84,14 @@ class FamilySettings:
     # (None: the largest problem of the run's own file).
     long_params: str | None = None
     # Input kinds a stage may declare in its registry entry (`inputs: <kind>`) besides the family's
-    # standard inputs (""): e.g. sdpa's "fp8", quantized inputs judged by their own budget. The lab
-    # passes the kind through (stage_kernel, call, module_launch, kind_checks); the family decides.
+    # standard inputs (""), e.g. sdpa's "fp8": the lab passes it through, the family decides.
     input_kinds: tuple[str, ...] = ()
     # {sub-package: the input kinds that use it}: other kinds' runs leave its Python out of their source
     # hash (core.sources.kind_python_files); tests/test_kind_packages.py checks the family's imports.
     kind_packages: dict[str, tuple[str, ...]] = {}
+    # `module.name`s of the package whose one job is making inputs (make_inputs, what it calls): same-code
+    # judges an edit confined to them by the inputs they make (record.same_inputs), not byte for byte.
+    input_path: tuple[str, ...] = ()
     # Named input distributions `make_inputs` can draw (a parameter file's `distributions` picks
     # among them); the first is the family's standard inputs.
     distributions: tuple[str, ...] = (DEFAULT_DISTRIBUTION,)
@@ -99,9 +100,8 @@ class FamilySettings:
     # elsewhere the lab skips it with the reason, before any launch (e.g. sdpa's gqa, cross_length, bshd).
     problem_features: dict[str, str] = {}
     # SASS opcodes recorded as metrics for every kernel instance, gate or not (`sass/<opcode>/<kernel>`,
-    # `stagelab resources`); LDG.E.128 counts that form only, LDG every form. The default is what any
-    # kernel's memory and synchronization come down to: global, shared and local (spills, stack arrays)
-    # loads and stores and block barriers. A family names its own path's (sdpa: HGMMA, UTMALDG, ...).
+    # `stagelab resources`); LDG.E.128 counts that form only, LDG every form. The default: global, shared
+    # and local loads and stores, block barriers. A family names its own path's (sdpa: HGMMA, UTMALDG).
     watched_opcodes: tuple[str, ...] = ("LDG", "STG", "LDS", "STS", "LDL", "STL", "BAR")
     # The stage notebook's family words (stagelab.notebooks): "compute-sanitizer ... on <these>; ...".
     notebook_sanitize_problems: str = "small problems of odd sizes"

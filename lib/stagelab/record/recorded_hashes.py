@@ -55,7 +55,7 @@ def lab_to_archive(root: Path) -> str | None:
     return LAB_PACKAGE.relative_to(root).as_posix() if LAB_PACKAGE.is_relative_to(root) else None
 
 
-def _environment(root: Path, tmp: Path, folder: str, built_in: bool) -> dict[str, str]:
+def archived_lab_environment(root: Path, tmp: Path, folder: str, built_in: bool) -> dict[str, str]:
     """The earlier lab imported from the archive, finding the family there, not where this one does."""
     env = {k: v for k, v in os.environ.items() if k not in (FAMILY_PATH_ENV, WORKSPACE_ENV)}
     checkout = repo_root()
@@ -102,7 +102,7 @@ def lab_hashes(label: str, root: Path, tmp: Path, family: str, folder: str, stag
     tmp = tmp.resolve()
     try:
         proc = subprocess.run([sys.executable, "-c", SCRIPT, family], cwd=tmp, capture_output=True, text=True,
-                              env=_environment(root, tmp, folder, source.built_in), timeout=LAB_TIMEOUT_S, check=False)
+                              env=archived_lab_environment(root, tmp, folder, source.built_in), timeout=LAB_TIMEOUT_S, check=False)
     except subprocess.TimeoutExpired:
         return _failed(label, f"no answer in {LAB_TIMEOUT_S} s")
     return _answer(label, proc, tmp, stage_ids)

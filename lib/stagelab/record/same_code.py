@@ -8,7 +8,9 @@ stages.yaml options; record.same_code_sides checks the two out) and compared:
 - the whole device image (`cuobjdump -elf`: constant banks and kernel attributes too);
 - the host code of the stage's object (its launcher picks kernels, grids and shared memory), or a
   Python stage's own files;
-and, for the whole family, its result Python files byte for byte and its binding as preprocessed.
+and, for the whole family, its binding as preprocessed and its result Python files byte for byte, or,
+where an edit touched only the family's input path, the inputs they make (record.same_inputs). A stage
+whose build key is one at both commits is built once (sides_to_build).
 Only anonymous-namespace names and the checkout's path may differ (core.sass_kernels, core.object_code).
 A stage the same on every count is recorded in same_code.yaml (record.same_code_file), with each
 side's run source hash: the commit's as the commit's own lab computed it, which is what its runs
@@ -21,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
-from ..core.build import BuildResult, build_all
+from ..core.build import BuildResult, build_all, build_key
 from ..core.errors import BuildError
 from ..core.object_code import binding_source_md5, device_image_md5, host_code_md5
 from ..core.python_build import files_digest, helper_files
@@ -30,6 +32,7 @@ from ..core.sass_kernels import kernel_differences, kernel_digests, listing_md5
 from ..core.toolchain import nvcc_version
 from .same_code_file import SameCodeEntry
 from .same_code_sides import Side
+from .same_inputs import InputsVerdict, same_inputs
 
 SAME, DIFFERENT, UNCHANGED, NEW, FAILED = "same", "different", "unchanged", "new", "failed"
 DIFFERENCES_SHOWN = 6
@@ -75,45 +78,47 @@ def differences(before: CodeDigests, after: CodeDigests) -> list[str]:
     return lines
 
 
-def family_differences(then: Side, now: Side, stages: list[str], input_kind: str = "") -> list[str]:
+def family_differences(then: Side, now: Side, stages: list[str], input_kind: str = "") -> InputsVerdict:
     """What differs for every stage of one input kind at once: the family's result Python that kind
-    uses, the binding."""
-    before, after = then.python_bytes(input_kind), now.python_bytes(input_kind)
-    changed = sorted(name for name in before.keys() | after.keys() if before.get(name) != after.get(name))
-    if changed:
-        return [f"the family's Python differs ({', '.join(changed)}): it decides the inputs, the reference "
-                "and the budget, so a run of the older source judged other things"]
+    uses (unless the edit stayed on its input path and the inputs are the same, record.same_inputs),
+    the binding."""
+    verdict = same_inputs(then, now, input_kind)
+    if verdict.differences:
+        return verdict
     if then.registry.binding is None or all(now.registry.stages[s].backend != "cuda" for s in stages):
-        return []
+        return verdict
     if binding_source_md5(then.registry) != binding_source_md5(now.registry):
-        return [f"the binding {now.registry.binding.name} differs (preprocessed, with the headers it includes)"]
-    return []
+        return InputsVerdict([f"the binding {now.registry.binding.name} differs (preprocessed, with the headers it includes)"])
+    return verdict
 
 
-def _entry(stage: str, then: Side, now: Side, digests: CodeDigests, nvcc: str) -> SameCodeEntry:
+def _entry(stage: str, then: Side, now: Side, digests: CodeDigests, nvcc: str, family_python: str) -> SameCodeEntry:
     return SameCodeEntry(
         stage=stage, from_commit=then.commit, from_source_hash=then.run_source_hash(then.registry.stages[stage]),
         to_commit=now.commit, to_source_hash=now.run_source_hash(now.registry.stages[stage]), nvcc=nvcc,
         sass_md5=digests.sass_md5, kernels=len(digests.kernels), device_image_md5=digests.device_image_md5,
-        host_code_md5=digests.host_code_md5, checked=datetime.now(timezone.utc).date().isoformat())
+        host_code_md5=digests.host_code_md5, checked=datetime.now(timezone.utc).date().isoformat(),
+        family_python=family_python)
 
 
-def _verdict(stage: str, then: Side, now: Side, built: dict[str, BuildResult]) -> StageVerdict:
+def _verdict(stage: str, then: Side, now: Side, built: dict[str, BuildResult], family_python: str) -> StageVerdict:
     """The stage's verdict from its two builds (by side label)."""
-    digests = {side.label: code_digests(built[side.label], side.registry.stages[stage], side) for side in (then, now)}
+    digests = {side.label: code_digests(built[side.label], side.registry.stages[stage], side)
+               for side in (then, now) if side.label in built}
+    digests.setdefault(then.label, digests[now.label])  # one build for both (sides_to_build)
     lines = differences(digests[then.label], digests[now.label])
     if lines:
         shown = lines[:DIFFERENCES_SHOWN] + ([f"and {len(lines) - DIFFERENCES_SHOWN} more"]
                                              if len(lines) > DIFFERENCES_SHOWN else [])
         return StageVerdict(stage, DIFFERENT, "; ".join(shown))
-    entry = _entry(stage, then, now, digests[now.label], nvcc_version())
+    entry = _entry(stage, then, now, digests[now.label], nvcc_version(), family_python)
     return StageVerdict(stage, SAME, f"{entry.kernels} kernels, the device image and the host code the same", entry)
 
 
-def _checked(stage: str, then: Side, now: Side, built: dict[str, BuildResult]) -> StageVerdict:
+def _checked(stage: str, then: Side, now: Side, built: dict[str, BuildResult], family_python: str) -> StageVerdict:
     """_verdict, a tool failing on the way (cuobjdump, objdump) a FAILED verdict naming it."""
     try:
-        return _verdict(stage, then, now, built)
+        return _verdict(stage, then, now, built, family_python)
     except BuildError as exc:
         return StageVerdict(stage, FAILED, f"comparing its builds failed: {failure(exc)}")
 
@@ -133,19 +138,32 @@ def without_builds(stage: str, then: Side, now: Side) -> StageVerdict | None:
     return None
 
 
+def sides_to_build(stage: str, then: Side, now: Side) -> tuple[Side, ...]:
+    """Both sides, or HEAD's alone where the two builds' keys are one (sources, options, tools: the
+    build cache would hand the same module to both, so one build stands for both)."""
+    if build_key(then.registry.stages[stage], then.registry) == build_key(now.registry.stages[stage], now.registry):
+        return (now,)
+    return (then, now)
+
+
 def compare_stages(then: Side, now: Side, stages: list[str], jobs: int,
                    progress: Callable[[str], None]) -> list[StageVerdict]:
     """Each stage's verdict, building both sides of those that need it `jobs` at a time; `progress`
     gets a line per build and per verdict (builds take minutes)."""
     verdicts = {s: v for s in stages if (v := without_builds(s, then, now)) is not None}
     to_build = [s for s in stages if s not in verdicts]
+    family_python: dict[str, str] = {}  # by stage: how an edit of the family's Python was shown harmless
     for kind in dict.fromkeys(now.registry.stages[s].input_kind for s in to_build):
         of_kind = [s for s in to_build if now.registry.stages[s].input_kind == kind]
-        family_lines = family_differences(then, now, of_kind, kind)
-        verdicts |= {s: StageVerdict(s, DIFFERENT, "; ".join(family_lines)) for s in of_kind if family_lines}
+        family = family_differences(then, now, of_kind, kind)
+        verdicts |= {s: StageVerdict(s, DIFFERENT, "; ".join(family.differences)) for s in of_kind if family.differences}
+        family_python |= dict.fromkeys(of_kind, family.note)
+        if family.note:
+            progress(f"{kind or 'standard'} inputs: {family.note}")
     for verdict in verdicts.values():
         progress(f"{verdict.stage}: {verdict.status}: {verdict.detail}")
-    builds = [(stage, side) for stage in stages if stage not in verdicts for side in (then, now)]
+    to_build = {stage: sides_to_build(stage, then, now) for stage in stages if stage not in verdicts}
+    builds = [(stage, side) for stage, sides in to_build.items() for side in sides]
     built: dict[str, dict[str, BuildResult]] = {}
     for index, result in build_all([(side.registry.stages[stage], side.registry) for stage, side in builds], jobs):
         stage, side = builds[index]
@@ -156,8 +174,8 @@ def compare_stages(then: Side, now: Side, stages: list[str], jobs: int,
         else:
             progress(f"{stage}: built at {side.label} ({result.summary})")
             built.setdefault(stage, {})[side.label] = result
-            if len(built[stage]) == 2:
-                verdicts[stage] = _checked(stage, then, now, built[stage])
+            if len(built[stage]) == len(to_build[stage]):
+                verdicts[stage] = _checked(stage, then, now, built[stage], family_python[stage])
         if stage in verdicts:
             progress(f"{stage}: {verdicts[stage].status}: {verdicts[stage].detail}")
     return [verdicts[stage] for stage in stages]

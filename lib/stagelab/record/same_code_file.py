@@ -20,7 +20,8 @@ from ..core.paths import results_dir
 FILE_NAME = "same_code.yaml"
 HEADER = ("# Written by `stagelab same-code --from COMMIT`: each stage whose code compiled at from_commit and at\n"
           "# to_commit is the same (every kernel's SASS, the whole device image, the host code, the binding, the\n"
-          "# family's Python). A run of from_source_hash counts as current for to_source_hash. Do not edit by hand.\n")
+          "# family's Python, or the inputs it makes: family_python). A run of from_source_hash counts as current for\n"
+          "# to_source_hash. Do not edit by hand.\n")
 
 
 @dataclass(frozen=True)
@@ -36,6 +37,8 @@ class SameCodeEntry:
     device_image_md5: str
     host_code_md5: str
     checked: str  # the date, UTC
+    # Where the family's Python differed: which files, and the inputs shown the same (record.same_inputs)
+    family_python: str = ""
 
     @property
     def sides(self) -> tuple[str, str]:

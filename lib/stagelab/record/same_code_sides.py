@@ -40,6 +40,10 @@ class Side:
     # None: today's lab computes them (HEAD, a lab outside the family's work tree, or one that failed).
     recorded_hashes: Mapping[str, str] | None = None
     note: str = ""  # why the recorded hashes are missing where they should be there (the CLI prints it)
+    # The earlier side: the folder its commit was archived into (its lab and family under their paths
+    # relative to the work tree `root`, which record.same_inputs runs); None for HEAD.
+    archive: Path | None = None
+    root: Path | None = None
 
     def kind_python_files(self, input_kind: str) -> list[Path]:
         """The result Python a stage of `input_kind` uses (core.sources.kind_python_files)."""
@@ -63,9 +67,10 @@ def _relative(path: Path, root: Path, what: str) -> str:
     return path.resolve().relative_to(root).as_posix() or "."
 
 
-def _side(label: str, commit: str, registry: Registry, package_dir: Path, lab: LabHashes) -> Side:
+def _side(label: str, commit: str, registry: Registry, package_dir: Path, lab: LabHashes,
+          archive: Path | None = None, root: Path | None = None) -> Side:
     return Side(label, commit, registry, package_dir, tuple(result_python_files_in(package_dir, registry)),
-                load_family(registry.family), lab.hashes, lab.note)
+                load_family(registry.family), lab.hashes, lab.note, archive, root)
 
 
 def _refuse_dirty(root: Path, paths: list[str]) -> None:
@@ -105,5 +110,5 @@ def sides(family: str, from_commit: str) -> Iterator[tuple[Side, Side]]:
         then_package = Path(tmp) / package
         then_package.mkdir(parents=True, exist_ok=True)  # a family whose Python came later: none then
         hashes = lab_hashes(commit[:SHORT], root, Path(tmp), family, folder, list(then.stages)) if lab else LabHashes()
-        yield (_side(commit[:SHORT], commit, then, then_package.resolve(), hashes),
+        yield (_side(commit[:SHORT], commit, then, then_package.resolve(), hashes, Path(tmp).resolve(), root),
                _side(f"HEAD ({head[:SHORT]})", head, registry, package_dir, LabHashes()))

@@ -39,6 +39,7 @@ class SdpaFamily(Family):
     # fp8/ and int8/ are imported on their kinds' paths only; the INT8 recipe reuses fp8/'s e4m3 helpers.
     kind_packages = {"fp8": (FP8_INPUTS, INT8_INPUTS), "int8": (INT8_INPUTS,)}
     distributions = DISTRIBUTIONS
+    input_path = ("inputs.make_inputs", "distributions.draw")
     problem_features = PROBLEM_FEATURES
     report_params = ("acceptance", "long")
     # Tensor-core paths (HGMMA wgmma, HMMA mma.sync), copies (UTMALDG TMA, LDGSTS cp.async), local
