@@ -113,9 +113,9 @@ def edit_family(folder: Path, old: str, new: str) -> None:
     sys.modules.pop(FOLDER_MODULE_PREFIX + "myop", None)
 
 
-def verdict_since(folder: Path, commit_name: str):
+def verdict_since(folder: Path, commit_name: str, progress=lambda line: None):
     with sides("myop", commit_name) as (then, now):
-        return same_inputs(then, now, files=[folder / "params" / "acceptance.yaml"])
+        return same_inputs(then, now, files=[folder / "params" / "acceptance.yaml"], progress=progress)
 
 
 @pytest.mark.slow
@@ -124,7 +124,10 @@ def test_the_same_draw_written_otherwise_keeps_the_runs_a_new_draw_or_reference_
     edit_family(myop, "generator = torch.Generator().manual_seed(seed)",
                 "generator = torch.Generator()\n        generator.manual_seed(seed)")
     rewritten = commit(myop.parent, "the same draw, written otherwise")
-    verdict = verdict_since(myop, base)
+    lines = []
+    verdict = verdict_since(myop, base, lines.append)
+    assert [line.split(": ", 1)[0] for line in lines] == [f"inputs at {base[:7]}", f"inputs at HEAD ({rewritten[:7]})"], lines
+    assert all(line.endswith("acceptance.yaml: 20 draws") for line in lines), lines
     assert verdict.differences == [] and verdict.note.startswith("family.py changed on the input path only"), verdict
     assert "of 1 parameter file(s)" in verdict.note
 

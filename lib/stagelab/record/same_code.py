@@ -78,11 +78,12 @@ def differences(before: CodeDigests, after: CodeDigests) -> list[str]:
     return lines
 
 
-def family_differences(then: Side, now: Side, stages: list[str], input_kind: str = "") -> InputsVerdict:
+def family_differences(then: Side, now: Side, stages: list[str], input_kind: str = "",
+                       progress: Callable[[str], None] = lambda line: None) -> InputsVerdict:
     """What differs for every stage of one input kind at once: the family's result Python that kind
     uses (unless the edit stayed on its input path and the inputs are the same, record.same_inputs),
     the binding."""
-    verdict = same_inputs(then, now, input_kind)
+    verdict = same_inputs(then, now, input_kind, progress=progress)
     if verdict.differences:
         return verdict
     if then.registry.binding is None or all(now.registry.stages[s].backend != "cuda" for s in stages):
@@ -155,7 +156,7 @@ def compare_stages(then: Side, now: Side, stages: list[str], jobs: int,
     family_python: dict[str, str] = {}  # by stage: how an edit of the family's Python was shown harmless
     for kind in dict.fromkeys(now.registry.stages[s].input_kind for s in to_build):
         of_kind = [s for s in to_build if now.registry.stages[s].input_kind == kind]
-        family = family_differences(then, now, of_kind, kind)
+        family = family_differences(then, now, of_kind, kind, progress)
         verdicts |= {s: StageVerdict(s, DIFFERENT, "; ".join(family.differences)) for s in of_kind if family.differences}
         family_python |= dict.fromkeys(of_kind, family.note)
         if family.note:

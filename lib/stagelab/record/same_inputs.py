@@ -15,6 +15,8 @@ import json
 import os
 import subprocess
 import sys
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -59,7 +61,7 @@ for name in sys.argv[2:]:
                         digest.update(t.contiguous().view(torch.uint8).numpy())
                     draws += 1
     answer[name] = {"digest": digest.hexdigest(), "draws": draws}
-    print(f"{name}: {draws} draws", file=sys.stderr, flush=True)
+    print(f"{name.rsplit('/', 1)[-1]}: {draws} draws", file=sys.stderr, flush=True)
 print(json.dumps(answer))
 """
 
@@ -81,26 +83,40 @@ def params_files(family: str) -> list[Path]:
 
 # Each side's answer, by (commit, archive folder, files): stages of several input kinds ask once.
 _answers: dict[tuple, dict] = {}
+Progress = Callable[[str], None]
 
 
-def _probe(side: Side, env: dict[str, str], cwd: Path, files: list[Path]) -> dict:
+def _probe(side: Side, env: dict[str, str], cwd: Path, files: list[Path], progress: Progress) -> dict:
     """The side's answer ({file: ...}), or {"failed": why}."""
     key = (side.commit, side.archive, tuple(files))
     if key not in _answers:
-        _answers[key] = _ask(side, env, cwd, files)
+        _answers[key] = _ask(side, env, cwd, files, progress)
     return _answers[key]
 
 
-def _ask(side: Side, env: dict[str, str], cwd: Path, files: list[Path]) -> dict:
+def _ask(side: Side, env: dict[str, str], cwd: Path, files: list[Path], progress: Progress) -> dict:
+    """The child's answer; a line of `progress` per file it has drawn (a large file takes minutes)."""
+    proc = subprocess.Popen([sys.executable, "-c", SCRIPT, side.family.name, *map(str, files)], cwd=cwd,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    timer = threading.Timer(PROBE_TIMEOUT_S, proc.kill)
+    timer.start()
+    last = "no output"
     try:
-        proc = subprocess.run([sys.executable, "-c", SCRIPT, side.family.name, *map(str, files)], cwd=cwd,
-                              capture_output=True, text=True, env=env, timeout=PROBE_TIMEOUT_S, check=False)
-    except subprocess.TimeoutExpired:
+        assert proc.stderr is not None and proc.stdout is not None
+        for line in proc.stderr:  # the answer is one short line: stdout's pipe never fills meanwhile
+            if line.strip():
+                last = line.strip()
+                if last.endswith(" draws"):
+                    progress(f"inputs at {side.label}: {last}")
+        lines = [line for line in proc.stdout.read().splitlines() if line.strip()]
+        returncode = proc.wait()
+    finally:
+        timed_out = not timer.is_alive() and proc.returncode != 0
+        timer.cancel()
+    if timed_out:
         return {"failed": f"no answer in {PROBE_TIMEOUT_S} s"}
-    lines = [line for line in proc.stdout.splitlines() if line.strip()]
-    if proc.returncode != 0 or not lines:
-        last = [line for line in proc.stderr.splitlines() if line.strip()][-1:] or ["no output"]
-        return {"failed": f"exit {proc.returncode}: {last[0][:300]}"}
+    if returncode != 0 or not lines:
+        return {"failed": f"exit {returncode}: {last[:300]}"}
     try:
         return dict(json.loads(lines[-1]))
     except ValueError:
@@ -139,7 +155,8 @@ def _then_environment(then: Side, now: Side) -> dict[str, str]:
                   FAMILY_PATH_ENV: str((then.archive / folder).parent)}
 
 
-def same_inputs(then: Side, now: Side, input_kind: str = "", files: list[Path] | None = None) -> InputsVerdict:
+def same_inputs(then: Side, now: Side, input_kind: str = "", files: list[Path] | None = None,
+                progress: Progress = lambda line: None) -> InputsVerdict:
     """The verdict on the family's Python a stage of `input_kind` uses (`then` an archived side), its
     inputs drawn for every check of `files` (default: params_files, every file the family may run)."""
     before, after = then.python_bytes(input_kind), now.python_bytes(input_kind)
@@ -155,8 +172,8 @@ def same_inputs(then: Side, now: Side, input_kind: str = "", files: list[Path] |
                               "commit whose lab could draw its inputs"])
     now_env = {**os.environ, "PYTHONPATH": str(LAB_PACKAGE.parent), "PYTHONDONTWRITEBYTECODE": "1"}
     files = params_files(now.family.name) if files is None else files
-    answers = {then.label: _probe(then, _then_environment(then, now), then.archive, files),
-               "HEAD": _probe(now, now_env, repo_root(), files)}
+    answers = {then.label: _probe(then, _then_environment(then, now), then.archive, files, progress),
+               "HEAD": _probe(now, now_env, repo_root(), files, progress)}
     failed = [f"the lab at {label} could not draw the inputs ({answer['failed']})"
               for label, answer in answers.items() if "failed" in answer]
     if failed:
