@@ -131,14 +131,24 @@ def test_the_same_draw_written_otherwise_keeps_the_runs_a_new_draw_or_reference_
     assert verdict.differences == [] and verdict.note.startswith("family.py changed on the input path only"), verdict
     assert "of 1 parameter file(s)" in verdict.note
 
+    edit_family(myop, '"""The myop family: what', '"""The myop family (a docstring edited): what')
+    edit_family(myop, '    name = "myop"\n', '    name = "myop"  # a comment\n')
+    edit_family(myop, '("family.MyopFamily.make_inputs",)', '("family.MyopFamily.make_inputs", "family.silu")')
+    documented = commit(myop.parent, "words only")
+    lines = []
+    verdict = verdict_since(myop, rewritten, lines.append)
+    assert verdict.differences == [] and lines == [], (verdict, lines)  # nothing to draw
+    assert verdict.note == "family.py: no definition changed (docstrings, comments, layout or the input-path declaration)"
+    edit_family(myop, '("family.MyopFamily.make_inputs", "family.silu")', '("family.MyopFamily.make_inputs",)')
+
     edit_family(myop, "torch.randn(problem.shape, generator=generator)", "2 * torch.randn(problem.shape, generator=generator)")
     commit(myop.parent, "inputs twice as large")
-    verdict = verdict_since(myop, rewritten)
+    verdict = verdict_since(myop, documented)
     assert len(verdict.differences) == 1 and verdict.differences[0].startswith("acceptance.yaml: the inputs differ ("), verdict
 
     edit_family(myop, "return silu(inputs[0], compute_dtype)", "return silu(inputs[0], compute_dtype) * 1")
     commit(myop.parent, "another reference")
-    verdict = verdict_since(myop, rewritten)
+    verdict = verdict_since(myop, documented)
     assert len(verdict.differences) == 1 and "MyopFamily.reference" in verdict.differences[0], verdict
 
 

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from ..core.family_sources import FAMILY_PATH_ENV, family_folders, family_source
 from ..core.paths import WORKSPACE_ENV, repo_root
-from .input_path import outside_input_path
+from .input_path import changed_names, outside_input_path
 from .recorded_hashes import LAB_PACKAGE, archived_lab_environment, lab_to_archive
 from .same_code_sides import Side
 
@@ -35,7 +35,20 @@ import hashlib, json, sys
 import torch
 from stagelab.core.family import DEFAULT_DISTRIBUTION
 from stagelab.core.params import load_params
-family_name, answer = sys.argv[1], {}
+family_name, answer, drawn = sys.argv[1], {}, {}
+
+def digest_of(family, problem, dtype, seed, distribution):
+    # a check's inputs, hashed with their shapes, strides and dtypes (no names: those may change)
+    digest = hashlib.sha256()
+    try:
+        tensors = family.make_inputs(problem, family.torch_dtype(dtype), seed, "cpu", distribution)
+    except Exception as exc:  # the same refusal on both sides is the same behaviour
+        return hashlib.sha256(f"{type(exc).__name__}: {exc}".encode()).hexdigest()
+    for t in tensors:
+        digest.update(repr((tuple(t.shape), t.stride(), str(t.dtype))).encode())
+        digest.update(t.contiguous().view(torch.uint8).numpy())
+    return digest.hexdigest()
+
 for name in sys.argv[2:]:
     try:
         params = load_params(name)
@@ -47,18 +60,13 @@ for name in sys.argv[2:]:
         continue
     digest, draws = hashlib.sha256(), 0
     for problem in dict.fromkeys([*params.shapes, *params.timed, params.mission]):
-        for dtype in params.dtypes:
-            for seed in dict.fromkeys([*params.seeds, 0]):
-                for distribution in dict.fromkeys([*params.distributions, DEFAULT_DISTRIBUTION]):
-                    digest.update(repr((problem.tag, dtype, seed, distribution)).encode())
-                    try:
-                        tensors = family.make_inputs(problem, family.torch_dtype(dtype), seed, "cpu", distribution)
-                    except Exception as exc:  # the same refusal on both sides is the same behaviour
-                        digest.update(f"{type(exc).__name__}: {exc}".encode())
-                        continue
-                    for t in tensors:
-                        digest.update(repr((tuple(t.shape), t.stride(), str(t.dtype))).encode())
-                        digest.update(t.contiguous().view(torch.uint8).numpy())
+        for seed in dict.fromkeys([*params.seeds, 0]):
+            for distribution in dict.fromkeys([*params.distributions, DEFAULT_DISTRIBUTION]):
+                for dtype in params.dtypes:  # innermost: a family may keep a draw for its next dtype
+                    key = (repr(problem), dtype, seed, distribution)  # files share problems: drawn once
+                    if key not in drawn:
+                        drawn[key] = digest_of(family, problem, dtype, seed, distribution)
+                    digest.update(drawn[key].encode())
                     draws += 1
     answer[name] = {"digest": digest.hexdigest(), "draws": draws}
     print(f"{name.rsplit('/', 1)[-1]}: {draws} draws", file=sys.stderr, flush=True)
@@ -167,6 +175,9 @@ def same_inputs(then: Side, now: Side, input_kind: str = "", files: list[Path] |
     if outside:
         return InputsVerdict([f"the family's Python differs ({line}): it decides the inputs, the reference and "
                               "the budget, so a run of the older source judged other things" for line in outside])
+    if not any(changed_names(before.get(path), after.get(path)) for path in changed):
+        return InputsVerdict([], f"{', '.join(changed)}: no definition changed (docstrings, comments, layout or "
+                                 "the input-path declaration)")
     if then.archive is None or then.root is None:
         return InputsVerdict([f"the family's Python differs ({', '.join(changed)}) and {then.label} is no archived "
                               "commit whose lab could draw its inputs"])
