@@ -2,6 +2,7 @@
 current through `stagelab same-code` (record.input_path, record.same_inputs); an edit that changes the
 inputs, or touches anything else, does not. No GPU: the inputs are drawn on the CPU."""
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -171,3 +172,21 @@ def test_sdpa_keeping_its_last_draw_made_the_same_inputs(monkeypatch):
         verdict = same_inputs(then, now, files=[smoke])
     assert verdict.differences == [], verdict
     assert "distributions.py, inputs.py changed on the input path only" in verdict.note, verdict.note
+
+
+def test_a_child_that_fails_or_hangs_is_an_answer_naming_why(monkeypatch, tmp_path):
+    from types import SimpleNamespace
+
+    from stagelab.record import same_inputs as module
+    side = SimpleNamespace(family=SimpleNamespace(name="myop"), label="abc1234", commit="abc", archive=None)
+    env = {**os.environ, "PYTHONPATH": str(module.LAB_PACKAGE.parent)}
+    lines = []
+    monkeypatch.setattr(module, "SCRIPT", "import sys; print('a.yaml: 3 draws', file=sys.stderr, flush=True); "
+                                          "sys.exit('the lab broke')")
+    assert module._ask(side, env, tmp_path, [], lines.append) == {"failed": "exit 1: the lab broke"}
+    assert lines == ["inputs at abc1234: a.yaml: 3 draws"]
+    monkeypatch.setattr(module, "SCRIPT", "print('not json')")
+    assert module._ask(side, env, tmp_path, [], lines.append) == {"failed": "its answer was not JSON: not json"}
+    monkeypatch.setattr(module, "SCRIPT", "import time; time.sleep(60)")
+    monkeypatch.setattr(module, "PROBE_TIMEOUT_S", 1)
+    assert module._ask(side, env, tmp_path, [], lines.append) == {"failed": "no answer in 1 s"}

@@ -15,6 +15,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -104,23 +105,23 @@ def _probe(side: Side, env: dict[str, str], cwd: Path, files: list[Path], progre
 
 def _ask(side: Side, env: dict[str, str], cwd: Path, files: list[Path], progress: Progress) -> dict:
     """The child's answer; a line of `progress` per file it has drawn (a large file takes minutes)."""
-    proc = subprocess.Popen([sys.executable, "-c", SCRIPT, side.family.name, *map(str, files)], cwd=cwd,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-    timer = threading.Timer(PROBE_TIMEOUT_S, proc.kill)
-    timer.start()
-    last = "no output"
-    try:
-        assert proc.stderr is not None and proc.stdout is not None
-        for line in proc.stderr:  # the answer is one short line: stdout's pipe never fills meanwhile
+    with tempfile.TemporaryFile("w+") as out:  # a file, not a pipe: its stdout never blocks the child
+        proc = subprocess.Popen([sys.executable, "-c", SCRIPT, side.family.name, *map(str, files)], cwd=cwd,
+                                stdout=out, stderr=subprocess.PIPE, text=True, env=env)
+        timer = threading.Timer(PROBE_TIMEOUT_S, proc.kill)
+        timer.start()
+        last = "no output"
+        assert proc.stderr is not None
+        for line in proc.stderr:
             if line.strip():
                 last = line.strip()
                 if last.endswith(" draws"):
                     progress(f"inputs at {side.label}: {last}")
-        lines = [line for line in proc.stdout.read().splitlines() if line.strip()]
         returncode = proc.wait()
-    finally:
-        timed_out = not timer.is_alive() and proc.returncode != 0
+        timed_out = not timer.is_alive() and returncode != 0  # the timer fired: it killed the child
         timer.cancel()
+        out.seek(0)
+        lines = [line for line in out.read().splitlines() if line.strip()]
     if timed_out:
         return {"failed": f"no answer in {PROBE_TIMEOUT_S} s"}
     if returncode != 0 or not lines:
