@@ -21,7 +21,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..core.errors import ConfigError
 from ..core.family_sources import FAMILY_PATH_ENV, family_folders, family_source
+from ..core.params import DEFAULT_FAMILY
+from ..core.yaml_file import read_yaml
 from ..core.paths import WORKSPACE_ENV, repo_root
 from .input_path import changed_names, outside_input_path
 from .recorded_hashes import LAB_PACKAGE, archived_lab_environment, lab_to_archive
@@ -83,11 +86,22 @@ class InputsVerdict:
     note: str = ""  # what was shown, for the record (same_code.yaml's `family_python`)
 
 
+def _family_of(path: Path) -> object:
+    """The family a parameter file names (params.DEFAULT_FAMILY where it names none); None where the
+    file cannot be read: the draws then name its error on both sides."""
+    try:
+        raw = read_yaml(path, f"{path} not found")
+    except ConfigError:
+        return None
+    return raw.get("family", DEFAULT_FAMILY) if isinstance(raw, dict) else None
+
+
 def params_files(family: str) -> list[Path]:
-    """Every parameter file the family's runs may use: its folder's params/ and the checkout's."""
+    """Every parameter file the family's runs may use: those of its folder's params/ and the
+    checkout's that name it (another family's files are that family's business)."""
     folders = [*(f / "params" for f in family_folders(family)), repo_root() / "params"]
     found = [p.resolve() for folder in folders if folder.is_dir() for p in sorted(folder.glob("*.yaml"))]
-    return list(dict.fromkeys(found))
+    return [p for p in dict.fromkeys(found) if _family_of(p) in (family, None)]
 
 
 # Each side's answer, by (commit, archive folder, files): stages of several input kinds ask once.
