@@ -76,6 +76,19 @@ def test_entries_round_trip_and_a_new_check_of_the_same_sides_replaces_the_old(t
     assert path.read_text().startswith("# Written by `stagelab same-code")
 
 
+def test_an_entry_from_before_family_python_reads_and_is_written_back_as_it_was(tmp_path):
+    """family_python came later (record.same_inputs): older entries lack it, and only an entry that
+    says something there is written with it."""
+    path = tmp_path / "same_code.yaml"
+    write_entries(path, [entry("s0", "X", "Y")])
+    def body():
+        return path.read_text().split("\nentries:", 1)[1]  # the header names the field
+    assert "family_python" not in body() and read_entries(path)[0].family_python == ""
+    drawn = SameCodeEntry(**{**entry("s8", "A", "B").__dict__, "family_python": "inputs.py changed on the input path only"})
+    write_entries(path, [drawn])
+    assert body().count("family_python") == 1 and read_entries(path)[1] == drawn
+
+
 def test_a_damaged_record_is_an_error_naming_the_file_and_entry(tmp_path):
     path = tmp_path / "same_code.yaml"
     path.write_text("entries:\n- stage: s8\n  from_commit: abc\n")
