@@ -149,8 +149,8 @@ def sides_to_build(stage: str, then: Side, now: Side) -> tuple[Side, ...]:
 
 def compare_stages(then: Side, now: Side, stages: list[str], jobs: int,
                    progress: Callable[[str], None]) -> list[StageVerdict]:
-    """Each stage's verdict, building both sides of those that need it `jobs` at a time; `progress`
-    gets a line per build and per verdict (builds take minutes)."""
+    """Each stage's verdict, building the sides of those that need it (sides_to_build) `jobs` at a
+    time; `progress` gets a line per build, per verdict and per file of inputs drawn (minutes each)."""
     verdicts = {s: v for s in stages if (v := without_builds(s, then, now)) is not None}
     to_build = [s for s in stages if s not in verdicts]
     family_python: dict[str, str] = {}  # by stage: how an edit of the family's Python was shown harmless
@@ -163,8 +163,8 @@ def compare_stages(then: Side, now: Side, stages: list[str], jobs: int,
             progress(f"{kind or 'standard'} inputs: {family.note}")
     for verdict in verdicts.values():
         progress(f"{verdict.stage}: {verdict.status}: {verdict.detail}")
-    to_build = {stage: sides_to_build(stage, then, now) for stage in stages if stage not in verdicts}
-    builds = [(stage, side) for stage, sides in to_build.items() for side in sides]
+    sides_of = {stage: sides_to_build(stage, then, now) for stage in stages if stage not in verdicts}
+    builds = [(stage, side) for stage, sides in sides_of.items() for side in sides]
     built: dict[str, dict[str, BuildResult]] = {}
     for index, result in build_all([(side.registry.stages[stage], side.registry) for stage, side in builds], jobs):
         stage, side = builds[index]
@@ -175,7 +175,7 @@ def compare_stages(then: Side, now: Side, stages: list[str], jobs: int,
         else:
             progress(f"{stage}: built at {side.label} ({result.summary})")
             built.setdefault(stage, {})[side.label] = result
-            if len(built[stage]) == len(to_build[stage]):
+            if len(built[stage]) == len(sides_of[stage]):
                 verdicts[stage] = _checked(stage, then, now, built[stage], family_python[stage])
         if stage in verdicts:
             progress(f"{stage}: {verdicts[stage].status}: {verdicts[stage].detail}")
