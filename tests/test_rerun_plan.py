@@ -1,8 +1,9 @@
 """A results page ends with what is not current on its GPU: each stage whose latest run there measured
 an older source, was stopped from outside, or is missing where another GPU has one, and the command
-that re-runs them; `stagelab report` prints how much GPU time that is."""
+that re-runs them; `stagelab report` prints how much GPU time that is. A stale run that failed is
+named there with its outcome, and left out of the tables above."""
 
-from test_best_stage import VIT, current, log_run  # noqa: F401 (current: the fixture)
+from test_best_stage import VIT, current, log_run, table_rows  # noqa: F401 (current: the fixture)
 
 from stagelab.record import tracking
 from stagelab.record.report import build_report
@@ -50,3 +51,33 @@ def test_a_gpu_whose_every_run_is_current_says_so(tmp_store, tmp_path, current):
     assert "Every stage's latest run on `Test GPU 7` measured its current source." in plan_section(
         report.path.read_text())
     assert rerun_summary(report.reruns, report.gpu) == "Test GPU 7: every row current"
+
+
+def test_a_stale_failure_leaves_the_tables_for_the_rerun_list_with_its_outcome(tmp_store, tmp_path, current):
+    experiment_id = tracking.init_store("stagelab-sdpa")
+    log_run(experiment_id, "s8_persistent_split", "an older source", {VIT: (12.0, 170.0)}, commit="51f3545aaa")
+    log_run(experiment_id, "s9_fp8", "an older source", {VIT: (11.0, 180.0)}, outcome="incorrect",
+            reason="at least one correctness check failed", commit="51f3545aaa")
+    log_run(experiment_id, "s16_causal_snake", "an older source", {VIT: (9.0, 220.0)}, outcome="error",
+            reason="ModuleNotFoundError: No module named 'stagelab.recorder'", commit="8812517aaa")
+    # a failure of the current source is the stage's outcome now: it stays in the tables
+    log_run(experiment_id, "s10_general", current["s10_general"], {VIT: (10.0, 200.0)}, outcome="incorrect",
+            reason="at least one correctness check failed")
+
+    report = build_report(["acceptance"], out_dir=tmp_path, gpu="Test GPU 7")
+    text = report.path.read_text()
+    ladder = table_rows(text, "## acceptance", "Per problem:")
+
+    assert ladder["s8_persistent_split"][1] == "pass"  # a stale pass keeps its numbers, marked stale
+    assert "stale (commit g51f3545)" in ladder["s8_persistent_split"]
+    assert ladder["s10_general"][1] == "incorrect"
+    assert "s9_fp8" not in ladder and "s16_causal_snake" not in ladder
+    assert "s9_fp8 —" not in text and "s16_causal_snake —" not in text  # nor in the per-problem tables
+    reasons = {r.stage: r.reason for r in report.reruns}
+    assert reasons["s8_persistent_split"] == "stale (commit g51f3545)"
+    assert reasons["s9_fp8"] == "stale (commit g51f3545), where it ended incorrect"
+    assert reasons["s16_causal_snake"].startswith("stale (commit g8812517), where it ended error: ")
+    assert "stagelab.recorder" in reasons["s16_causal_snake"]
+    assert "s10_general" not in reasons
+    section = plan_section(text)
+    assert "where it ended incorrect" in section and "s16_causal_snake" in section

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from ..judge.outcome import UNCOVERED
+from ..judge.outcome import FAILED_OUTCOMES
 from .workspace import add_family_option, announce_store
 
 # The outcome of a stage built and gated on a machine without a GPU (judge.outcome).
@@ -59,7 +59,7 @@ def _cmd_run(args) -> int:
 
 # Outcomes --strict fails on: the stage is broken (or its notebook is), or its checks missed a launch
 # plan the parameter file requires (its correctness is not established there).
-STRICT_BAD = ("error", "build_failed", "incorrect", UNCOVERED, "resource_fail")
+STRICT_BAD = FAILED_OUTCOMES
 
 
 def strict_failure(outcomes: list[str]) -> str | None:

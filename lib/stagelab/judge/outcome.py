@@ -41,6 +41,9 @@ UNCOVERED = "uncovered"
 
 OUTCOMES = ("build_failed", "resource_fail", "no_gpu", "incorrect", UNCOVERED, "valid_negative", "pass", "error",
             "killed")
+# The outcomes that say the stage (or the lab running it) failed, as opposed to passing, not beating its
+# parent, finding no GPU or being stopped from outside.
+FAILED_OUTCOMES = ("build_failed", "resource_fail", INCORRECT, UNCOVERED, "error")
 
 
 @dataclass(frozen=True)

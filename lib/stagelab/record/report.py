@@ -25,7 +25,7 @@ from . import tracking
 from .best_stage import best_heading, best_stage_lines, best_stage_table, section_intro
 from .rerun_plan import Rerun, rerun_lines, reruns
 from .same_code_file import SameCode
-from .source_state import current_source_hashes, mark_stale
+from .source_state import current_source_hashes, mark_stale, tables_runs
 from .tables import (distribution_table, finished_runs, ladder_table, latest_runs, per_shape_table, rate_column,
                      stage_order, stage_runs)
 
@@ -157,7 +157,7 @@ def build_report(params_names: list[str] | None = None, *, family: str = "sdpa",
                             same_code=SameCode.of_family(fam.name))
     label = gpu_label({"gpu": gpu})
     out.mkdir(parents=True, exist_ok=True)
-    sections = {name: _params_section(runs, name, fam) for name in params_names}
+    sections = {name: _params_section(tables_runs(runs), name, fam) for name in params_names}
     lines = _page_header(runs, params_names, gpu, fam) + section_intro(gpu)
     for section in sections.values():  # the answer first: the best stage on each file's problems
         lines += section.best

@@ -1,7 +1,7 @@
 """What a results page needs re-run before every row on it is current: per parameter file, the stages
-whose run on this GPU measured an older source, was stopped from outside, or is missing, with the
-command that re-runs them and how long their last runs took (the plan a session with little GPU
-time picks from).
+whose run on this GPU measured an older source (with its outcome where it failed: the page's tables
+leave such runs out), was stopped from outside, or is missing, with the command that re-runs them
+and how long their last runs took (the plan a session with little GPU time picks from).
 """
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ import pandas as pd
 
 from ..core import metrics as m
 from ..core.formatting import markdown
-from .source_state import SOURCE_COLUMN, is_current
+from .source_state import SOURCE_COLUMN, is_current, stale_failure
+from .tables import outcome_cell
 
 SECONDS_PER_MINUTE = 60
 NOT_RUN = "no run on this GPU (there is one on another)"
@@ -33,7 +34,10 @@ def _reason(run: pd.Series) -> str | None:
     """Why the stage's latest run does not stand for its current source; None where it does."""
     state = run.get(SOURCE_COLUMN)
     if not is_current(state):
-        return state if isinstance(state, str) else "stale"
+        stale = state if isinstance(state, str) else "stale"
+        if stale_failure(state, run.get(f"tags.{m.TAG_OUTCOME}")):  # left out of the page's tables
+            return f"{stale}, where it ended {outcome_cell(run)}"
+        return stale
     if run.get(f"tags.{m.TAG_OUTCOME}") == m.OUTCOME_KILLED:
         return "killed (stopped from outside: says nothing of the stage)"
     return None
@@ -90,7 +94,8 @@ def rerun_lines(plan: Sequence[Rerun], gpu: str) -> list[str]:
         return lines + [f"Every stage's latest run on `{gpu}` measured its current source.", ""]
     lines += [f"Re-running these on `{gpu}` makes every row above current. Minutes: the stage's latest run "
               "there, or the median of its runs on other GPUs where it has none; on one GPU (a batch over "
-              "several GPUs divides them).", ""]
+              "several GPUs divides them). A stale run that failed is here alone, with its outcome: the "
+              "tables above leave it out, as its failure belongs to code that is gone.", ""]
     table = pd.DataFrame([{"parameter file": r.params_file, "stage": r.stage, "why": r.reason,
                            "minutes": "?" if r.seconds is None else f"{r.seconds / SECONDS_PER_MINUTE:.1f}"}
                           for r in plan])

@@ -7,6 +7,10 @@ visible, marked stale with its commit, and never names it the best stage. A run 
 notebook that died before its build was recorded, by a runner older than the tag) cannot be shown
 current, so it is stale too.
 
+A stale run that failed (incorrect, error, ...) is left out of a page's tables: its failure belongs to
+code that is gone, and beside the stage's name it would read as the current source's. The page's
+re-run list names it with that outcome (record.rerun_plan), and the store keeps it.
+
 A run of an older source whose code a later refactor left as it was (`stagelab same-code` compiled
 both and found every kernel, the host code and the binding the same: same_code.yaml) measured the
 current code: it is current, and its label says it was not re-run (`current (same SASS as e9b45a4)`).
@@ -23,6 +27,7 @@ from ..core.family import Family
 from ..core.formatting import short_commit
 from ..core.registry import family_registry
 from ..core.sources import run_source_hash
+from ..judge.outcome import FAILED_OUTCOMES
 from .same_code_file import SameCode
 
 CURRENT = "current"
@@ -78,6 +83,20 @@ def source_states(runs: pd.DataFrame, current: Mapping[str, str], same_code: Sam
     states = [source_state(stage, recorded, commit=commit, nvcc=nvcc, current=current, same_code=same_code)
               for stage, recorded, commit, nvcc in columns]
     return pd.Series(states, index=runs.index, dtype=object)
+
+
+def stale_failure(state: object, outcome: object) -> bool:
+    """Whether a run of an older source (its source state) ended in a failed outcome."""
+    return not is_current(state) and outcome in FAILED_OUTCOMES
+
+
+def tables_runs(runs: pd.DataFrame) -> pd.DataFrame:
+    """The runs a page's tables show (latest_runs' frame, with its source column): all but the stale
+    failures (stale_failure), which the page's re-run list names instead."""
+    if runs.empty or SOURCE_COLUMN not in runs:
+        return runs
+    failed = [stale_failure(state, outcome) for state, outcome in zip(runs[SOURCE_COLUMN], _column(runs, m.TAG_OUTCOME))]
+    return runs[[not f for f in failed]]
 
 
 def mark_stale(frame: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
