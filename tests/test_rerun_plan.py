@@ -36,8 +36,11 @@ def test_stale_killed_and_missing_stages_are_listed_with_their_command(tmp_store
     assert "stale (commit g51f3545)" in section
     assert ("`stagelab run --stages s8_persistent_split s10_general s13_turns --params params/acceptance.yaml`"
             in section)
+    # a killed run stopped short of a whole run: its minutes are a least
+    assert [r.at_least for r in report.reruns] == [False, True, False]
+    assert "| more than " in section and "(at least " in section
     summary = rerun_summary(report.reruns, report.gpu)
-    assert summary.startswith("Test GPU 7: 3 stage run(s) not current, about ")
+    assert summary.startswith("Test GPU 7: 3 stage run(s) not current, at least ")
 
 
 def test_a_gpu_whose_every_run_is_current_says_so(tmp_store, tmp_path, current):
@@ -81,3 +84,4 @@ def test_a_stale_failure_leaves_the_tables_for_the_rerun_list_with_its_outcome(t
     assert "s10_general" not in reasons
     section = plan_section(text)
     assert "where it ended incorrect" in section and "s16_causal_snake" in section
+    assert rerun_summary(report.reruns, report.gpu).startswith("Test GPU 7: 3 stage run(s) not current, about ")

@@ -22,12 +22,15 @@ NOT_RUN = "no run on this GPU (there is one on another)"
 
 @dataclass(frozen=True)
 class Rerun:
-    """One stage to re-run on one parameter file: why, and its last run's duration (None: no run)."""
+    """One stage to re-run on one parameter file: why, and its last run's duration (None: no run); a
+    run stopped from outside ran for less than a whole run takes, so its duration is a least
+    (`at_least`)."""
 
     params_file: str
     stage: str
     reason: str
     seconds: float | None
+    at_least: bool = False
 
 
 def _reason(run: pd.Series) -> str | None:
@@ -75,16 +78,24 @@ def reruns(latest: pd.DataFrame, every_run: pd.DataFrame, params_names: Sequence
                 if (stage, name) in ladder:
                     plan.append(Rerun(name, stage, NOT_RUN, typical.get((stage, name))))
             elif (reason := _reason(run)) is not None:
-                plan.append(Rerun(name, stage, reason, _seconds(run)))
+                killed = run.get(f"tags.{m.TAG_OUTCOME}") == m.OUTCOME_KILLED
+                plan.append(Rerun(name, stage, reason, _seconds(run), at_least=killed))
     return plan
 
 
-def _minutes(seconds: Sequence[float | None]) -> str:
-    known = [s for s in seconds if s is not None]
+def _minutes(plan: Sequence[Rerun]) -> str:
+    known = [r.seconds for r in plan if r.seconds is not None]
     if not known:
         return "?"
-    total = f"{sum(known) / SECONDS_PER_MINUTE:.0f}"
-    return total if len(known) == len(seconds) else f"{total} + {len(seconds) - len(known)} unknown"
+    total = f"{'at least' if any(r.at_least for r in plan) else 'about'} {sum(known) / SECONDS_PER_MINUTE:.0f}"
+    return total if len(known) == len(plan) else f"{total} + {len(plan) - len(known)} unknown"
+
+
+def _minutes_cell(rerun: Rerun) -> str:
+    if rerun.seconds is None:
+        return "?"
+    minutes = f"{rerun.seconds / SECONDS_PER_MINUTE:.1f}"
+    return f"more than {minutes}" if rerun.at_least else minutes
 
 
 def rerun_lines(plan: Sequence[Rerun], gpu: str) -> list[str]:
@@ -93,16 +104,16 @@ def rerun_lines(plan: Sequence[Rerun], gpu: str) -> list[str]:
     if not plan:
         return lines + [f"Every stage's latest run on `{gpu}` measured its current source.", ""]
     lines += [f"Re-running these on `{gpu}` makes every row above current. Minutes: the stage's latest run "
-              "there, or the median of its runs on other GPUs where it has none; on one GPU (a batch over "
-              "several GPUs divides them). A stale run that failed is here alone, with its outcome: the "
-              "tables above leave it out, as its failure belongs to code that is gone.", ""]
+              "there (more than that where it was stopped from outside), or the median of its runs on other GPUs "
+              "where it has none; on one GPU (a batch over several GPUs divides them). A stale run that "
+              "failed is here alone, with its outcome: the tables above leave it out, as its failure belongs "
+              "to code that is gone.", ""]
     table = pd.DataFrame([{"parameter file": r.params_file, "stage": r.stage, "why": r.reason,
-                           "minutes": "?" if r.seconds is None else f"{r.seconds / SECONDS_PER_MINUTE:.1f}"}
-                          for r in plan])
+                           "minutes": _minutes_cell(r)} for r in plan])
     lines += [markdown(table), ""]
     for name in dict.fromkeys(r.params_file for r in plan):
         items = [r for r in plan if r.params_file == name]
-        lines.append(f"- {name} ({_minutes([r.seconds for r in items])} min): "
+        lines.append(f"- {name} ({_minutes(items)} min): "
                      f"`stagelab run --stages {' '.join(r.stage for r in items)} --params params/{name}.yaml`")
     return lines + [""]
 
@@ -111,5 +122,5 @@ def rerun_summary(plan: Sequence[Rerun], gpu: str) -> str:
     """One line for the terminal after `stagelab report`."""
     if not plan:
         return f"{gpu}: every row current"
-    return (f"{gpu}: {len(plan)} stage run(s) not current, about {_minutes([r.seconds for r in plan])} min of GPU time "
+    return (f"{gpu}: {len(plan)} stage run(s) not current, {_minutes(plan)} min of GPU time "
             "to re-run (the page's 'Not current on this GPU' section lists the commands)")
