@@ -36,7 +36,7 @@ def test_stale_killed_and_missing_stages_are_listed_with_their_command(tmp_store
     assert "stale (commit g51f3545)" in section
     assert ("`stagelab run --stages s8_persistent_split s10_general s13_turns --params params/acceptance.yaml`"
             in section)
-    # a killed run stopped short of a whole run: its minutes are a least
+    # a killed run stopped short of a whole run: its minutes are a lower bound
     assert [r.at_least for r in report.reruns] == [False, True, False]
     assert "| more than " in section and "(at least " in section
     summary = rerun_summary(report.reruns, report.gpu)

@@ -57,18 +57,15 @@ def _cmd_run(args) -> int:
     return 1 if failure else 0
 
 
-# Outcomes --strict fails on: the stage is broken (or its notebook is), or its checks missed a launch
-# plan the parameter file requires (its correctness is not established there).
-STRICT_BAD = FAILED_OUTCOMES
-
-
 def strict_failure(outcomes: list[str]) -> str | None:
     """Why `stagelab run --strict` fails the batch, None when it passes: a stage that errs, fails to
     build or its gates, is incorrect or uncovered; or no stage judged at all, every one `no_gpu` (a green exit
     there would read as a checked kernel). An empty batch (a shard with nothing to run) passes."""
-    bad = sorted({o for o in outcomes if o in STRICT_BAD})
+    # FAILED_OUTCOMES: the stage is broken (or its notebook is), or its checks missed a launch plan the
+    # parameter file requires (its correctness is not established there)
+    bad = sorted({o for o in outcomes if o in FAILED_OUTCOMES})
     if bad:
-        return f"{sum(o in STRICT_BAD for o in outcomes)} stage(s) {', '.join(bad)}"
+        return f"{sum(o in FAILED_OUTCOMES for o in outcomes)} stage(s) {', '.join(bad)}"
     if outcomes and all(o == NO_GPU for o in outcomes):
         return (f"no stage could be judged: all {len(outcomes)} are no_gpu (no CUDA GPU visible here), so none "
                 "was checked or timed; run on a machine with a GPU, or without --strict for the build and gates alone")

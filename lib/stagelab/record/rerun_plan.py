@@ -23,7 +23,7 @@ NOT_RUN = "no run on this GPU (there is one on another)"
 @dataclass(frozen=True)
 class Rerun:
     """One stage to re-run on one parameter file: why, and its last run's duration (None: no run); a
-    run stopped from outside ran for less than a whole run takes, so its duration is a least
+    run stopped from outside ran for less than a whole run takes, so its duration is a lower bound
     (`at_least`)."""
 
     params_file: str
