@@ -104,3 +104,29 @@ def test_the_protocol_builds_are_the_named_stages_not_their_parents():
     labels = [label for label, _ in planned_builds(["s19_int8"], parents=True, protocol=True, defines={})]
     assert labels == ["s18_three_turns", "s19_int8", "s19_int8 (SDPA_PROTOCOL=1)"]
     assert [label for label, _ in planned_builds(["s19_int8"], parents=False, protocol=False, defines={})] == ["s19_int8"]
+
+
+def explore_variant_specs() -> list[list[str]]:
+    """tools/explore_variants.txt's specs, each as `stagelab build`'s arguments."""
+    text = (Path(__file__).resolve().parents[1] / "tools" / "explore_variants.txt").read_text()
+    return [line.split() for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+
+
+def test_the_exploration_variants_file_names_stages_and_their_knobs_and_every_exploring_stage():
+    """BUILD_VARIANTS_FILE's specs parse as `stagelab build` takes them, name real knobs of real stages
+    (a renamed knob would fail the prebuild's build, not the notebook), and cover every stage whose
+    exploration cell builds variants (try_variants)."""
+    from stagelab.cli.main import build_parser
+    from stagelab.core.knobs import check_defines
+    from stagelab.core.trial_spec import parse_defines
+
+    covered = set()
+    for spec in explore_variant_specs():
+        args = build_parser().parse_args(["build", *spec])
+        assert len(args.stages) == 1 and args.define, spec
+        registry, stage = find_stage(args.stages[0], "sdpa")
+        check_defines(stage, registry, parse_defines(args.define), "tools/explore_variants.txt")
+        covered.add(stage.id)
+    explore = Path(__file__).resolve().parents[1] / "notebooks" / "explore"
+    exploring = {cell.stem for cell in explore.glob("*.py") if "try_variants(" in cell.read_text()}
+    assert exploring and exploring == covered

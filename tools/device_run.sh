@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One call on a lent GPU machine (no network): install the wheelhouse, run the
 # stage batch(es), the GPU tests and the report, and leave everything under $OUT.
-#   usage: [REPORT=0] [BUILD_STAGES="..."] [TRY="..."] [QUICK="..."] [TIMELINE="..."] [NCU_SOURCE="..."] [GPUS=all|0,1] [SANITIZE="stage ..." [SANITIZE_KNOBS=JSON]] [PROFILE="stage ..."] [TUNE="stage ..."] tools/device_run.sh "<stagelab run args>;<stagelab run args>..." [pytest-args]
+#   usage: [REPORT=0] [BUILD_STAGES="..."] [BUILD_VARIANTS="stage --define K=V;..."] [BUILD_VARIANTS_FILE=F] [TRY="..."] [QUICK="..."] [TIMELINE="..."] [NCU_SOURCE="..."] [GPUS=all|0,1] [SANITIZE="stage ..." [SANITIZE_KNOBS=JSON]] [PROFILE="stage ..."] [TUNE="stage ..."] tools/device_run.sh "<stagelab run args>;<stagelab run args>..." [pytest-args]
 # GPUS adds `--gpus $GPUS` to every batch: one notebook per GPU at a time (nvidia-h200-x2 and larger).
 # PYTEST_GPU=0 runs the pytest args on that GPU from the start, beside the batches (give them GPUS=1,2,3);
 # its whole output is $OUT/pytest.log.
@@ -144,8 +144,26 @@ if [ -n "${1:-}" ]; then
   # notebook, took 130-140 s of an H200 acceptance run, so it is made here beside the first
   protocol_flag=""; [ -n "$(python3 tools/batch_stages.py --step protocol "$1")" ] && protocol_flag="--protocol"
   echo "=== prebuild: ${build_stages:-every stage}, with parents ${protocol_flag:+and protocol builds}"
+  # BUILD_VARIANTS="s4_pipeline3 --define PIPELINE_STAGES=1;s4_pipeline3 --define PIPELINE_STAGES=2": more
+  # builds beside those, one `stagelab build` a spec; a trial of the same defines finds its build in the
+  # cache. For the variants an acceptance notebook's exploration tries (try_variants): s4's run was
+  # killed building its pipeline depths there (2026-11-29). BUILD_VARIANTS_FILE adds a file's specs, one
+  # a line (tools/explore_variants.txt: the acceptance explorations').
+  variant_lines="${BUILD_VARIANTS:-}"
+  [ -z "${BUILD_VARIANTS_FILE:-}" ] || variant_lines="$variant_lines;$(grep -v '^\s*#' "$BUILD_VARIANTS_FILE" | paste -sd';')"
+  IFS=';' read -ra VARIANT_SPECS <<< "$variant_lines"
+  variant_pids=(); variant_specs=()
+  for spec in "${VARIANT_SPECS[@]}"; do
+    [ -n "${spec// }" ] || continue
+    timeout "${PREBUILD_TIMEOUT:-300}" python3 -m stagelab build $spec --jobs 1 > "/tmp/variant-${#variant_pids[@]}.log" 2>&1 &
+    variant_pids+=($!); variant_specs+=("$spec")
+  done
   timeout "${PREBUILD_TIMEOUT:-300}" python3 -m stagelab build $build_stages --with-parents $protocol_flag \
     --jobs "${BUILD_JOBS:-$(nproc)}" 2>&1 | tail -"${PREBUILD_TAIL:-8}"
+  for i in "${!variant_pids[@]}"; do
+    wait "${variant_pids[$i]}" || echo "WARNING: variant build ${variant_specs[$i]} failed (exit $?; 124: past PREBUILD_TIMEOUT)"
+    echo "variant ${variant_specs[$i]}: $(tail -1 "/tmp/variant-$i.log")"
+  done
 fi
 for batch in "${BATCHES[@]}"; do
   [ -n "$batch" ] || continue
