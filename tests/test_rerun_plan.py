@@ -85,3 +85,25 @@ def test_a_stale_failure_leaves_the_tables_for_the_rerun_list_with_its_outcome(t
     section = plan_section(text)
     assert "where it ended incorrect" in section and "s16_causal_snake" in section
     assert rerun_summary(report.reruns, report.gpu).startswith("Test GPU 7: 3 stage run(s) not current, about ")
+
+
+def test_report_gpu_all_writes_a_page_for_every_gpu_with_runs(tmp_store, tmp_path, current, capsys):
+    from stagelab.cli.main import main
+
+    experiment_id = tracking.init_store("stagelab-sdpa")
+    log_run(experiment_id, "s5_wgmma", current["s5_wgmma"], {VIT: (20.0, 100.0)})
+    other = log_run(experiment_id, "s8_persistent_split", current["s8_persistent_split"], {VIT: (12.0, 170.0)})
+    tracking.set_tags(other, {"gpu": OTHER_GPU})
+    no_gpu = log_run(experiment_id, "s10_general", current["s10_general"], {}, outcome="no_gpu")
+    tracking.set_tags(no_gpu, {"gpu": "none"})
+
+    assert main(["report", "--params", "acceptance", "--gpu", "all", "--out", str(tmp_path)]) == 0
+
+    pages = sorted(p.name for p in tmp_path.glob("*.md") if not p.name.startswith("journal-"))
+    assert pages == ["test-gpu-7.md", "test-gpu-8.md"]
+    out = capsys.readouterr().out
+    assert "Test GPU 7: " in out and "Test GPU 8: " in out
+    # the newest GPU's page (Test GPU 8's run was logged last) is written last, so the experiment's
+    # description is its page
+    assert out.index("test-gpu-7.md") < out.index("test-gpu-8.md")
+    assert "s8_persistent_split" in (tmp_path / "test-gpu-8.md").read_text()

@@ -5,13 +5,22 @@ from __future__ import annotations
 from .workspace import add_family_option
 
 
+# `report --gpu all`: a page for every GPU with runs of the files.
+ALL_GPUS = "all"
+
+
 def _cmd_report(args) -> int:
-    from ..record.report import build_report
+    from ..record.report import build_report, report_gpus
     from ..record.rerun_plan import rerun_summary
 
-    report = build_report(args.params, family=args.family, out_dir=args.out, experiment=args.experiment, gpu=args.gpu)
-    print(f"wrote {report.path}")
-    print(rerun_summary(report.reruns, report.gpu))
+    gpus = [args.gpu]
+    if args.gpu == ALL_GPUS:  # none found: the default's own clear error (no runs, or none with a GPU)
+        gpus = report_gpus(args.params, family=args.family, experiment=args.experiment) or [None]
+    # oldest first: each page also becomes the experiment's description, and the newest GPU's should stay
+    for gpu in reversed(gpus):
+        report = build_report(args.params, family=args.family, out_dir=args.out, experiment=args.experiment, gpu=gpu)
+        print(f"wrote {report.path}", flush=True)
+        print(rerun_summary(report.reruns, report.gpu), flush=True)
     return 0
 
 
@@ -49,7 +58,8 @@ def add_parsers(sub) -> None:
                      help="parameter-file names whose latest runs the page shows (default: the family's "
                           "report_params, e.g. sdpa's acceptance and long)")
     rep.add_argument("--out", default=None, help="folder (default docs/results/<family>)")
-    rep.add_argument("--gpu", default=None, help="GPU name as tagged (default: the newest run's GPU)")
+    rep.add_argument("--gpu", default=None, help=f"GPU name as tagged (default: the newest run's GPU); "
+                                                 f"'{ALL_GPUS}': a page for every GPU with runs of the files")
     rep.add_argument("--family", default="sdpa", help="kernel family (default sdpa)")
     rep.add_argument("--experiment", default=None, help="MLflow experiment (default: stagelab-<family>)")
     rep.set_defaults(func=_cmd_report)

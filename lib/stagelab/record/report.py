@@ -26,7 +26,7 @@ from .best_stage import best_heading, best_stage_lines, best_stage_table, sectio
 from .rerun_plan import Rerun, rerun_lines, reruns
 from .same_code_file import SameCode
 from .source_state import current_source_hashes, mark_stale, tables_runs
-from .tables import (distribution_table, finished_runs, ladder_table, latest_runs, per_shape_table, rate_column,
+from .tables import (NO_GPU, distribution_table, finished_runs, ladder_table, latest_runs, per_shape_table, rate_column,
                      stage_order, stage_runs)
 
 
@@ -182,6 +182,14 @@ def build_report(params_names: list[str] | None = None, *, family: str = "sdpa",
     page.write_text("\n".join(lines))
     _describe_experiment(experiment or fam.experiment, lines, f"docs/results/{family}/{page.name}")
     return Report(page, gpu, plan)
+
+
+def report_gpus(params_names: list[str] | None = None, *, family: str = "sdpa", experiment: str | None = None) -> list[str]:
+    """The GPUs with finished stage runs of the files, newest first: the pages `report --gpu all` writes."""
+    fam = load_family(family)
+    runs = finished_runs(stage_runs(experiment or fam.experiment), list(params_names or fam.report_params))
+    gpus = runs.get("tags.gpu", pd.Series(dtype=object)).dropna()
+    return list(dict.fromkeys(gpu for gpu in gpus if gpu != NO_GPU))
 
 
 def _describe_experiment(experiment: str, lines: list[str], page_name: str) -> None:
