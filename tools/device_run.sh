@@ -2,6 +2,7 @@
 # One call on a lent GPU machine (no network): install the wheelhouse, run the
 # stage batch(es), the GPU tests and the report, and leave everything under $OUT.
 #   usage: [REPORT=0] [BUILD_STAGES="..."] [BUILD_VARIANTS="stage --define K=V;..."] [BUILD_VARIANTS_FILE=F] [TRY="..."] [QUICK="..."] [TIMELINE="..."] [NCU_SOURCE="..."] [GPUS=all|0,1] [SANITIZE="stage ..." [SANITIZE_KNOBS=JSON]] [PROFILE="stage ..."] [TUNE="stage ..."] tools/device_run.sh "<stagelab run args>;<stagelab run args>..." [pytest-args]
+# CALL_LIMIT_S=<the call's timeout_s> cuts each batch's BATCH_TIMEOUT to what is left of the call.
 # GPUS adds `--gpus $GPUS` to every batch: one notebook per GPU at a time (nvidia-h200-x2 and larger).
 # PYTEST_GPU=0 runs the pytest args on that GPU from the start, beside the batches (give them GPUS=1,2,3);
 # its whole output is $OUT/pytest.log.
@@ -170,7 +171,16 @@ for batch in "${BATCHES[@]}"; do
   [ -z "${GPUS:-}" ] || batch="$batch --gpus $GPUS"
   echo "=== stagelab run $batch"
   start=$(date +%s)
-  timeout "${BATCH_TIMEOUT:-480}" python3 -m stagelab run $batch 2>&1 | grep -v '^\s*$' | tee -a "$OUT/batch.log"
+  # CALL_LIMIT_S (the call's timeout_s): a batch stops in time for its snapshot, so the stages that
+  # finished come back even where the call's last stage does not (the lent machine kills the whole
+  # call at its limit, snapshot included); it leaves 20 s for the snapshot.
+  batch_timeout="${BATCH_TIMEOUT:-480}"
+  if [ -n "${CALL_LIMIT_S:-}" ]; then
+    left=$(( CALL_LIMIT_S - SECONDS - 20 ))
+    [ "$left" -gt 0 ] || { echo "=== skipped (CALL_LIMIT_S reached): $batch" | tee -a "$OUT/batch.log"; continue; }
+    [ "$left" -ge "$batch_timeout" ] || batch_timeout="$left"
+  fi
+  timeout "$batch_timeout" python3 -m stagelab run $batch 2>&1 | grep -v '^\s*$' | tee -a "$OUT/batch.log"
   echo "=== elapsed $(( $(date +%s) - start ))s for: $batch" | tee -a "$OUT/batch.log"
   snapshot
 done
