@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from stagelab.measure.checks import check_all, check_shape
+from stagelab.measure.family_checks import check_all, check_shape
 from stagelab.families.sdpa import FAMILY as SDPA, Shape, attention
 
 SHAPES = [Shape(1, 2, 77, 64, True), Shape(1, 2, 77, 64, False), Shape(2, 1, 33, 128, True)]

@@ -7,7 +7,8 @@ import pytest
 import torch
 
 from stagelab.core import metrics as m
-from stagelab.measure.checks import CheckResult, ErrorBudget, LaunchVerdict, check_all, check_each
+from stagelab.measure.checks import CheckResult, ErrorBudget, LaunchVerdict, check_each
+from stagelab.measure.family_checks import check_all
 from stagelab.core.errors import ConfigError
 from stagelab.families.sdpa import FAMILY as SDPA, FP8_INPUTS, Shape, attention
 from stagelab.families.sdpa import distributions as sdpa_dist

@@ -11,7 +11,7 @@ from stagelab.core.errors import ConfigError, InputError
 from stagelab.families.sdpa import FAMILY, FP8_INPUTS, Shape, StageKernel
 from stagelab.families.sdpa.fp8 import Fp8CheckResult, Fp8Tensor, emulate_fp8_attention, quantize_qkv
 from stagelab.families.sdpa.fp8.kernel import Fp8StageKernel, validate_fp8_inputs, validate_fp8_output
-from stagelab.measure.checks import check_stage
+from stagelab.measure.family_checks import check_stage
 from stagelab.core.registry import ResourceGates, load_registry
 from stagelab.core.resources import KernelResources, evaluate_gates
 

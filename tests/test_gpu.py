@@ -6,7 +6,7 @@ import torch
 
 from stagelab.core.build import build_stage
 from stagelab.measure.chain import check_chain
-from stagelab.measure.checks import check_stage
+from stagelab.measure.family_checks import check_stage
 from stagelab.core.errors import InputError
 from stagelab.core.family import load_family
 from stagelab.core.params import load_params

@@ -16,7 +16,7 @@ from stagelab.families.sdpa.int8 import (DEFAULT_RECIPE, Int8CheckResult, Int8In
 from stagelab.families.sdpa.int8.kernel import (Int8StageKernel, validate_int8_inputs, validate_int8_output,
                                                 vt_operand)
 from stagelab.families.sdpa.int8.operands import key_of, padded_keys, vt_keys
-from stagelab.measure.checks import check_stage
+from stagelab.measure.family_checks import check_stage
 
 SHAPE = Shape(1, 2, 45, 64, False)
 

@@ -15,7 +15,8 @@ from stagelab.families.rmsnorm import FAMILY as RMSNORM
 from stagelab.families.sdpa import FAMILY as SDPA, Shape, attention
 from stagelab.judge.judge import judge
 from stagelab.judge.outcome import OUTCOMES, UNCOVERED, Evidence, decide
-from stagelab.measure.checks import CheckResult, check_all
+from stagelab.measure.checks import CheckResult
+from stagelab.measure.family_checks import check_all
 from stagelab.measure.results import CheckReport, StageResults
 from stagelab.record import flatten
 

@@ -7,7 +7,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from stagelab.measure.checks import check_shape
+from stagelab.measure.family_checks import check_shape
 from stagelab.core.errors import ConfigError, InputError
 from stagelab.families.sdpa import FAMILY, Shape
 from stagelab.families.sdpa.contenders import sdpa_arguments, sdpa_output

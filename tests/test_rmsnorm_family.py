@@ -14,7 +14,7 @@ from stagelab.core.errors import ConfigError, InputError
 from stagelab.core.params import load_params
 from stagelab.core.paths import repo_root
 from stagelab.families.rmsnorm import EPS, FAMILY, RmsNormProblem, rms_norm
-from stagelab.measure.checks import check_all, check_shape
+from stagelab.measure.family_checks import check_all, check_shape
 
 KERNELS = repo_root() / "kernels" / "rmsnorm"
 Rows = FAMILY.problem  # Rows(rows, cols): the problem a {shape: [rows, cols]} entry names
@@ -203,7 +203,7 @@ def test_triton_launcher_reads_its_knobs_at_call_time(monkeypatch):
 _INTERPRETED_CHECKS = f"""
 import importlib.util
 from stagelab.families.rmsnorm import EPS, FAMILY
-from stagelab.measure.checks import check_all
+from stagelab.measure.family_checks import check_all
 Rows = FAMILY.problem
 spec = importlib.util.spec_from_file_location("rms1_triton", {str(KERNELS / "rms1_triton.py")!r})
 stage = importlib.util.module_from_spec(spec)

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from stagelab.measure.checks import check_all, check_shape
+from stagelab.measure.family_checks import check_all, check_shape
 from stagelab.core.errors import ConfigError, InputError
 from stagelab.families.softmax import FAMILY, Rows, validate_input
 from stagelab.core.params import load_params

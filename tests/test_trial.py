@@ -209,6 +209,8 @@ def fake_measuring(monkeypatch, tmp_path, broken: str = ""):
 
     monkeypatch.setattr(stagelab.run.trial, "build_session", build_session)
     monkeypatch.setattr(stagelab.measure.steps, "check_step", check_step)
+    monkeypatch.setattr(stagelab.measure.steps, "shared_check_step",
+                        lambda entries: {name: check_step(ctx, built) for name, (ctx, built) in entries.items()})
     monkeypatch.setattr(stagelab.measure.steps, "time_builds", time_builds)
     monkeypatch.setattr("torch.cuda.is_available", lambda: True)
     monkeypatch.setattr("stagelab.record.provenance.gpu_info", lambda: {"gpu": "a faked GPU"})

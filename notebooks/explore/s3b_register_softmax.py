@@ -4,7 +4,7 @@ must not cost accuracy.
 # %%
 import pandas as pd
 
-from stagelab.measure.checks import check_all
+from stagelab.measure.family_checks import check_all
 
 display(run.results.resources.frame()[["tag", "registers", "total_shared_memory_bytes", "spill_store_bytes", "spill_load_bytes"]])
 if run.explores:

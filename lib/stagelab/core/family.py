@@ -207,7 +207,7 @@ class Family(FamilySettings, LaunchPlanHooks, LaunchVariantHooks):
 
     def kind_checks(self, input_kind: str) -> Callable[..., list] | None:
         """The correctness checks of a stage of this input kind when the lab's float64-reference
-        budget (measure.checks.check_all) is not its judge: called as checks(kernel_fn, problems, dtypes,
+        budget (measure.family_checks.check_all) is not its judge: called as checks(kernel_fn, problems, dtypes,
         seeds, device, progress=..., distributions=..., plan_of=...) (check_each's). None: the lab's budget."""
         return None
 

@@ -26,7 +26,7 @@ from typing import Any
 import torch
 
 from ..core.errors import KernelCrash, KernelHang
-from ..core.distributions import DEFAULT_DISTRIBUTION, stage_distributions
+from ..core.distributions import DEFAULT_DISTRIBUTION
 from ..core.family import Family, KernelFn, Problem
 from ..core.formatting import fixed
 from .watchdog import synchronize
@@ -167,26 +167,7 @@ def judge_launches(first: torch.Tensor, second: torch.Tensor, ref: torch.Tensor,
     return LaunchVerdict(max_err, nonfinite, run_diff, tuple(reasons))
 
 
-def check_shape(family: Family, kernel: KernelFn, shape: Problem, dtype_name: str, seed: int,
-                device: torch.device | str, distribution: str = DEFAULT_DISTRIBUTION) -> CheckResult:
-    """One problem, one dtype, one seed, one input distribution: two poisoned launches judged
-    against the budget."""
-    dtype = family.torch_dtype(dtype_name)
-    inputs = family.make_inputs(shape, dtype, seed, device, distribution)
-    ref = family.reference(shape, inputs, torch.float64)
-    budget = error_budget(ref, family.reference(shape, inputs, dtype), dtype, family.atol_magnitude(ref))
-
-    def launch(out: torch.Tensor) -> None:
-        family.call(kernel, shape, inputs, out)
-
-    what = f"check {shape.tag} {dtype_name} seed {seed}"
-    first = poisoned_launch(family.new_output(shape, inputs), launch, shape.flops(), what)
-    second = poisoned_launch(family.new_output(shape, inputs), launch, shape.flops(), what)
-    return CheckResult.judged(shape, dtype_name, seed, budget, judge_launches(first, second, ref, budget.bound),
-                              distribution)
-
-
-def _context_lost(exc: Exception) -> bool:
+def context_lost(exc: Exception) -> bool:
     if isinstance(exc, KernelCrash):
         return True
     message = str(exc).lower()
@@ -214,37 +195,8 @@ def check_each(check: Callable[[Problem, str, int, str], CheckResult], shapes: I
                         raise
                     except Exception as exc:  # a crashing kernel is a failed check with its message
                         results.append(result_type.crashed(shape, dtype_name, seed, exc, distribution))
-                        if _context_lost(exc):
+                        if context_lost(exc):
                             raise  # the CUDA context is gone; nothing after this can be trusted
                     else:  # outside the try: a broken plan hook is no failed check
                         results.append(result if plan_of is None else replace(result, plan=plan_of()))
     return results
-
-
-def check_all(family: Family, kernel: KernelFn, shapes: Iterable[Problem], dtypes: Iterable[str],
-              seeds: Iterable[int], device: torch.device | str,
-              progress: Callable[[str], None] | None = None,
-              distributions: Iterable[str] = (DEFAULT_DISTRIBUTION,), plan_of: PlanOf = None) -> list[CheckResult]:
-    """Every (problem, dtype, seed, input distribution) of one family's kernel (plan_of: check_each)."""
-    distributions = tuple(distributions)
-    for distribution in distributions:  # a misspelt name fails before any launch
-        family.require_distribution(distribution)
-
-    def check(shape: Problem, dtype_name: str, seed: int, distribution: str) -> CheckResult:
-        return check_shape(family, kernel, shape, dtype_name, seed, device, distribution)
-    return check_each(check, shapes, dtypes, seeds, progress, distributions=distributions, plan_of=plan_of)
-
-
-def check_stage(family: Family, kernel: Any, problems: list[Problem], dtypes, seeds, device,
-                progress: Callable[[str], None] | None = None,
-                distributions: Iterable[str] = (DEFAULT_DISTRIBUTION,), plan_of: PlanOf = None) -> list[CheckResult]:
-    """The correctness checks of a family's stage_kernel on each requested distribution that applies
-    to its input kind: the kind's own checks where the family has some (Family.kind_checks), else
-    the lab's float64-reference budget."""
-    family.require_input_kind(kernel.input_kind)
-    applicable = stage_distributions(family, distributions, kernel.input_kind)
-    own_checks = family.kind_checks(kernel.input_kind)
-    options = dict(progress=progress, distributions=applicable, plan_of=plan_of)
-    if own_checks is not None:
-        return own_checks(kernel.into, problems, dtypes, seeds, device, **options)
-    return check_all(family, kernel.into, problems, dtypes, seeds, device, **options)

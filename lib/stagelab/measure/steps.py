@@ -5,14 +5,16 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
+from functools import partial
 
 import torch
 
 from ..core.build import BuildResult, build_stage
 from ..core.context import StageContext
 from .chain import check_chains
-from .checks import check_stage
+from .family_checks import CheckAborted, check_kernels, check_stage
 from ..core.envinfo import read_clocks
+from ..core.errors import KernelHang
 from ..core.distributions import stage_distributions
 from ..core.registry import Stage
 from ..core.resources import evaluate_gates
@@ -80,6 +82,51 @@ def check_step(ctx: StageContext, built: Built) -> CheckReport:
     bar.close()
     return CheckReport(results, chains, skipped, declared_plans=family.declared_launch_plans(module),
                        coverage=p.coverage)
+
+
+def shares_checks(contexts: Sequence[StageContext]) -> bool:
+    """Whether the contexts check the same inputs the same way: one family, parameter file, device,
+    input kind and supports, judged on the lab's float64 budget (a kind's own checks go one build at
+    a time, through check_step)."""
+    first = contexts[0]
+    same = all(c.family is first.family and c.params is first.params and c.device == first.device
+               and c.stage.input_kind == first.stage.input_kind and c.stage.supports == first.stage.supports
+               for c in contexts)
+    return same and first.family.kind_checks(first.stage.input_kind) is None
+
+
+def shared_check_step(entries: dict[str, tuple[StageContext, Built]]) -> dict[str, CheckReport]:
+    """check_step of several builds (a trial session's default and variants, whose contexts
+    shares_checks) in one pass: each check's inputs, float64 reference and budget are made once and
+    every build is judged on them (measure.family_checks.check_kernels); then each build's chains.
+    Raises CheckAborted naming the build that hung or lost the CUDA context."""
+    ctx = next(iter(entries.values()))[0]
+    p, family = ctx.params, ctx.family
+    distributions = stage_distributions(family, p.distributions, ctx.stage.input_kind)
+    shapes, skipped = split_supported(family, p.shapes, ctx.stage.supports)
+    modules = {label: built.stage.module for label, (_, built) in entries.items()}
+    kernels = {label: family.stage_kernel(modules[label], c.stage.id, c.stage.input_kind).into
+               for label, (c, _) in entries.items()}
+    plan_readers = {label: partial(family.last_launch_plan, module) for label, module in modules.items()}
+    combinations = len(shapes) * len(p.dtypes) * len(p.seeds) * len(distributions)
+    bar = progress_bar(desc=f"{ctx.stage.id} checks, {len(entries)} builds", total=combinations + len(shapes) * len(entries))
+
+    def step(label: str) -> None:
+        bar.set_postfix_str(label)
+        bar.update(1)
+
+    results = check_kernels(family, kernels, shapes, p.dtypes, p.seeds, ctx.device, progress=step,
+                            distributions=distributions, plan_of=plan_readers)
+    reports = {}
+    for label, module in modules.items():
+        try:
+            chains = check_chains(family, module, shapes, p.dtypes[0], input_kind=ctx.stage.input_kind, progress=step)
+        except KernelHang as exc:
+            raise CheckAborted(label, exc) from exc
+        reports[label] = CheckReport(results[label], chains, skipped, declared_plans=family.declared_launch_plans(module),
+                                     coverage=p.coverage)
+    bar.close()
+    return reports
 
 
 def _contenders(ctx: StageContext, builds: dict[str, BuildResult | None], shape, inputs,

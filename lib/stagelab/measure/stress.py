@@ -34,7 +34,7 @@ from ..core import metrics
 from ..core.build import build_stage
 from ..core.stress_spec import NO_SIDE, Perturbation, includes_knob, perturbations
 from .chain import check_chains
-from .checks import check_stage
+from .family_checks import check_stage
 from .watchdog import synchronize
 
 PASSED, FAILED, SKIPPED = "passed", "failed", "skipped"

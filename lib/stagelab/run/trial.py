@@ -88,14 +88,37 @@ def build_session(session: TrialSession, jobs: int) -> None:
 def check_trials(session: TrialSession, progress=print) -> None:
     """The lab's checks on the default, then on every trial that built within its gates: a trial is
     timed against the default, so the default must be correct too (a stage not yet run, or a
-    trial that turns the new code off, would otherwise be compared with an unchecked kernel). A
-    launch that loses the CUDA context ends the checking: what follows in this process could not
-    be trusted."""
-    _check(session.ctx, session.default, metrics.TRIAL_DEFAULT_LABEL, progress)
-    for trial in session.trials:
-        if trial.kernel_ready:
-            _check(replace(session.ctx, stage=trial.stage, registry=trial.registry), trial.measured,
-                   trial.spec.name, progress)
+    trial that turns the new code off, would otherwise be compared with an unchecked kernel). Where
+    their checks are the same (measure.steps.shares_checks), all are judged in one pass on shared
+    inputs and references, else one after another. A launch that hangs or loses the CUDA context
+    ends the checking, in one pass before any report is kept: what follows in this process could
+    not be trusted."""
+    from ..measure.steps import shares_checks
+
+    entries = {metrics.TRIAL_DEFAULT_LABEL: (session.ctx, session.default)}
+    entries.update({t.spec.name: (replace(session.ctx, stage=t.stage, registry=t.registry), t.measured)
+                    for t in session.trials if t.kernel_ready})
+    if len(entries) > 1 and shares_checks([ctx for ctx, _ in entries.values()]):
+        _check_together(entries, progress)
+        return
+    for name, (ctx, measured) in entries.items():
+        _check(ctx, measured, name, progress)
+
+
+def _check_together(entries: dict[str, tuple[StageContext, Measured]], progress) -> None:
+    from ..measure.family_checks import CheckAborted
+    from ..measure.steps import shared_check_step
+
+    try:
+        reports = shared_check_step({name: (ctx, Built(m.build)) for name, (ctx, m) in entries.items()})
+    except CheckAborted as aborted:
+        measured = entries[aborted.label][1]
+        measured.crash = f"{type(aborted.cause).__name__}: {aborted.cause}"
+        progress(f"[check] {aborted.label}: crashed: {measured.crash}")
+        raise aborted.cause from aborted
+    for name, report in reports.items():
+        entries[name][1].checks = report
+        progress(f"[check] {name}: {report.counts()} {'ok' if report.passed is not False else 'FAILED'}")
 
 
 def _check(ctx, measured: Measured, name: str, progress) -> None:
