@@ -3,6 +3,7 @@ an older source, was stopped from outside, or is missing where another GPU has o
 that re-runs them; `stagelab report` prints how much GPU time that is. A stale run that failed is
 named there with its outcome, and left out of the tables above."""
 
+import pytest
 from test_best_stage import VIT, current, log_run, table_rows  # noqa: F401 (current: the fixture)
 
 from stagelab.record import tracking
@@ -107,3 +108,29 @@ def test_report_gpu_all_writes_a_page_for_every_gpu_with_runs(tmp_store, tmp_pat
     # description is its page
     assert out.index("test-gpu-7.md") < out.index("test-gpu-8.md")
     assert "s8_persistent_split" in (tmp_path / "test-gpu-8.md").read_text()
+
+
+def test_a_killed_runs_minutes_are_its_newest_whole_runs_where_that_took_longer():
+    """s2's acceptance run killed at a call's limit after 2.2 min read "more than 2.2"; its newest whole
+    run took 4.1 (older ones 0.6, on a smaller file): the plan says 4.1, while a stage whose newest whole
+    run was shorter keeps the lower bound."""
+    import pandas as pd
+
+    from stagelab.core import metrics as m
+    from stagelab.record.rerun_plan import reruns
+    from stagelab.record.source_state import SOURCE_COLUMN
+
+    start = pd.Timestamp("2026-11-29 22:00")
+
+    def run(stage, minutes, outcome, state="current", days_ago=0):
+        begun = start - pd.Timedelta(days=days_ago)
+        return {f"tags.{m.TAG_STAGE}": stage, "tags.params_file": "acceptance", f"tags.{m.TAG_OUTCOME}": outcome,
+                SOURCE_COLUMN: state, "start_time": begun, "end_time": begun + pd.Timedelta(minutes=minutes)}
+
+    latest = pd.DataFrame([run("s2_wmma", 2.2, "killed"), run("s8_persistent_split", 1.3, "killed")])
+    every_run = pd.DataFrame([*latest.to_dict("records"), run("s2_wmma", 4.1, "pass", "stale (commit g9b45a4)", 1),
+                              *(run("s2_wmma", 0.6, "pass", "stale (commit g1a2b3c4)", 6) for _ in range(3)),
+                              run("s2_wmma", 30.0, "killed", days_ago=2), run("s8_persistent_split", 1.0, "pass", days_ago=1)])
+    plan = {r.stage: r for r in reruns(latest, every_run, ["acceptance"], ["s2_wmma", "s8_persistent_split"])}
+    assert plan["s2_wmma"].seconds == pytest.approx(4.1 * 60) and not plan["s2_wmma"].at_least, "killed runs are no whole run"
+    assert plan["s8_persistent_split"].seconds == pytest.approx(1.3 * 60) and plan["s8_persistent_split"].at_least
