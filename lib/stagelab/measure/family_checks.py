@@ -29,7 +29,7 @@ from .checks import (CheckResult, ErrorBudget, PlanOf, check_each, context_lost,
 @dataclass(frozen=True)
 class Yardstick:
     """One check's inputs with their float64 reference and budget: every kernel checked on these
-    inputs is judged against the same three (measure.stage_checks.check_kernels shares them)."""
+    inputs is judged against the same three (check_kernels shares them)."""
 
     inputs: Any
     ref: torch.Tensor

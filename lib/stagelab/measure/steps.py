@@ -30,6 +30,14 @@ def progress_bar(iterable=None, *, desc: str, total: int | None = None):
     return tqdm(iterable, desc=desc, total=total, leave=False)
 
 
+def _stepper(bar):
+    """A progress callback that names the item and advances the bar by one."""
+    def step(label: str) -> None:
+        bar.set_postfix_str(label)
+        bar.update(1)
+    return step
+
+
 def build_step(ctx: StageContext, with_parent: bool = True) -> Built:
     """The stage, and (with_parent) its parent when there is a GPU to time them side by side."""
     built = Built(build_stage(ctx.stage, ctx.registry))
@@ -68,10 +76,7 @@ def check_step(ctx: StageContext, built: Built) -> CheckReport:
     shapes, skipped = split_supported(ctx.family, p.shapes, ctx.stage.supports)
     bar = progress_bar(desc=f"{ctx.stage.id} checks",
                        total=len(shapes) * len(p.dtypes) * len(p.seeds) * len(distributions) + len(shapes))
-
-    def step(label: str) -> None:
-        bar.set_postfix_str(label)
-        bar.update(1)
+    step = _stepper(bar)
 
     def plan_of() -> str:  # read after each check's launches: the plan they took
         return family.last_launch_plan(module)
@@ -110,11 +115,7 @@ def shared_check_step(entries: dict[str, tuple[StageContext, Built]]) -> dict[st
     plan_readers = {label: partial(family.last_launch_plan, module) for label, module in modules.items()}
     combinations = len(shapes) * len(p.dtypes) * len(p.seeds) * len(distributions)
     bar = progress_bar(desc=f"{ctx.stage.id} checks, {len(entries)} builds", total=combinations + len(shapes) * len(entries))
-
-    def step(label: str) -> None:
-        bar.set_postfix_str(label)
-        bar.update(1)
-
+    step = _stepper(bar)
     results = check_kernels(family, kernels, shapes, p.dtypes, p.seeds, ctx.device, progress=step,
                             distributions=distributions, plan_of=plan_readers)
     reports = {}
