@@ -180,7 +180,8 @@ for batch in "${BATCHES[@]}"; do
     [ "$left" -gt 0 ] || { echo "=== skipped (CALL_LIMIT_S reached): $batch" | tee -a "$OUT/batch.log"; continue; }
     [ "$left" -ge "$batch_timeout" ] || batch_timeout="$left"
   fi
-  timeout "$batch_timeout" python3 -m stagelab run $batch 2>&1 | grep -v '^\s*$' | tee -a "$OUT/batch.log"
+  # --deadline: a stage whose last whole run would not end before the timeout is not started (run.deadline)
+  timeout "$batch_timeout" python3 -m stagelab run $batch --deadline "$batch_timeout" 2>&1 | grep -v '^\s*$' | tee -a "$OUT/batch.log"
   echo "=== elapsed $(( $(date +%s) - start ))s for: $batch" | tee -a "$OUT/batch.log"
   snapshot
 done

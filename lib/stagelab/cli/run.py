@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import sys
 
 from ..judge.outcome import FAILED_OUTCOMES
@@ -48,7 +49,8 @@ def _cmd_run(args) -> int:
     announce_store()
     _write_outside_notebooks(params)
     summary = run_batch(args.stages or None, params, timeout_s=args.timeout, experiment=args.experiment,
-                        kernel_name=args.kernel, resume=args.resume, gpus=gpus, shard=shard, steps=args.steps)
+                        kernel_name=args.kernel, resume=args.resume, gpus=gpus, shard=shard, steps=args.steps,
+                        deadline_s=args.deadline)
     shown = summary.drop(columns=["run_id"] + ([] if gpus else ["gpu"]))
     print(markdown(shown))
     failure = strict_failure(list(summary["outcome"])) if args.strict else None
@@ -93,4 +95,18 @@ def add_parsers(sub) -> None:
     run.add_argument("--steps", nargs="*", default=None, metavar="STEP",
                      help="the optional steps to run instead of the parameter file's (sanitize, profile, explore, stress, protocol; "
                           "none given: none); tagged steps_override on each run")
+    run.add_argument("--deadline", type=_seconds, default=None, metavar="S",
+                     help="end within S seconds of the start: a stage starts only where its last whole run of the file "
+                          "(this GPU's, else any; the store's or the committed pages') says it ends in time; the others "
+                          "are named, with the command that runs them")
     run.set_defaults(func=_cmd_run)
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds above 0")
+    return value

@@ -27,7 +27,7 @@ import pandas as pd
 from ..core import metrics
 from ..record import tracking
 from ..core.errors import ConfigError, RunnerStopped
-from ..core.formatting import markdown, plain
+from .deadline import Admission
 from .execute import execute_notebook, notebook_error
 from .hang_exit import HANG_EXIT_NOTE, hang_exit
 from .gpus import Gpu, no_gpu_notice
@@ -41,31 +41,9 @@ from ..core.sources import run_source_hash
 from .repair import close_run, mark_killed, repair_stale_runs
 from .resume import finished_run
 from .shard import Shard
+from .summary import NotebookResult, summary_row, write_summary
 from ..core.stopping import stop_on_signals
 from .workers import RunningNotebooks, Slot, run_on_slots, slots_for
-
-# Batch summary column -> the metric it shows (speedups: the geometric mean over the timed problems).
-SUMMARY_METRICS = {
-    "mission_p50_us": metrics.MISSION_P50_US,
-    "speedup_vs_parent": metrics.speedup_geomean(metrics.PARENT),
-    "speedup_vs_best": metrics.speedup_geomean(metrics.BEST_CONTENDER),
-    "max_registers": metrics.MAX_REGISTERS,
-    "max_shared_memory_bytes": metrics.MAX_SHARED_MEMORY,
-    "total_spill_bytes": metrics.TOTAL_SPILLS,
-}
-SUMMARY_COLUMNS = ["stage", "outcome", *SUMMARY_METRICS, "seconds", "gpu", "run_id"]
-
-
-@dataclass
-class NotebookResult:
-    stage: str
-    run_id: str
-    outcome: str
-    seconds: float
-    executed: Path | None  # None: a finished run kept by --resume
-    error: str = ""
-    gpu: str = ""  # the GPU index it ran on with --gpus
-
 
 def _record_error(run_id: str, outcome: str, error: str) -> str:
     """The outcome to report; a run the notebook never finished is closed as `error` with why."""
@@ -151,13 +129,6 @@ def run_stage_notebook(batch: BatchContext, stage: str, slot: Slot = Slot()) -> 
     return _execute_and_record(batch, stage, run_id, slot)
 
 
-def summary_row(result: NotebookResult) -> dict:
-    logged = tracking.client().get_run(result.run_id).data.metrics
-    return {"stage": result.stage, "outcome": result.outcome,
-            **{column: logged.get(metric.key()) for column, metric in SUMMARY_METRICS.items()},
-            "seconds": round(result.seconds, 1), "gpu": result.gpu, "run_id": result.run_id}
-
-
 def _plan(stages: list[str] | None, params: str | Path) -> tuple[Path, RunParams, Registry, list[str]]:
     """The parameter file, its family's registry and the stages to run, checked before any work."""
     params_path = resolve_params_path(params)
@@ -180,13 +151,6 @@ def _resumed(experiment_id: str, registry: Registry, stage: str, params_name: st
     return NotebookResult(stage, run_id, tracking.get_tag(run_id, metrics.TAG_OUTCOME) or "", 0.0, None)
 
 
-def _write_summary(rows: list[dict], folder: Path) -> pd.DataFrame:
-    summary = pd.DataFrame(rows, columns=SUMMARY_COLUMNS)
-    summary.to_csv(folder / "summary.csv", index=False, float_format=plain)
-    (folder / "summary.md").write_text(markdown(summary))
-    return summary
-
-
 def _new_batch(params_path: Path, run_params: RunParams, experiment: str | None, timeout_s: int | None,
                kernel_name: str, shard: Shard | None, steps: tuple[str, ...] | None = None) -> BatchContext:
     """The store and experiment opened, and the batch's own runs/ folder made."""
@@ -207,12 +171,14 @@ def _new_batch(params_path: Path, run_params: RunParams, experiment: str | None,
 def run_batch(stages: list[str] | None = None, params: str | Path = "params/acceptance.yaml", *,
               timeout_s: int | None = None, experiment: str | None = None, kernel_name: str = "python3",
               progress: bool = True, resume: bool = False, gpus: list[Gpu] | None = None,
-              shard: Shard | None = None, steps: list[str] | None = None) -> pd.DataFrame:
+              shard: Shard | None = None, steps: list[str] | None = None,
+              deadline_s: float | None = None) -> pd.DataFrame:
     """Run the stages' notebooks, in order, one at a time or (with `gpus`) one per GPU at a time; a
     failing notebook is recorded and the batch goes on. With `shard`, only that piece of the stages;
     with `steps`, these optional steps instead of the parameter file's (checked before any work).
     On start, runs left RUNNING by a runner that is gone are closed as killed; with `resume`, a
     stage with a finished run of its current source on this parameter file is not run again.
+    With `deadline_s`, a stage starts only where its last whole run ends in time (run.deadline).
     SIGINT/SIGTERM stop the running notebooks, record each as killed and raise RunnerStopped."""
     params_path, run_params, registry, stages = _plan(stages, params)
     chosen_steps = None if steps is None else with_steps(run_params, steps).steps
@@ -236,13 +202,16 @@ def run_batch(stages: list[str] | None = None, params: str | Path = "params/acce
                     for stage in stages]
             for result in filter(None, kept):
                 finished(result, " (resumed: finished at this source)")
+            admit = Admission.of(deadline_s, batch.experiment, registry.family, params_path, console.say)
             run_on_slots([stage for stage in stages if stage not in results], slots_for(gpus),
                          lambda stage, slot: run_stage_notebook(batch, stage, slot), batch.running,
-                         console.start, finished)
+                         console.start, finished, admit)
+            if admit:
+                admit.report()
     except RunnerStopped as stop:
         stop.not_run = [stage for stage in stages if stage not in results]
         raise
     finally:
         console.close()
-        summary = _write_summary([summary_row(results[stage]) for stage in stages if stage in results], batch.folder)
+        summary = write_summary([summary_row(results[stage]) for stage in stages if stage in results], batch.folder)
     return summary

@@ -42,6 +42,14 @@ def _nvidia_smi() -> dict[str, str]:
     return names
 
 
+def machine_gpu_name() -> str:
+    """The name of the GPU a notebook without --gpus sees first (CUDA_VISIBLE_DEVICES' first entry, else
+    nvidia-smi's GPU 0); "" where nothing names one."""
+    names = _nvidia_smi()
+    visible = [entry.strip() for entry in os.environ.get(VISIBLE_DEVICES, "0").split(",") if entry.strip()]
+    return names.get(visible[0], "") if visible else ""
+
+
 def _indices(names: dict[str, str]) -> list[str]:
     return [key for key in names if key.isdigit()]
 

@@ -112,8 +112,9 @@ class Outcome(Protocol):
 
 def run_on_slots(stages: list[str], slots: list[Slot], run_one: Callable[[str, Slot], Outcome],
                  running: RunningNotebooks, on_start: Callable[[str, Slot], None],
-                 on_done: Callable[[Outcome], None]) -> None:
-    """Each stage's notebook on the next free slot, `on_done` with each result as it ends. Call it
+                 on_done: Callable[[Outcome], None], admit: Callable[[str, Slot], bool] | None = None) -> None:
+    """Each stage's notebook on the next free slot, `on_done` with each result as it ends; a stage
+    that `admit` turns away when its turn comes (run.deadline) is dropped, the queue goes on. Call it
     inside `stopping.stop_on_signals`: a stop ends the running notebooks, waits for their threads
     to record them, and raises RunnerStopped naming those recorded killed."""
     queue: deque[str] = deque(stages)
@@ -123,7 +124,10 @@ def run_on_slots(stages: list[str], slots: list[Slot], run_one: Callable[[str, S
         try:
             while queue or active:
                 while queue and free:
-                    stage, slot = queue.popleft(), free.pop(0)
+                    stage = queue.popleft()
+                    if admit is not None and not admit(stage, free[0]):
+                        continue
+                    slot = free.pop(0)
                     on_start(stage, slot)
                     active[pool.submit(run_one, stage, slot)] = slot
                 done, _ = wait(active, timeout=POLL_S, return_when=FIRST_COMPLETED)

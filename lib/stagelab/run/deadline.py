@@ -1,0 +1,119 @@
+"""`stagelab run --deadline S`: a batch that must end within S seconds of its start (a lent machine's
+call limit, a job's wall time) starts a notebook only where the stage's last whole run of the
+parameter file says it ends in time; the others are named and left for the next batch. A notebook
+killed at the limit is GPU time spent for no result: three of the eleven H200 acceptance notebooks
+of 2026-11-29's session were, after 79 to 132 s each.
+
+A stage's expected seconds: the notebook time of its newest run of the file that was not stopped
+from outside, on a GPU of the same name where it has one, else on any. They are read from the store
+and from the family's committed pages' runs (`docs/results/<family>/*.runs.csv`), since a lent
+machine's fresh store has none. A stage with no such run is started: nothing says it will not fit.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from ..core import metrics as m
+from .gpus import machine_gpu_name
+from .workers import Slot
+
+ANY_GPU = ""
+_STAGE, _FILE, _GPU, _OUTCOME = (f"tags.{m.TAG_STAGE}", "tags.params_file", f"tags.{m.TAG_GPU}",
+                                 f"tags.{m.TAG_OUTCOME}")
+_SECONDS = f"metrics.{m.NOTEBOOK_SECONDS.key()}"
+
+
+def expected_seconds(runs: pd.DataFrame, params_name: str) -> dict[tuple[str, str], float]:
+    """(stage, GPU name) -> the notebook seconds of its newest whole run of the file on that GPU, and
+    (stage, ANY_GPU) -> on any GPU. `runs`: stage runs, newest first (record.tables.stage_runs' frame
+    or the pages' runs.csv)."""
+    if runs.empty or not {_STAGE, _FILE, _SECONDS}.issubset(runs.columns):
+        return {}
+    outcomes = runs.get(_OUTCOME, pd.Series(index=runs.index, dtype=object))
+    whole = runs[(runs[_FILE] == params_name) & (outcomes != m.OUTCOME_KILLED) & (outcomes != m.OUTCOME_RUNNING)
+                 & runs[_SECONDS].notna()]
+    gpus = whole.get(_GPU, pd.Series(ANY_GPU, index=whole.index)).fillna(ANY_GPU)
+    expected: dict[tuple[str, str], float] = {}
+    for stage, gpu, seconds in zip(whole[_STAGE], gpus, whole[_SECONDS]):
+        for key in ((stage, gpu), (stage, ANY_GPU)):
+            expected.setdefault(key, float(seconds))  # newest first: the first seen stands
+    return expected
+
+
+def known_runs(experiment: str, pages: Path) -> pd.DataFrame:
+    """The store's stage runs of the experiment (none where it has none), then the committed pages' runs,
+    newest first within each."""
+    from ..core.errors import NoRunsError
+    from ..record.tables import stage_runs
+
+    frames = []
+    try:
+        frames.append(stage_runs(experiment))
+    except NoRunsError:
+        pass
+    for page in sorted(pages.glob("*.runs.csv")):
+        frame = pd.read_csv(page, low_memory=False)
+        if "start_time" in frame.columns:
+            frame = frame.sort_values("start_time", ascending=False)
+        frames.append(frame)
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+@dataclass
+class Deadline:
+    """What is left of `seconds` from the batch's start, and whether a stage's notebook fits in it."""
+
+    seconds: float
+    expected: dict[tuple[str, str], float]
+    started: float = field(default_factory=time.monotonic)
+
+    def left(self) -> float:
+        return self.seconds - (time.monotonic() - self.started)
+
+    def refusal(self, stage: str, gpu_name: str = ANY_GPU) -> str | None:
+        """Why the stage is not started now (None: start it)."""
+        need = self.expected.get((stage, gpu_name), self.expected.get((stage, ANY_GPU)))
+        left = self.left()
+        if need is None or need <= left:
+            return None
+        return (f"{stage}: not started, its last whole run took {need:.0f} s and {max(left, 0):.0f} s "
+                f"of the {self.seconds:.0f} s deadline are left")
+
+
+class Admission:
+    """run_on_slots' `admit` for a batch with a deadline: a stage is started where it fits what is
+    left on its slot's GPU; one that does not is said (`say`) and kept in `refused`."""
+
+    def __init__(self, deadline: Deadline, params_path: Path, say: Callable[[str], None]):
+        self.deadline, self.params_path, self.say, self.refused = deadline, params_path, say, []
+
+    @classmethod
+    def of(cls, seconds: float | None, experiment: str, family: str, params_path: Path,
+           say: Callable[[str], None]) -> Admission | None:
+        """The admission of a batch of this file with `seconds` to its deadline; None without one."""
+        from ..core.paths import results_dir
+
+        if seconds is None:
+            return None
+        runs = known_runs(experiment, results_dir(family))
+        return cls(Deadline(seconds, expected_seconds(runs, params_path.stem)), params_path, say)
+
+    def __call__(self, stage: str, slot: Slot) -> bool:
+        reason = self.deadline.refusal(stage, slot.gpu.name if slot.gpu and slot.gpu.name else machine_gpu_name())
+        if reason:
+            self.say(reason)
+            self.refused.append(stage)
+        return reason is None
+
+    def report(self) -> None:
+        """The stages the deadline left out, and the command that runs them."""
+        if self.refused:
+            stages = " ".join(self.refused)
+            self.say(f"not started for the deadline: {stages} (`stagelab run --stages {stages} "
+                     f"--params {self.params_path}` runs them)")

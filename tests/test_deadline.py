@@ -1,0 +1,93 @@
+"""`stagelab run --deadline S`: a stage starts only where its last whole run of the file says it ends
+within S seconds of the batch's start; the others are named with the command that runs them, and no
+run is made for them (a notebook killed at a call's limit is GPU time for nothing)."""
+
+import time
+
+import pandas as pd
+import pytest
+
+from stagelab.core import metrics as m
+from stagelab.record import tracking
+from stagelab.run.deadline import ANY_GPU, Admission, Deadline, expected_seconds, known_runs
+from stagelab.run.gpus import Gpu
+from stagelab.run.workers import RunningNotebooks, Slot, run_on_slots
+
+H200, H100 = "NVIDIA H200", "NVIDIA H100 80GB HBM3"
+
+
+def runs_frame(*rows):
+    """Stage runs newest first: (stage, params file, GPU, outcome, notebook seconds)."""
+    return pd.DataFrame([{f"tags.{m.TAG_STAGE}": stage, "tags.params_file": params, f"tags.{m.TAG_GPU}": gpu,
+                          f"tags.{m.TAG_OUTCOME}": outcome, f"metrics.{m.NOTEBOOK_SECONDS.key()}": seconds}
+                         for stage, params, gpu, outcome, seconds in rows])
+
+
+def test_the_newest_whole_run_of_the_file_stands_per_gpu_and_on_any():
+    runs = runs_frame(("s2_wmma", "acceptance", H200, "killed", 132.0),   # stopped from outside: no measure
+                      ("s2_wmma", "acceptance", H200, "pass", 246.0),
+                      ("s2_wmma", "long", H200, "pass", 90.0),            # another file
+                      ("s2_wmma", "acceptance", H100, "pass", 200.0),
+                      ("s2_wmma", "acceptance", H200, "pass", 36.0),      # older: the file was smaller
+                      ("s9_fp8", "acceptance", H100, "valid_negative", 300.0))
+    expected = expected_seconds(runs, "acceptance")
+    assert expected[("s2_wmma", H200)] == 246.0 and expected[("s2_wmma", H100)] == 200.0
+    assert expected[("s2_wmma", ANY_GPU)] == 246.0
+    assert ("s9_fp8", H200) not in expected and expected[("s9_fp8", ANY_GPU)] == 300.0
+    assert expected_seconds(pd.DataFrame(), "acceptance") == {}
+
+
+def test_a_stage_starts_only_where_its_last_run_fits_what_is_left():
+    deadline = Deadline(600.0, {("s2_wmma", H200): 246.0, ("s9_fp8", ANY_GPU): 300.0},
+                        started=time.monotonic() - 400.0)
+    refusal = deadline.refusal("s2_wmma", H200)
+    assert refusal.startswith("s2_wmma: not started, its last whole run took 246 s and ")
+    assert "of the 600 s deadline are left" in refusal
+    assert deadline.refusal("s9_fp8", H200) is not None, "another GPU's run stands where this one has none"
+    assert deadline.refusal("s0_baseline", H200) is None, "no run says it will not fit: it starts"
+    assert Deadline(600.0, {("s2_wmma", H200): 246.0}).refusal("s2_wmma", H200) is None
+
+
+def test_the_queue_goes_on_past_a_stage_that_does_not_fit():
+    class Result:
+        def __init__(self, stage):
+            self.stage, self.outcome = stage, "pass"
+
+    started, said = [], []
+    admission = Admission(Deadline(100.0, {("long", H200): 500.0, ("short", H200): 10.0}), "params/x.yaml",
+                          said.append)
+    run_on_slots(["long", "short", "unknown"], [Slot(Gpu("0", H200))], lambda stage, slot: Result(stage),
+                 RunningNotebooks(), lambda stage, slot: started.append(stage), lambda result: None, admission)
+    assert started == ["short", "unknown"] and admission.refused == ["long"]
+    admission.report()
+    assert said[0].startswith("long: not started") and said[-1] == (
+        "not started for the deadline: long (`stagelab run --stages long --params params/x.yaml` runs them)")
+
+
+def test_a_fresh_store_reads_the_committed_pages(tmp_store, tmp_path):
+    tracking.init_store("stagelab-sdpa")
+    runs_frame(("s2_wmma", "acceptance", H200, "pass", 246.0)).to_csv(tmp_path / "nvidia-h200.runs.csv", index=False)
+    runs = known_runs("stagelab-sdpa", tmp_path)
+    assert expected_seconds(runs, "acceptance")[("s2_wmma", H200)] == 246.0
+
+
+def test_run_with_a_deadline_leaves_out_what_will_not_fit_and_makes_no_run(tmp_store, stagelab_cli):
+    experiment_id = tracking.init_store("stagelab-sdpa")
+    run_id = tracking.create_run(experiment_id, "s0_baseline", "smoke")
+    tracking.set_tags(run_id, {m.TAG_OUTCOME: "pass"})
+    tracking.log_metrics(run_id, {m.NOTEBOOK_SECONDS.key(): 900.0})
+    tracking.end_run(run_id)
+
+    proc = stagelab_cli("run", "--params", "params/smoke.yaml", "--stages", "s0_baseline", "--deadline", "60")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = proc.stdout + proc.stderr
+    assert "s0_baseline: not started, its last whole run took 900 s" in out
+    assert "`stagelab run --stages s0_baseline --params " in out
+    runs = tracking.client().search_runs([experiment_id])
+    assert [r.info.run_id for r in runs] == [run_id], "no run for a stage that was not started"
+
+
+@pytest.mark.parametrize("value", ["0", "-5", "soon"])
+def test_a_deadline_that_is_no_number_of_seconds_is_refused(stagelab_cli, value):
+    proc = stagelab_cli("run", "--params", "params/smoke.yaml", "--deadline", value)
+    assert proc.returncode == 2 and f"{value!r} is not a number of seconds above 0" in proc.stderr
