@@ -121,3 +121,30 @@ def test_a_conclusion_reaches_an_imported_trial_by_the_id_its_gpu_machine_printe
     assert copy.data.tags[metrics.TAG_CONCLUSION] == "folded"
     with pytest.raises(ConfigError, match="nor one imported from a run of that id"):
         add_conclusion("0123456789abcdef0123456789abcdef", "nothing there")
+
+
+def test_backup_record_packs_the_store_vacuumed_and_it_imports(tmp_path, monkeypatch, capsys):
+    """`stagelab backup --record F.db.xz`: a record as the sessions keep them, smaller than the store
+    packed as it is (a store keeps the pages of what it deleted), with every run."""
+    import sqlite3
+    from contextlib import closing
+
+    from stagelab.cli.main import main
+
+    source_db, source_run = make_store(tmp_path / "session" / "mlruns", monkeypatch, "s9_fp8")
+    with closing(sqlite3.connect(source_db)) as conn:  # a table dropped: its pages stay in the file
+        conn.execute("CREATE TABLE filler (x)")
+        conn.execute("INSERT INTO filler VALUES (randomblob(1000000))")
+        conn.commit()
+        conn.execute("DROP TABLE filler")
+        conn.commit()
+    record = tmp_path / "records" / "session.db.xz"
+    assert main(["backup", "--record", str(record)]) == 0
+    assert f"as the record {record}" in capsys.readouterr().out
+    assert record.stat().st_size < len(lzma.compress(source_db.read_bytes(), preset=9 | lzma.PRESET_EXTREME))
+    make_store(tmp_path / "here" / "mlruns", monkeypatch, "s0_baseline")
+    assert import_record(record, progress=lambda _: None) == 1
+    runs = mlflow.search_runs(experiment_names=["stagelab-sdpa"])
+    assert runs[runs["tags.stage"] == "s9_fp8"].iloc[0]["tags.stagelab.imported_from_run"] == source_run
+    assert main(["backup", "--record", str(tmp_path / "session.db.gz")]) != 0
+    assert "a record is written as `*.db.xz`, not session.db.gz" in capsys.readouterr().err

@@ -95,6 +95,12 @@ def _cmd_backup(args) -> int:
     if not db.is_file():
         raise StoreError(f"no MLflow store at {db} yet: nothing to back up")
     tracking.check_store()  # a damaged store is reported, not copied over as if it were a good backup
+    if args.record:
+        from ..record.portable import pack_record
+
+        size = pack_record(db, Path(args.record))
+        print(f"packed {db} as the record {args.record} ({size / 2**20:.2f} MiB)")
+        return 0
     print(f"backed up {db} to {backup(db, Path(args.to) if args.to else None)}")
     return 0
 
@@ -185,5 +191,8 @@ def add_parsers(sub) -> None:
 
     bak = sub.add_parser("backup", help="copy the SQLite store with SQLite's online backup API "
                          "(default: mlruns/backups/mlflow-<time>.db beside it)")
-    bak.add_argument("--to", default=None, help="file to write the copy to")
+    where = bak.add_mutually_exclusive_group()
+    where.add_argument("--to", default=None, help="file to write the copy to")
+    where.add_argument("--record", default=None, metavar="F.db.xz",
+                       help="pack the copy as a record for docs/results/<family>/records/ (VACUUMed, xz -9e)")
     bak.set_defaults(func=_cmd_backup)

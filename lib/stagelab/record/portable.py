@@ -118,3 +118,28 @@ def import_record(record: Path, progress=print) -> int:
         except (OSError, EOFError, lzma.LZMAError) as err:
             raise ConfigError(f"{record} is not an {packing}-compressed MLflow database: {err}") from err
         return import_store(db, progress, origin=f"the record {record.name}")
+
+
+def pack_record(db: Path, dest: Path) -> int:
+    """A record of the SQLite store `db` at `dest` (*.db.xz): a consistent copy (SQLite's backup API),
+    VACUUMed (a store keeps the pages of what it deleted, and xz packs them too: a fifth of a session's
+    record) and packed by xz at its highest preset (`xz -9e`). Returns the record's size in bytes."""
+    import lzma
+    import shutil
+    import sqlite3
+    import tempfile
+    from contextlib import closing
+
+    from .sqlite_store import backup
+
+    dest = Path(dest)
+    if not dest.name.endswith(XZ_RECORD):
+        raise ConfigError(f"a record is written as `*{XZ_RECORD}`, not {dest.name}")
+    with tempfile.TemporaryDirectory() as scratch:
+        copy = backup(Path(db), Path(scratch) / "mlflow.db")
+        with closing(sqlite3.connect(copy)) as conn:
+            conn.execute("VACUUM")
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        with open(copy, "rb") as plain, lzma.open(dest, "wb", preset=9 | lzma.PRESET_EXTREME) as packed:
+            shutil.copyfileobj(plain, packed)
+    return dest.stat().st_size
