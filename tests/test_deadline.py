@@ -37,6 +37,18 @@ def test_the_newest_whole_run_of_the_file_stands_per_gpu_and_on_any():
     assert expected_seconds(pd.DataFrame(), "acceptance") == {}
 
 
+def test_a_run_stopped_since_the_last_whole_one_is_a_lower_bound():
+    # s2's H200 row on the page: killed after 132 s; its whole run there, from the file's first week, 51 s
+    runs = runs_frame(("s2_wmma", "acceptance", H200, "killed", 132.0),
+                      ("s2_wmma", "acceptance", H200, "pass", 51.0),
+                      ("s2_wmma", "acceptance", H200, "killed", 900.0),   # before the whole run: says nothing
+                      ("s8_persistent_split", "acceptance", H200, "killed", 79.0),
+                      ("s8_persistent_split", "acceptance", H200, "killed", 60.0))
+    expected = expected_seconds(runs, "acceptance")
+    assert expected[("s2_wmma", H200)] == 132.0 and expected[("s2_wmma", ANY_GPU)] == 132.0
+    assert expected[("s8_persistent_split", H200)] == 79.0, "only stopped runs: the longest"
+
+
 def test_a_stage_starts_only_where_its_last_run_fits_what_is_left():
     deadline = Deadline(600.0, {("s2_wmma", H200): 246.0, ("s9_fp8", ANY_GPU): 300.0},
                         started=time.monotonic() - 400.0)
@@ -64,11 +76,14 @@ def test_the_queue_goes_on_past_a_stage_that_does_not_fit():
         "not started for the deadline: long (`stagelab run --stages long --params params/x.yaml` runs them)")
 
 
-def test_a_fresh_store_reads_the_committed_pages(tmp_store, tmp_path):
+def test_a_fresh_store_reads_the_committed_pages_newest_first_across_them(tmp_store, tmp_path):
     tracking.init_store("stagelab-sdpa")
-    runs_frame(("s2_wmma", "acceptance", H200, "pass", 246.0)).to_csv(tmp_path / "nvidia-h200.runs.csv", index=False)
-    runs = known_runs("stagelab-sdpa", tmp_path)
-    assert expected_seconds(runs, "acceptance")[("s2_wmma", H200)] == 246.0
+    older = runs_frame(("s2_wmma", "acceptance", H100, "pass", 51.0)).assign(start_time="2026-11-23 18:49:20+00:00")
+    newer = runs_frame(("s2_wmma", "acceptance", H200, "pass", 246.0)).assign(start_time="2026-11-28 13:52:58+00:00")
+    older.to_csv(tmp_path / "nvidia-h100-80gb-hbm3.runs.csv", index=False)  # read first, by name
+    newer.to_csv(tmp_path / "nvidia-h200.runs.csv", index=False)
+    expected = expected_seconds(known_runs("stagelab-sdpa", tmp_path), "acceptance")
+    assert expected[("s2_wmma", H200)] == 246.0 and expected[("s2_wmma", ANY_GPU)] == 246.0
 
 
 def test_run_with_a_deadline_leaves_out_what_will_not_fit_and_makes_no_run(tmp_store, stagelab_cli):

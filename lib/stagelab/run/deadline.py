@@ -31,24 +31,29 @@ _SECONDS = f"metrics.{m.NOTEBOOK_SECONDS.key()}"
 
 def expected_seconds(runs: pd.DataFrame, params_name: str) -> dict[tuple[str, str], float]:
     """(stage, GPU name) -> the notebook seconds of its newest whole run of the file on that GPU, and
-    (stage, ANY_GPU) -> on any GPU. `runs`: stage runs, newest first (record.tables.stage_runs' frame
-    or the pages' runs.csv)."""
+    (stage, ANY_GPU) -> on any GPU. A run stopped from outside since then is a lower bound, so the
+    larger of the two stands; where a stage has only such runs, the longest. (s2's acceptance row on
+    the H200 page is a run killed after 132 s; its one whole run on the pages is the H100's from the
+    file's first week, 51 s.) `runs`: stage runs, newest first (known_runs)."""
     if runs.empty or not {_STAGE, _FILE, _SECONDS}.issubset(runs.columns):
         return {}
     outcomes = runs.get(_OUTCOME, pd.Series(index=runs.index, dtype=object))
-    whole = runs[(runs[_FILE] == params_name) & (outcomes != m.OUTCOME_KILLED) & (outcomes != m.OUTCOME_RUNNING)
-                 & runs[_SECONDS].notna()]
-    gpus = whole.get(_GPU, pd.Series(ANY_GPU, index=whole.index)).fillna(ANY_GPU)
+    mine = runs[(runs[_FILE] == params_name) & (outcomes != m.OUTCOME_RUNNING) & runs[_SECONDS].notna()]
+    gpus = mine.get(_GPU, pd.Series(ANY_GPU, index=mine.index)).fillna(ANY_GPU)
     expected: dict[tuple[str, str], float] = {}
-    for stage, gpu, seconds in zip(whole[_STAGE], gpus, whole[_SECONDS]):
+    settled: set[tuple[str, str]] = set()  # keys whose newest whole run has been seen
+    for stage, gpu, outcome, seconds in zip(mine[_STAGE], gpus, outcomes[mine.index], mine[_SECONDS]):
         for key in ((stage, gpu), (stage, ANY_GPU)):
-            expected.setdefault(key, float(seconds))  # newest first: the first seen stands
+            if key not in settled:
+                expected[key] = max(expected.get(key, 0.0), float(seconds))
+                if outcome != m.OUTCOME_KILLED:
+                    settled.add(key)
     return expected
 
 
 def known_runs(experiment: str, pages: Path) -> pd.DataFrame:
-    """The store's stage runs of the experiment (none where it has none), then the committed pages' runs,
-    newest first within each."""
+    """The store's stage runs of the experiment (none where it has none) and the committed pages' runs,
+    newest first."""
     from ..core.errors import NoRunsError
     from ..record.tables import stage_runs
 
@@ -57,12 +62,13 @@ def known_runs(experiment: str, pages: Path) -> pd.DataFrame:
         frames.append(stage_runs(experiment))
     except NoRunsError:
         pass
-    for page in sorted(pages.glob("*.runs.csv")):
-        frame = pd.read_csv(page, low_memory=False)
-        if "start_time" in frame.columns:
-            frame = frame.sort_values("start_time", ascending=False)
-        frames.append(frame)
-    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+    frames += [pd.read_csv(page, low_memory=False) for page in sorted(pages.glob("*.runs.csv"))]
+    if not frames:
+        return pd.DataFrame()
+    started = pd.concat([pd.to_datetime(f.get("start_time", pd.Series(pd.NaT, index=f.index)), utc=True)
+                         for f in frames], ignore_index=True)
+    runs = pd.concat(frames, ignore_index=True)
+    return runs.loc[started.sort_values(ascending=False, na_position="last").index].reset_index(drop=True)
 
 
 @dataclass
