@@ -12,6 +12,7 @@ from stagelab.record import tracking
 from stagelab.run.deadline import ANY_GPU, Admission, Deadline, expected_seconds, known_runs
 from stagelab.run.gpus import Gpu
 from stagelab.run.workers import RunningNotebooks, Slot, run_on_slots
+from test_best_stage import current  # noqa: F401 (the fixture)
 
 H200, H100 = "NVIDIA H200", "NVIDIA H100 80GB HBM3"
 
@@ -106,3 +107,28 @@ def test_run_with_a_deadline_leaves_out_what_will_not_fit_and_makes_no_run(tmp_s
 def test_a_deadline_that_is_no_number_of_seconds_is_refused(stagelab_cli, value):
     proc = stagelab_cli("run", "--params", "params/smoke.yaml", "--deadline", value)
     assert proc.returncode == 2 and f"{value!r} is not a number of seconds above 0" in proc.stderr
+
+
+def test_a_report_keeps_every_runs_seconds_for_a_fresh_store(tmp_store, tmp_path, monkeypatch, current):
+    """The page's runs.csv keeps its latest row per stage (a killed one, for s2 on the H200); durations.csv
+    beside it keeps every finished run's seconds, so a lent machine's fresh store still finds the whole run."""
+    from test_best_stage import VIT, log_run
+
+    from stagelab.record.durations import DURATIONS_FILE
+    from stagelab.record.report import build_report
+
+    experiment_id = tracking.init_store("stagelab-sdpa")
+    whole = log_run(experiment_id, "s2_wmma", "an older source", {VIT: (12.0, 170.0)})
+    tracking.log_metrics(whole, {m.NOTEBOOK_SECONDS.key(): 246.0})
+    # the current source's run was killed: it is the page's row, over the stale whole one
+    killed = log_run(experiment_id, "s2_wmma", current["s2_wmma"], {VIT: (12.0, 170.0)}, outcome="killed")
+    tracking.log_metrics(killed, {m.NOTEBOOK_SECONDS.key(): 132.0})
+    report = build_report(["acceptance"], out_dir=tmp_path, gpu="Test GPU 7")
+    page_rows = pd.read_csv(tmp_path / "test-gpu-7.runs.csv")
+    assert list(page_rows[f"tags.{m.TAG_OUTCOME}"]) == ["killed"]
+    assert (tmp_path / DURATIONS_FILE).is_file()
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'fresh' / 'mlflow.db'}")
+    tracking.init_store("stagelab-sdpa")
+    expected = expected_seconds(known_runs("stagelab-sdpa", report.path.parent), "acceptance")
+    assert expected[("s2_wmma", "Test GPU 7")] == 246.0

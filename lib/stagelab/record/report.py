@@ -146,6 +146,7 @@ def write_report(params_names: list[str] | None = None, *, family: str = "sdpa",
 def build_report(params_names: list[str] | None = None, *, family: str = "sdpa", out_dir: str | Path | None = None,
                  experiment: str | None = None, gpu: str | None = None) -> Report:
     """write_report's page, and what it found not current (the page's last section)."""
+    from .durations import write_durations
     from .journal import write_journals
 
     fam = load_family(family)
@@ -177,6 +178,7 @@ def build_report(params_names: list[str] | None = None, *, family: str = "sdpa",
     keep = ["run_id", "start_time", "status"] + sorted(c for c in runs.columns if c.startswith(("tags.", "metrics.", "params."))
                                                      and not c.startswith("tags.mlflow.note"))
     csv_cells(runs[keep].dropna(axis=1, how="all")).to_csv(out / f"{label}.runs.csv", index=False)
+    write_durations(every_run, out)  # every run's seconds, for `stagelab run --deadline` on a fresh store
     lines += [f"The {len(runs)} runs behind this page, with every metric and tag: [{label}.runs.csv]({label}.runs.csv).", ""]
     page = out / f"{label}.md"
     page.write_text("\n".join(lines))

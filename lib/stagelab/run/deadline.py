@@ -6,8 +6,9 @@ of 2026-11-29's session were, after 79 to 132 s each.
 
 A stage's expected seconds: the notebook time of its newest run of the file that was not stopped
 from outside, on a GPU of the same name where it has one, else on any. They are read from the store
-and from the family's committed pages' runs (`docs/results/<family>/*.runs.csv`), since a lent
-machine's fresh store has none. A stage with no such run is started: nothing says it will not fit.
+and from what the family's committed pages keep of them (`docs/results/<family>/durations.csv`
+and `*.runs.csv`), since a lent machine's fresh store has none. A stage with no such run is
+started: nothing says it will not fit.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from pathlib import Path
 import pandas as pd
 
 from ..core import metrics as m
+from ..record.durations import DURATIONS_FILE
 from .gpus import machine_gpu_name
 from .workers import Slot
 
@@ -52,8 +54,8 @@ def expected_seconds(runs: pd.DataFrame, params_name: str) -> dict[tuple[str, st
 
 
 def known_runs(experiment: str, pages: Path) -> pd.DataFrame:
-    """The store's stage runs of the experiment (none where it has none) and the committed pages' runs,
-    newest first."""
+    """The store's stage runs of the experiment (none where it has none), the committed pages' runs and
+    every run's seconds beside them (record.durations), newest first."""
     from ..core.errors import NoRunsError
     from ..record.tables import stage_runs
 
@@ -62,7 +64,8 @@ def known_runs(experiment: str, pages: Path) -> pd.DataFrame:
         frames.append(stage_runs(experiment))
     except NoRunsError:
         pass
-    frames += [pd.read_csv(page, low_memory=False) for page in sorted(pages.glob("*.runs.csv"))]
+    pages_runs = [*sorted(pages.glob("*.runs.csv")), pages / DURATIONS_FILE]
+    frames += [pd.read_csv(path, low_memory=False) for path in pages_runs if path.is_file()]
     if not frames:
         return pd.DataFrame()
     started = pd.concat([pd.to_datetime(f.get("start_time", pd.Series(pd.NaT, index=f.index)), utc=True)
