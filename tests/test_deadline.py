@@ -132,3 +132,18 @@ def test_a_report_keeps_every_runs_seconds_for_a_fresh_store(tmp_store, tmp_path
     tracking.init_store("stagelab-sdpa")
     expected = expected_seconds(known_runs("stagelab-sdpa", report.path.parent), "acceptance")
     assert expected[("s2_wmma", "Test GPU 7")] == 246.0
+
+
+def test_where_durations_csv_is_kept_the_pages_runs_csv_are_not_read(tmp_store, tmp_path):
+    """durations.csv holds every finished run the pages' runs.csv do; the 2.7 MB of runs.csv are read
+    only for a family whose pages predate it."""
+    from stagelab.record.durations import DURATIONS_FILE
+
+    tracking.init_store("stagelab-sdpa")
+    kept = runs_frame(("s2_wmma", "acceptance", H200, "pass", 251.0)).assign(start_time="2026-11-29 19:00:00+00:00")
+    page = runs_frame(("s2_wmma", "acceptance", H200, "pass", 51.0)).assign(start_time="2026-11-30 01:00:00+00:00")
+    kept.to_csv(tmp_path / DURATIONS_FILE, index=False)
+    page.to_csv(tmp_path / "nvidia-h200.runs.csv", index=False)
+    assert expected_seconds(known_runs("stagelab-sdpa", tmp_path), "acceptance")[("s2_wmma", H200)] == 251.0
+    (tmp_path / DURATIONS_FILE).unlink()
+    assert expected_seconds(known_runs("stagelab-sdpa", tmp_path), "acceptance")[("s2_wmma", H200)] == 51.0

@@ -134,3 +134,23 @@ def test_a_killed_runs_minutes_are_its_newest_whole_runs_where_that_took_longer(
     plan = {r.stage: r for r in reruns(latest, every_run, ["acceptance"], ["s2_wmma", "s8_persistent_split"])}
     assert plan["s2_wmma"].seconds == pytest.approx(4.1 * 60) and not plan["s2_wmma"].at_least, "killed runs are no whole run"
     assert plan["s8_persistent_split"].seconds == pytest.approx(1.3 * 60) and plan["s8_persistent_split"].at_least
+
+
+def test_a_stage_not_run_on_this_gpu_takes_its_newest_whole_run_elsewhere_not_the_median():
+    """The minutes of a stage missing on this GPU are its newest whole run on another (the estimate
+    `stagelab run --deadline` reads): three runs of 0.6 min from the file's first week would make a
+    median of 0.6 where the file now takes 4.1."""
+    import pandas as pd
+
+    from stagelab.core import metrics as m
+    from stagelab.record.rerun_plan import reruns
+
+    def run(minutes, days_ago, outcome="pass"):
+        begun = pd.Timestamp("2026-11-29 22:00") - pd.Timedelta(days=days_ago)
+        return {f"tags.{m.TAG_STAGE}": "s2_wmma", "tags.params_file": "acceptance", f"tags.{m.TAG_OUTCOME}": outcome,
+                f"tags.{m.TAG_GPU}": "Other GPU", "start_time": begun, "end_time": begun + pd.Timedelta(minutes=minutes)}
+
+    every_run = pd.DataFrame([*(run(0.6, 6 + d) for d in range(3)), run(4.1, 1), run(9.0, 2, "killed")])
+    latest = pd.DataFrame(columns=[f"tags.{m.TAG_STAGE}", "tags.params_file"])
+    [plan] = reruns(latest, every_run, ["acceptance"], ["s2_wmma"])
+    assert plan.reason == NOT_RUN and plan.seconds == pytest.approx(4.1 * 60) and not plan.at_least

@@ -13,6 +13,7 @@ import pandas as pd
 
 from ..core import metrics as m
 from ..core.formatting import markdown
+from .durations import ANY_GPU, expected_seconds, run_seconds
 from .source_state import SOURCE_COLUMN, is_current, stale_failure
 from .tables import outcome_cell
 
@@ -47,30 +48,8 @@ def _reason(run: pd.Series) -> str | None:
 
 
 def _seconds(run: pd.Series) -> float | None:
-    start, end = run.get("start_time"), run.get("end_time")
-    if pd.isna(start) or pd.isna(end):
-        return None
-    return (pd.Timestamp(end) - pd.Timestamp(start)).total_seconds()
-
-
-def _durations(runs: pd.DataFrame) -> pd.Series:
-    return (pd.to_datetime(runs["end_time"]) - pd.to_datetime(runs["start_time"])).dt.total_seconds()
-
-
-def _typical_seconds(every_run: pd.DataFrame) -> dict[tuple[str, str], float]:
-    """Per (stage, file): the median duration of its runs on any GPU."""
-    grouped = _durations(every_run).groupby([every_run[f"tags.{m.TAG_STAGE}"], every_run["tags.params_file"]])
-    return {key: float(value) for key, value in grouped.median().dropna().items()}
-
-
-def _newest_whole_seconds(every_run: pd.DataFrame) -> dict[tuple[str, str], float]:
-    """Per (stage, file): the duration of its newest run on any GPU that was not stopped from outside
-    (a parameter file grows: acceptance.yaml's runs took 0.6 min in its first week, 4 since)."""
-    outcomes = every_run.get(f"tags.{m.TAG_OUTCOME}", pd.Series(index=every_run.index, dtype=object))
-    whole = every_run[outcomes != m.OUTCOME_KILLED].assign(_seconds=_durations)
-    whole = whole.sort_values("start_time", ascending=False).dropna(subset=["_seconds"])
-    newest = whole.drop_duplicates(subset=[f"tags.{m.TAG_STAGE}", "tags.params_file"], keep="first")
-    return {(row[f"tags.{m.TAG_STAGE}"], row["tags.params_file"]): float(row["_seconds"]) for _, row in newest.iterrows()}
+    took = run_seconds(run.to_frame().T).iloc[0]
+    return None if pd.isna(took) else float(took)
 
 
 def reruns(latest: pd.DataFrame, every_run: pd.DataFrame, params_names: Sequence[str],
@@ -80,24 +59,26 @@ def reruns(latest: pd.DataFrame, every_run: pd.DataFrame, params_names: Sequence
     of a file on this GPU is listed where it has one on another: the pages differ by it) and how long
     a run takes where this GPU has none; `stages`: the family's stages in ladder order."""
     ladder = set(zip(every_run[f"tags.{m.TAG_STAGE}"], every_run["tags.params_file"]))
-    typical, whole = _typical_seconds(every_run), _newest_whole_seconds(every_run)
+    newest_first = every_run.sort_values("start_time", ascending=False)
     plan = []
     for name in params_names:
+        expected = expected_seconds(newest_first, name)
         subset = latest[latest["tags.params_file"] == name]
         by_stage = {row[f"tags.{m.TAG_STAGE}"]: row for _, row in subset.iterrows()}
         for stage in stages:
             run = by_stage.get(stage)
             if run is None:
                 if (stage, name) in ladder:
-                    plan.append(Rerun(name, stage, NOT_RUN, typical.get((stage, name))))
+                    plan.append(Rerun(name, stage, NOT_RUN, expected.get((stage, ANY_GPU))))
             elif (reason := _reason(run)) is not None:
-                plan.append(_rerun(name, stage, reason, run, whole.get((stage, name))))
+                plan.append(_rerun(name, stage, reason, run, expected.get((stage, ANY_GPU))))
     return plan
 
 
 def _rerun(params_file: str, stage: str, reason: str, run: pd.Series, whole: float | None) -> Rerun:
-    """A killed run's duration is a lower bound; the stage's newest whole run, where longer, says more
-    (s2's acceptance run killed after 2.2 min had taken 4.1 whole)."""
+    """A killed run's duration is a lower bound; the stage's expected seconds (its newest whole run on
+    any GPU, or a longer killed one since), where longer, say more (s2's acceptance run killed after
+    2.2 min had taken 4.1 whole)."""
     seconds = _seconds(run)
     if run.get(f"tags.{m.TAG_OUTCOME}") != m.OUTCOME_KILLED:
         return Rerun(params_file, stage, reason, seconds)
@@ -128,7 +109,7 @@ def rerun_lines(plan: Sequence[Rerun], gpu: str) -> list[str]:
         return lines + [f"Every stage's latest run on `{gpu}` measured its current source.", ""]
     lines += [f"Re-running these on `{gpu}` makes every row above current. Minutes: the stage's latest run "
               "there (more than that where it was stopped from outside, unless its newest whole run anywhere took "
-              "longer: then that), or the median of its runs on other GPUs where it has none; on one GPU (a batch over several GPUs divides them). A stale run that "
+              "longer: then that), or its newest whole run on another GPU where it has none there; on one GPU (a batch over several GPUs divides them). A stale run that "
               "failed is here alone, with its outcome: the tables above leave it out, as its failure belongs "
               "to code that is gone.", ""]
     table = pd.DataFrame([{"parameter file": r.params_file, "stage": r.stage, "why": r.reason,

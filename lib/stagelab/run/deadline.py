@@ -4,11 +4,12 @@ parameter file says it ends in time; the others are named and left for the next 
 killed at the limit is GPU time spent for no result: three of the eleven H200 acceptance notebooks
 of 2026-11-29's session were, after 79 to 132 s each.
 
-A stage's expected seconds: the notebook time of its newest run of the file that was not stopped
-from outside, on a GPU of the same name where it has one, else on any. They are read from the store
-and from what the family's committed pages keep of them (`docs/results/<family>/durations.csv`
-and `*.runs.csv`), since a lent machine's fresh store has none. A stage with no such run is
-started: nothing says it will not fit.
+A stage's expected seconds (record.durations.expected_seconds, which the pages' re-run list reads
+too): the notebook time of its newest run of the file that was not stopped from outside, on a GPU
+of the same name where it has one, else on any. They are read from the store and from what the
+family's committed pages keep of them (`docs/results/<family>/durations.csv`, or the pages'
+`*.runs.csv` where a family's pages predate it), since a lent machine's fresh store has none. A
+stage with no such run is started: nothing says it will not fit.
 """
 
 from __future__ import annotations
@@ -21,36 +22,9 @@ from pathlib import Path
 import pandas as pd
 
 from ..core import metrics as m
-from ..record.durations import DURATIONS_FILE
+from ..record.durations import ANY_GPU, DURATIONS_FILE, expected_seconds
 from .gpus import machine_gpu_name
 from .workers import Slot
-
-ANY_GPU = ""
-_STAGE, _FILE, _GPU, _OUTCOME = (f"tags.{m.TAG_STAGE}", "tags.params_file", f"tags.{m.TAG_GPU}",
-                                 f"tags.{m.TAG_OUTCOME}")
-_SECONDS = f"metrics.{m.NOTEBOOK_SECONDS.key()}"
-
-
-def expected_seconds(runs: pd.DataFrame, params_name: str) -> dict[tuple[str, str], float]:
-    """(stage, GPU name) -> the notebook seconds of its newest whole run of the file on that GPU, and
-    (stage, ANY_GPU) -> on any GPU. A run stopped from outside since then is a lower bound, so the
-    larger of the two stands; where a stage has only such runs, the longest. (s2's acceptance row on
-    the H200 page is a run killed after 132 s; its one whole run on the pages is the H100's from the
-    file's first week, 51 s.) `runs`: stage runs, newest first (known_runs)."""
-    if runs.empty or not {_STAGE, _FILE, _SECONDS}.issubset(runs.columns):
-        return {}
-    outcomes = runs.get(_OUTCOME, pd.Series(index=runs.index, dtype=object))
-    mine = runs[(runs[_FILE] == params_name) & (outcomes != m.OUTCOME_RUNNING) & runs[_SECONDS].notna()]
-    gpus = mine.get(_GPU, pd.Series(ANY_GPU, index=mine.index)).fillna(ANY_GPU)
-    expected: dict[tuple[str, str], float] = {}
-    settled: set[tuple[str, str]] = set()  # keys whose newest whole run has been seen
-    for stage, gpu, outcome, seconds in zip(mine[_STAGE], gpus, outcomes[mine.index], mine[_SECONDS]):
-        for key in ((stage, gpu), (stage, ANY_GPU)):
-            if key not in settled:
-                expected[key] = max(expected.get(key, 0.0), float(seconds))
-                if outcome != m.OUTCOME_KILLED:
-                    settled.add(key)
-    return expected
 
 
 def known_runs(experiment: str, pages: Path) -> pd.DataFrame:
@@ -64,8 +38,11 @@ def known_runs(experiment: str, pages: Path) -> pd.DataFrame:
         frames.append(stage_runs(experiment))
     except NoRunsError:
         pass
-    pages_runs = [*sorted(pages.glob("*.runs.csv")), pages / DURATIONS_FILE]
-    frames += [pd.read_csv(path, low_memory=False) for path in pages_runs if path.is_file()]
+    # durations.csv holds every finished run the pages' runs.csv do (2.7 MB for sdpa, one row per
+    # stage and file each); they are read only where a family's pages were written before it
+    durations = pages / DURATIONS_FILE
+    pages_runs = [durations] if durations.is_file() else sorted(pages.glob("*.runs.csv"))
+    frames += [pd.read_csv(path, low_memory=False) for path in pages_runs]
     if not frames:
         return pd.DataFrame()
     started = pd.concat([pd.to_datetime(f.get("start_time", pd.Series(pd.NaT, index=f.index)), utc=True)
