@@ -268,7 +268,8 @@ def test_split_supported_keeps_the_order_and_gives_each_skip_its_reason():
 
 
 def stage_context(supports=(), shapes=()):
-    from stagelab.core.params import RunParams, TimingSpec
+    from stagelab.core.params import RunParams
+    from stagelab.core.timing_spec import TimingSpec
 
     params = RunParams(path=repo_root() / "params" / "x.yaml", description="", family=FAMILY, dtypes=("float16",),
                        seeds=(0, 1), shapes=tuple(shapes), mission=shapes[0],

@@ -126,3 +126,54 @@ def test_visits_are_checked_where_the_parameter_file_is_read(tmp_path):
         with pytest.raises(ConfigError, match="visits"):
             load_params(params_with(bad))
     assert timing_order(None) == "round_robin" and timing_order(4) == "round_robin_4_visits"
+
+
+def test_a_contender_slower_than_the_files_seconds_per_contender_takes_fewer_samples(fake_cuda):
+    """acceptance.yaml's 1x683x2945x64: torch's math contender takes about 0.17 s a launch, 37 s of a
+    notebook at 100 samples in two modes. Capped at 2 s it takes MIN_CAPPED_REPETITIONS; a contender
+    whose samples fit takes them all; without a cap nothing is probed."""
+    from stagelab.core.timing_spec import MIN_CAPPED_REPETITIONS
+    from stagelab.measure.sampling import capped_repetitions
+
+    log = []
+    samplers = {"stage": _sampler("stage", 3.0, 1, log, fake_cuda), "math": _sampler("math", 170.0, 1, log, fake_cuda),
+                "parent": _sampler("parent", 40.0, 1, log, fake_cuda)}
+    assert capped_repetitions(samplers, 100, None, "cold timing") == dict.fromkeys(samplers, 100) and log == []
+    wanted = capped_repetitions(samplers, 100, 2.0, "cold timing")
+    assert wanted == {"stage": 100, "math": MIN_CAPPED_REPETITIONS, "parent": 50}  # 2 s / 40 ms
+    assert log == ["stage", "math", "parent"], "one probe sample each"
+
+
+def test_a_capped_contenders_samples_are_spread_over_the_rounds_not_taken_first(fake_cuda):
+    log = []
+    samplers = {"stage": _sampler("stage", 0.010, 1, log, fake_cuda), "math": _sampler("math", 1.0, 1, log, fake_cuda)}
+    samples = sample_round_robin(samplers, {"stage": 10, "math": 2}, what="cold timing")
+    assert len(samples["stage"]) == 10 and len(samples["math"]) == 2
+    rounds_of_math = [log[:i].count("stage") for i, name in enumerate(log) if name == "math"]
+    # its two samples in rounds 1 and 6 of 10, half the run apart (taken first, they would be in rounds 1 and 2)
+    assert rounds_of_math[1] - rounds_of_math[0] >= 4, log
+
+
+def test_a_capped_contender_reports_no_p99():
+    import math
+
+    from stagelab.measure.timing import summarize
+
+    shape = SimpleNamespace(tag="1x683x2945x64", flops=lambda: 1e12, bytes_moved=lambda element_bytes: 1e9)
+    capped = summarize([100.0 + i for i in range(20)], contender="math", shape=shape, mode="cold")
+    full = summarize([100.0 + i for i in range(100)], contender="stage", shape=shape, mode="cold")
+    assert math.isnan(capped.p99_us) and capped.repetitions == 20 and capped.p50_us == pytest.approx(109.5)
+    assert full.p99_us == pytest.approx(198.01)
+
+
+@pytest.mark.parametrize("value", [0, -1, "soon", True])
+def test_seconds_per_contender_must_be_seconds_above_zero(tmp_path, value):
+    from stagelab.core.errors import ConfigError
+    from stagelab.core.params import load_params
+
+    path = tmp_path / "capped.yaml"
+    path.write_text(f"family: softmax\nshapes: [{{shape: [4, 1000]}}]\ntiming: {{seconds_per_contender: {value}}}\n")
+    with pytest.raises(ConfigError, match="seconds_per_contender: expected a number of seconds above 0"):
+        load_params(path)
+    path.write_text("family: softmax\nshapes: [{shape: [4, 1000]}]\ntiming: {seconds_per_contender: 2}\n")
+    assert load_params(path).timing.seconds_per_contender == 2.0

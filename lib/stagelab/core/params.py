@@ -15,7 +15,8 @@
     timed: [{shape: [4, 16, 4096, 128], causal: false}]  # optional: time these instead of `shapes`
                                      # (a file of tiny ragged check problems, params/try.yaml)
     timing: {dtype: float16, warmup: 10, repetitions: 100, modes: [cold],
-             contenders: [flash, efficient, cudnn, math]}  # `backends` is the older name
+             contenders: [flash, efficient, cudnn, math],  # `backends` is the older name
+             visits: 4, seconds_per_contender: 2}  # optional: core/timing_spec.py
     timeout_s: 1800                  # per-notebook limit in batch runs
     steps: [sanitize, profile, explore, stress, protocol]  # optional steps this file runs (default none):
                                      # each costs minutes per stage on a GPU, so a file opts in
@@ -31,18 +32,13 @@ from pathlib import Path
 from typing import Any
 
 from .errors import ConfigError
-from .yaml_file import check_keys, read_yaml
+from .timing_spec import TimingSpec, parse_timing
+from .yaml_file import check_keys, choice_list, positive_int, read_yaml
 from .family import DEFAULT_DISTRIBUTION, Family, Problem, load_family
 from .launch_plans import coverage_rule
 from .problems import Problems
 from .stress_spec import StressSpec, parse_stress
 
-# How a stage may be timed (measure.timing): launches apart with the L2 flushed, back to back,
-# or as many as the GPU takes in one graph.
-TIMING_MODES = ("cold", "hot", "throughput")
-
-# Fewer samples than this leave the p99 resting on a single launch.
-MIN_REPETITIONS = 100
 DEFAULT_FAMILY = "sdpa"
 
 _TOP_KEYS = {"description", "family", "dtypes", "seeds", "distributions", "shapes", "mission", "timing", "timeout_s",
@@ -52,24 +48,6 @@ _TOP_KEYS = {"description", "family", "dtypes", "seeds", "distributions", "shape
 # stress rounds under perturbed timing (stress.py; the file's `stress:` mapping tunes them) and the
 # ring-protocol-checking build at the check problems (protocol.py).
 OPTIONAL_STEPS = ("sanitize", "profile", "explore", "stress", "protocol")
-_TIMING_KEYS = {"dtype", "warmup", "repetitions", "modes", "contenders", "backends", "visits"}
-
-
-@dataclass(frozen=True)
-class TimingSpec:
-    dtype: str
-    warmup: int
-    repetitions: int
-    modes: tuple[str, ...]
-    contenders: tuple[str, ...]
-    # Visits per contender per mode, each a run of repetitions / visits samples in a row, the
-    # visits in round-robin order; None: one sample a visit (measure.sampling).
-    visits: int | None = None
-
-    @property
-    def primary_mode(self) -> str:
-        """The mode the outcome and the unsuffixed metrics come from: the file's first."""
-        return self.modes[0]
 
 
 @dataclass(frozen=True)
@@ -101,12 +79,6 @@ class RunParams:
         return shapes
 
 
-def _positive_int(where: str, value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise ConfigError(f"{where}: expected a positive integer, got {value!r}")
-    return value
-
-
 def with_steps(params: RunParams, steps: str | list[str] | tuple[str, ...]) -> RunParams:
     """The parameter file with its optional steps replaced (`stagelab run --steps`, a notebook's
     `steps` parameter): a list, or one comma-separated string ("" for none)."""
@@ -114,46 +86,7 @@ def with_steps(params: RunParams, steps: str | list[str] | tuple[str, ...]) -> R
 
     names = [s for s in steps.split(",") if s.strip()] if isinstance(steps, str) else list(steps)
     names = [s.strip() for s in names]
-    return replace(params, steps=_choice_list("steps", names, OPTIONAL_STEPS) if names else ())
-
-
-def _choice_list(where: str, value: Any, allowed: tuple[str, ...]) -> tuple[str, ...]:
-    values = [value] if isinstance(value, str) else value
-    if not isinstance(values, list) or not values:
-        raise ConfigError(f"{where}: expected a non-empty list drawn from {list(allowed)}")
-    for item in values:
-        if item not in allowed:
-            raise ConfigError(f"{where}: {item!r} is not supported; supported: {list(allowed)}")
-    return tuple(values)
-
-
-def _timing(where: str, raw: Any, family: Family) -> TimingSpec:
-    raw = check_keys(where, raw, _TIMING_KEYS)
-    if "contenders" in raw and "backends" in raw:
-        raise ConfigError(f"{where}: give `contenders` (or its older name `backends`), not both")
-    dtypes = tuple(family.dtypes)
-    dtype = raw.get("dtype", dtypes[0])
-    if dtype not in dtypes:
-        raise ConfigError(f"{where}.dtype: {dtype!r} is not supported; supported: {list(dtypes)}")
-    warmup = raw.get("warmup", 10)
-    if isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 0:
-        raise ConfigError(f"{where}.warmup: expected an integer >= 0, got {warmup!r}")
-    repetitions = _positive_int(f"{where}.repetitions", raw.get("repetitions", MIN_REPETITIONS))
-    if repetitions < MIN_REPETITIONS:
-        raise ConfigError(f"{where}.repetitions: {repetitions} is too few for a p99; use at least {MIN_REPETITIONS}")
-    contenders = raw.get("contenders", raw.get("backends", list(family.contenders)))
-    visits = raw.get("visits")
-    if visits is not None:
-        visits = _positive_int(f"{where}.visits", visits)
-        if visits % 2 or visits > repetitions:
-            raise ConfigError(f"{where}.visits: {visits} must be even (each round's order is reversed in the next) "
-                              f"and at most the repetitions ({repetitions})")
-    return TimingSpec(
-        dtype=dtype, warmup=warmup, repetitions=repetitions,
-        modes=_choice_list(f"{where}.modes", raw.get("modes", ["cold"]), TIMING_MODES),
-        contenders=() if contenders == [] else _choice_list(f"{where}.contenders", contenders, family.contenders),
-        visits=visits,
-    )
+    return replace(params, steps=choice_list("steps", names, OPTIONAL_STEPS) if names else ())
 
 
 def _problem_list(path: Path, key: str, entries: Any, family: Family) -> tuple[Problem, ...]:
@@ -197,10 +130,10 @@ def _family_fields(path: Path, raw: dict, family: Family, problems: Problems) ->
     """The fields whose checks need the family (its dtypes, problems, contenders, distributions)."""
     check = problems.check
     return {
-        "dtypes": check(_choice_list, f"{path}: dtypes", raw.get("dtypes", list(family.dtypes)), tuple(family.dtypes)),
+        "dtypes": check(choice_list, f"{path}: dtypes", raw.get("dtypes", list(family.dtypes)), tuple(family.dtypes)),
         "shapes": check(_problem_list, path, "shapes", raw.get("shapes"), family),
         "mission": check(_mission, path, raw, family),
-        "timing": check(_timing, f"{path}: timing", raw.get("timing") or {}, family),
+        "timing": check(parse_timing, f"{path}: timing", raw.get("timing") or {}, family),
         "distributions": check(_distributions, f"{path}: distributions",
                                raw.get("distributions", [DEFAULT_DISTRIBUTION]), family),
         "timed": check(_problem_list, path, "timed", raw["timed"], family) if "timed" in raw else (),
@@ -219,7 +152,7 @@ def load_params(path: Path | str) -> RunParams:
     family = problems.check(_family, path, raw)
     fields = {
         "seeds": problems.check(_seeds, f"{path}: seeds", raw.get("seeds", [0, 1])),
-        "timeout_s": problems.check(_positive_int, f"{path}: timeout_s", raw.get("timeout_s", 1800)),
+        "timeout_s": problems.check(positive_int, f"{path}: timeout_s", raw.get("timeout_s", 1800)),
         "steps": problems.check(_steps, f"{path}: steps", raw.get("steps", [])),
         "stress": problems.check(parse_stress, f"{path}: stress", raw.get("stress")),
         "coverage": problems.check(coverage_rule, f"{path}: coverage", raw.get("coverage")),
@@ -237,7 +170,7 @@ def _distributions(where: str, value: Any, family: Family) -> tuple[str, ...]:
         if repeated:
             raise ConfigError(f"{where}: {repeated} listed more than once")
     try:
-        return _choice_list(where, value, family.distributions)
+        return choice_list(where, value, family.distributions)
     except ConfigError as exc:
         raise ConfigError(f"{exc} (the {family.name} family's input distributions)") from exc
 
@@ -245,4 +178,4 @@ def _distributions(where: str, value: Any, family: Family) -> tuple[str, ...]:
 def _steps(where: str, value: Any) -> tuple[str, ...]:
     if value in (None, []):
         return ()
-    return _choice_list(where, value, OPTIONAL_STEPS)
+    return choice_list(where, value, OPTIONAL_STEPS)

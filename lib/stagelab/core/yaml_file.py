@@ -1,6 +1,6 @@
 """Reading the lab's YAML files (parameter files, stage registries, trial sources): one error for a
 missing file and one for a file that is not YAML, each naming the file (and for a syntax error the line
-and column, on one line); and the check of a mapping's keys."""
+and column, on one line); and the checks of a mapping's keys and of its values' forms."""
 
 from __future__ import annotations
 
@@ -41,3 +41,19 @@ def check_keys(where: str, mapping: Any, allowed: set[str]) -> dict:
     if unknown:
         raise ConfigError(f"{where}: unknown key(s) {unknown}; allowed: {sorted(allowed)}")
     return mapping
+
+
+def positive_int(where: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ConfigError(f"{where}: expected a positive integer, got {value!r}")
+    return value
+
+
+def choice_list(where: str, value: Any, allowed: tuple[str, ...]) -> tuple[str, ...]:
+    values = [value] if isinstance(value, str) else value
+    if not isinstance(values, list) or not values:
+        raise ConfigError(f"{where}: expected a non-empty list drawn from {list(allowed)}")
+    for item in values:
+        if item not in allowed:
+            raise ConfigError(f"{where}: {item!r} is not supported; supported: {list(allowed)}")
+    return tuple(values)

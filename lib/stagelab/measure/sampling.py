@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ..core.params import TIMING_MODES
+from ..core.timing_spec import MIN_CAPPED_REPETITIONS, TIMING_MODES
 from .watchdog import launch_bound_s, synchronize, wait_for
 
 # Before each cold launch the GPU spins this many cycles (~0.5 ms at 2 GHz) so the host
@@ -137,25 +137,56 @@ def round_robin_order(names: list[str], rounds: int) -> list[str]:
     return order
 
 
-def sample_round_robin(samplers: dict[str, Sampler], repetitions: int, what: str,
+def _sample(one: Sampler) -> tuple[torch.cuda.Event, torch.cuda.Event]:
+    """One sample enqueued: `before` unmeasured, then the run between two events (not waited for)."""
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    if one.before is not None:
+        one.before()
+    start.record()
+    one.run()
+    end.record()
+    return start, end
+
+
+def probe_seconds(one: Sampler, what: str) -> float:
+    """GPU seconds of one sample of `one` (its launches, not its `before`), waited for: what a cap on a
+    contender's time (capped_repetitions) divides."""
+    start, end = _sample(one)
+    wait_for([end], one.bound_s, f"{what}: probe")
+    return start.elapsed_time(end) / 1e3
+
+
+def capped_repetitions(samplers: dict[str, Sampler], repetitions: int, seconds_each: float | None,
+                       what: str) -> dict[str, int]:
+    """Each contender's samples in this mode: `repetitions`, or where `seconds_each` (TimingSpec.
+    seconds_per_contender) holds fewer of its samples (one probed here), that many, and at least
+    MIN_CAPPED_REPETITIONS."""
+    if seconds_each is None:
+        return dict.fromkeys(samplers, repetitions)
+    wanted = {}
+    for name, one in samplers.items():
+        took = probe_seconds(one, f"{what}: {name}")
+        fit = math.floor(seconds_each / took) if took > 0 else repetitions
+        wanted[name] = min(repetitions, max(MIN_CAPPED_REPETITIONS, fit))
+    return wanted
+
+
+def sample_round_robin(samplers: dict[str, Sampler], repetitions: int | dict[str, int], what: str,
                        visits: int | None = None) -> dict[str, list[float]]:
-    """`repetitions` samples per launch (microseconds) of every sampler. Each contender is visited
-    `visits` times (default: once per sample) in round_robin_order and takes repetitions / visits
-    samples in a row per visit: a few long visits let a power-capped GPU settle at each contender's
-    own sustained clock, while the reversed rounds still cancel the drift."""
-    visits = repetitions if visits is None else visits
-    per_visit = math.ceil(repetitions / visits)
-    taken, counts = [], dict.fromkeys(samplers, 0)
-    for name in round_robin_order(list(samplers), visits):
+    """`repetitions` samples per launch (microseconds) of every sampler (or per sampler, from
+    capped_repetitions). Each contender is visited `visits` times (default: once per sample of the
+    most sampled) in round_robin_order and takes its share of its samples in a row per visit, spread
+    evenly over the visits: a few long visits let a power-capped GPU settle at each contender's own
+    sustained clock, while the reversed rounds still cancel the drift, also for a contender that
+    takes fewer samples than the rest."""
+    wanted = repetitions if isinstance(repetitions, dict) else dict.fromkeys(samplers, repetitions)
+    rounds = max(wanted.values()) if visits is None else visits
+    taken, counts, visited = [], dict.fromkeys(samplers, 0), dict.fromkeys(samplers, 0)
+    for name in round_robin_order(list(samplers), rounds):
         one = samplers[name]
-        for _ in range(min(per_visit, repetitions - counts[name])):
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            if one.before is not None:
-                one.before()
-            start.record()
-            one.run()
-            end.record()
-            taken.append((name, start, end))
+        visited[name] += 1
+        for _ in range(math.ceil(visited[name] * wanted[name] / rounds) - counts[name]):
+            taken.append((name, *_sample(one)))
             counts[name] += 1
     samples: dict[str, list[float]] = {name: [] for name in samplers}
     for name, start, end in taken:  # each sample must end within its bound of the one before

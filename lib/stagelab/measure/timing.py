@@ -30,7 +30,8 @@ import numpy as np
 import torch
 
 from .gpu_clocks import ClockMonitor, ClockSummary, smi_device_id
-from .sampling import sample_round_robin, sampler
+from ..core.timing_spec import MIN_REPETITIONS
+from .sampling import capped_repetitions, sample_round_robin, sampler
 
 # Flushing twice the L2's size evicts everything the previous launch left there.
 L2_FLUSH_FACTOR = 2
@@ -66,9 +67,13 @@ class TimingStats:
 
 
 def summarize(samples_us: list[float], *, contender: str, shape, mode: str, element_bytes: int = 2) -> TimingStats:
-    """Percentiles of the samples; TFLOP/s and GB/s at the median (problem's flops and byte floor)."""
+    """Percentiles of the samples; TFLOP/s and GB/s at the median (problem's flops and byte floor). A
+    contender capped to fewer than MIN_REPETITIONS samples (capped_repetitions) has no p99 (nan, which
+    the record leaves out): its 99th percentile would be one of its slowest few launches."""
     a = np.asarray(samples_us, dtype=np.float64)
     p25, p50, p75, p90, p99 = np.percentile(a, [25, 50, 75, 90, 99])
+    if len(a) < MIN_REPETITIONS:
+        p99 = math.nan
     seconds = p50 * 1e-6
     return TimingStats(
         contender=contender, shape=shape.tag, causal=bool(getattr(shape, "causal", False)), mode=mode,
@@ -118,13 +123,14 @@ def time_with_clocks(fn: Callable[[], None], mode: str, flush: L2Flusher | None,
 
 def time_interleaved(contenders: dict[str, Callable[[], None]], mode: str, flush: L2Flusher | None, *, warmup: int,
                      repetitions: int, shape, element_bytes: int, device: str,
-                     visits: int | None = None) -> list[TimingStats]:
+                     visits: int | None = None, seconds_each: float | None = None) -> list[TimingStats]:
     """Every contender in one mode, sampled round robin, each summarized with the clock and power
     nvidia-smi saw over the whole interleaved run (one reading for all: their samples alternate
-    faster than nvidia-smi samples)."""
+    faster than nvidia-smi samples). `seconds_each`: TimingSpec.seconds_per_contender."""
     samplers = {name: sampler(fn, mode, flush, warmup=warmup, flops=shape.flops()) for name, fn in contenders.items()}
+    wanted = capped_repetitions(samplers, repetitions, seconds_each, f"{mode} timing")
     with ClockMonitor(device) as clocks:
-        samples = sample_round_robin(samplers, repetitions, f"{mode} timing", visits)
+        samples = sample_round_robin(samplers, wanted, f"{mode} timing", visits)
     summary = clocks.summary()
     return [summarize(samples[name], contender=name, shape=shape, mode=mode, element_bytes=element_bytes)
             .with_clocks(summary) for name in contenders]
@@ -137,7 +143,7 @@ def time_contenders(contenders: dict[str, Callable[[], None]], shape, spec, flus
     return [stats for mode in spec.modes
             for stats in time_interleaved(contenders, mode, flush, warmup=spec.warmup, repetitions=spec.repetitions,
                                           shape=shape, element_bytes=element_bytes, device=device,
-                                          visits=spec.visits)]
+                                          visits=spec.visits, seconds_each=spec.seconds_per_contender)]
 
 
 def time_floor(spec, flush: L2Flusher) -> dict[str, float]:

@@ -32,6 +32,8 @@ def run_params(ctx: StageContext) -> dict[str, object]:
         "timing_modes": ",".join(p.timing.modes),
         # runs without it (before 2026-11-26) timed each contender's repetitions in one block
         "timing_order": timing_order(p.timing.visits),
+        # runs without it (before 2026-11-30) took every repetition of every contender
+        **({"seconds_per_contender": p.timing.seconds_per_contender} if p.timing.seconds_per_contender else {}),
         "contenders": ",".join(p.timing.contenders),
         "min_gain": stage.min_gain,
         "arch": ",".join(stage.arch),

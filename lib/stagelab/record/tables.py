@@ -13,7 +13,7 @@ from ..core import metrics as m
 from ..core.errors import NoRunsError
 from ..core.family import Family
 from ..core.formatting import fixed_numbers
-from ..core.params import TIMING_MODES
+from ..core.timing_spec import TIMING_MODES
 from ..core.registry import family_registry
 from ..judge.error_cause import error_cause
 from . import tracking

@@ -68,7 +68,7 @@ class Narrowing:
     check_only: bool = False            # check the trials, time nothing
 
     def apply(self, params):
-        from ..core.params import MIN_REPETITIONS
+        from ..core.timing_spec import MIN_REPETITIONS
 
         timing = params.timing
         if self.contenders is not None:
