@@ -6,7 +6,7 @@ compile options, the architectures and the tool versions, so an unchanged stage 
 
 1. nvcc -c <stage>.cu --resource-usage -> an object file and the ptxas report (~2 s).
    This needs only nvcc, so it runs (and is gated) on machines with no GPU.
-2. The family's binding.cpp (torch/extension.h, ~40 s) compiled to an object once per family,
+2. The family's binding.cpp (torch's headers, 7-63 s: core.binding) compiled to an object once per family,
    torch build and toolchain, and shared by every stage and knob (core.binding; its cache is
    binding_cache_dir()). Cached, this step costs nothing.
 3. c++ -shared binding.o <stage>.o + torch's and cudart's libraries -> <stage>_<key>.so (<1 s),
