@@ -1,8 +1,9 @@
 """The family's torch binding: compiled once, linked to every stage, loaded side by side.
 
-binding.cpp includes torch's headers (sdpa's torch/extension.h, 63 s to compile on a 2-core machine;
-new-family's skeleton only the tensor type and pybind11's caster for it, 19 s there, 7 s on the
-H200 machine), while the stages of a family differ only in the object nvcc makes. So the binding is compiled once per family source, torch
+binding.cpp includes torch's headers: sdpa's, softmax's and rmsnorm's torch/extension.h (with it the
+skeleton's binding took 63 s on a 2-core machine), new-family's skeleton only the tensor type and
+pybind11's caster for it (19 s there, 7 s on the H200 machine). The stages of a family differ only
+in the object nvcc makes. So the binding is compiled once per family source, torch
 build and toolchain into binding_cache_dir()/<family>/<key>/binding.o, and each stage's module
 is a plain link of that object with the stage's (under a second).
 
