@@ -47,11 +47,6 @@ def _reason(run: pd.Series) -> str | None:
     return None
 
 
-def _seconds(run: pd.Series) -> float | None:
-    took = run_seconds(run.to_frame().T).iloc[0]
-    return None if pd.isna(took) else float(took)
-
-
 def reruns(latest: pd.DataFrame, every_run: pd.DataFrame, params_names: Sequence[str],
            stages: Sequence[str]) -> list[Rerun]:
     """`latest`: latest_runs' frame for one GPU (one row per stage and file, with its source state);
@@ -60,6 +55,7 @@ def reruns(latest: pd.DataFrame, every_run: pd.DataFrame, params_names: Sequence
     a run takes where this GPU has none; `stages`: the family's stages in ladder order."""
     ladder = set(zip(every_run[f"tags.{m.TAG_STAGE}"], every_run["tags.params_file"]))
     newest_first = every_run.sort_values("start_time", ascending=False)
+    took = run_seconds(latest)
     plan = []
     for name in params_names:
         expected = expected_seconds(newest_first, name)
@@ -71,15 +67,16 @@ def reruns(latest: pd.DataFrame, every_run: pd.DataFrame, params_names: Sequence
                 if (stage, name) in ladder:
                     plan.append(Rerun(name, stage, NOT_RUN, expected.get((stage, ANY_GPU))))
             elif (reason := _reason(run)) is not None:
-                plan.append(_rerun(name, stage, reason, run, expected.get((stage, ANY_GPU))))
+                seconds = None if pd.isna(took[run.name]) else float(took[run.name])
+                plan.append(_rerun(name, stage, reason, run, seconds, expected.get((stage, ANY_GPU))))
     return plan
 
 
-def _rerun(params_file: str, stage: str, reason: str, run: pd.Series, whole: float | None) -> Rerun:
+def _rerun(params_file: str, stage: str, reason: str, run: pd.Series, seconds: float | None,
+           whole: float | None) -> Rerun:
     """A killed run's duration is a lower bound; the stage's expected seconds (its newest whole run on
     any GPU, or a longer killed one since), where longer, say more (s2's acceptance run killed after
     2.2 min had taken 4.1 whole)."""
-    seconds = _seconds(run)
     if run.get(f"tags.{m.TAG_OUTCOME}") != m.OUTCOME_KILLED:
         return Rerun(params_file, stage, reason, seconds)
     if whole is not None and (seconds is None or whole > seconds):

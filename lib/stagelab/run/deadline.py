@@ -21,7 +21,6 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..core import metrics as m
 from ..record.durations import ANY_GPU, DURATIONS_FILE, expected_seconds
 from .gpus import machine_gpu_name
 from .workers import Slot
